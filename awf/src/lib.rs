@@ -1,0 +1,1 @@
+//! awf (work in progress).

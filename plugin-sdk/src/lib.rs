@@ -1,0 +1,1 @@
+//! plugin-sdk (work in progress).
