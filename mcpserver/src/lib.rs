@@ -1,1 +1,76 @@
-//! mcpserver
+//! A small, fast server library for the Model Context Protocol (MCP), revision
+//! 2024-11-05: register tools with typed handlers, then serve them over blocking
+//! stdio — no async runtime, no macros, two dependencies (`serde`, `serde_json`).
+//!
+//! A complete server:
+//!
+//! ```no_run
+//! use mcpserver::{CallContext, Server, Tool, ToolResult};
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! struct EchoArgs { text: String }
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let schema = serde_json::json!({
+//!         "type": "object",
+//!         "properties": { "text": { "type": "string" } },
+//!         "required": ["text"]
+//!     });
+//!     Server::builder("echo", "1.0.0")
+//!         .tool(Tool::new("echo", "Echo the text back", schema), |args: EchoArgs, _: &CallContext| {
+//!             Ok::<_, String>(ToolResult::text(args.text))
+//!         })
+//!         .build()?
+//!         .serve_stdio()?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! What the library does for you, to the letter of the protocol:
+//!
+//! - **Framing**: one JSON message per line (`\r\n` accepted), compact output, nothing
+//!   but protocol messages on the output; lines over [`ServerBuilder::max_message_size`]
+//!   get an error answer and are skipped.
+//! - **Lifecycle**: `initialize` (answered with 2024-11-05 whatever the client asked,
+//!   unless [`ServerBuilder::accept_newer_revisions`]), `ping` at any time, an immediate
+//!   error for other requests before `initialize`, `shutdown` and end of input both
+//!   drain: every request read is answered before [`Server::serve`] returns.
+//! - **Errors**: -32700 for bad JSON or UTF-8 (and serving goes on), -32600 for
+//!   messages that are not requests, -32601 for unknown methods, -32602 for unknown
+//!   tools or arguments that do not fit. A handler's `Err` or panic becomes a result
+//!   with `isError: true`; the server keeps serving.
+//! - **Concurrency**: calls run concurrently up to [`ServerBuilder::max_concurrency`];
+//!   `ping` is answered during a long call; `notifications/cancelled` raises the
+//!   call's [`CancellationToken`]. The reading thread runs quick calls itself (no
+//!   thread hand-off), and stops reading when every worker is busy.
+//! - **Observability**: [`Hooks`] tell a host when a request arrives and when each call
+//!   starts and ends, enough for a span, a log line and an audit record per call.
+//!
+//! Tests can serve in-process over [`memory::pair`].
+
+mod builder;
+mod context;
+mod framing;
+mod hooks;
+pub mod jsonrpc;
+pub mod memory;
+mod server;
+#[cfg(unix)]
+mod sys;
+mod tool;
+
+pub use builder::{
+    BuildError, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_MESSAGE_SIZE, ServerBuilder, check_name,
+};
+pub use context::{CallContext, CancellationToken, ClientInfo};
+pub use hooks::{CallOutcome, CallStatus, Hooks};
+pub use jsonrpc::RequestId;
+pub use server::{Server, StopHandle, StopReason};
+pub use tool::{Content, Tool, ToolResult};
+
+/// The protocol revision this library speaks by default.
+pub const PROTOCOL_VERSION: &str = "2024-11-05";
+
+/// Newer revisions a server may opt in to with [`ServerBuilder::accept_newer_revisions`].
+pub const NEWER_PROTOCOL_VERSIONS: [&str; 2] = ["2025-06-18", "2025-11-25"];

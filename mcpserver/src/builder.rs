@@ -1,0 +1,291 @@
+//! Building a server: tools, limits, hooks. Every tool is checked here, so a bad name
+//! or schema is an error at startup, never at call time.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fmt::Display;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::context::CallContext;
+use crate::hooks::{Hooks, NoHooks};
+use crate::server::{Inner, Server, StopSignal};
+use crate::tool::{self, Handler, Tool, ToolResult};
+
+/// Default largest message accepted, in bytes.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+/// Default number of tool calls that may run at once.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 8;
+
+/// Collects a server's identity, limits and tools; [`ServerBuilder::build`] checks them.
+pub struct ServerBuilder {
+    name: String,
+    version: String,
+    instructions: Option<String>,
+    max_message_size: usize,
+    max_concurrency: usize,
+    page_size: Option<usize>,
+    accept_newer: bool,
+    hooks: Box<dyn Hooks>,
+    tools: Vec<(Tool, Handler)>,
+}
+
+impl ServerBuilder {
+    pub(crate) fn new(name: &str, version: &str) -> ServerBuilder {
+        ServerBuilder {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            instructions: None,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            page_size: None,
+            accept_newer: false,
+            hooks: Box::new(NoHooks),
+            tools: Vec::new(),
+        }
+    }
+
+    /// Text for the client's model on how to use this server (sent in `initialize`).
+    pub fn instructions(mut self, text: impl Into<String>) -> ServerBuilder {
+        self.instructions = Some(text.into());
+        self
+    }
+
+    /// The longest line accepted, in bytes (default 16 MiB). A longer line is answered
+    /// with an error and skipped; serving goes on.
+    pub fn max_message_size(mut self, bytes: usize) -> ServerBuilder {
+        self.max_message_size = bytes;
+        self
+    }
+
+    /// How many tool calls may run at once (default 8). When that many run, the server
+    /// stops reading until one ends, so memory stays bounded under any flood. `1` runs
+    /// every call on the reading thread, one at a time.
+    pub fn max_concurrency(mut self, calls: usize) -> ServerBuilder {
+        self.max_concurrency = calls;
+        self
+    }
+
+    /// Splits `tools/list` into pages of this many tools (default: one page).
+    pub fn page_size(mut self, tools: Option<usize>) -> ServerBuilder {
+        self.page_size = tools;
+        self
+    }
+
+    /// Also accept protocol revisions 2025-06-18 and 2025-11-25 when a client asks for
+    /// them (tool titles, annotations, output schemas, structured content). Off by
+    /// default: 2024-11-05 is the contract.
+    pub fn accept_newer_revisions(mut self, accept: bool) -> ServerBuilder {
+        self.accept_newer = accept;
+        self
+    }
+
+    /// Observers of requests and calls.
+    pub fn hooks(mut self, hooks: impl Hooks + 'static) -> ServerBuilder {
+        self.hooks = Box::new(hooks);
+        self
+    }
+
+    /// Registers a tool whose handler takes typed arguments. Arguments that do not
+    /// deserialize into `A` are answered with -32602 naming the tool and the problem;
+    /// `Err(e)` becomes a result with `isError: true` and the text of `e`.
+    pub fn tool<A, E, F>(mut self, tool: Tool, handler: F) -> ServerBuilder
+    where
+        A: DeserializeOwned,
+        E: Display,
+        F: Fn(A, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
+    {
+        self.tools.push((tool, tool::typed(handler)));
+        self
+    }
+
+    /// Registers a tool whose handler takes the arguments as a JSON value.
+    pub fn tool_raw<E, F>(mut self, tool: Tool, handler: F) -> ServerBuilder
+    where
+        E: Display,
+        F: Fn(Value, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
+    {
+        self.tools.push((tool, tool::untyped(handler)));
+        self
+    }
+
+    /// Checks every tool and limit and returns the server, or every problem found.
+    pub fn build(self) -> Result<Server, BuildError> {
+        let mut problems = Vec::new();
+        if self.max_concurrency == 0 {
+            problems.push("max_concurrency must be at least 1".to_owned());
+        }
+        if self.max_message_size < 1024 {
+            problems.push(format!(
+                "max_message_size {} is too small: use at least 1024 bytes",
+                self.max_message_size
+            ));
+        }
+        if self.page_size == Some(0) {
+            problems.push("page_size must be at least 1 (or None for a single page)".to_owned());
+        }
+        let mut index = HashMap::with_capacity(self.tools.len());
+        for (i, (tool, _)) in self.tools.iter().enumerate() {
+            if let Err(p) = check_name(&tool.name) {
+                problems.push(p);
+            }
+            if tool.description.trim().is_empty() {
+                problems.push(format!(
+                    "tool \"{}\" has no description: models choose tools by their description, give it one",
+                    tool.name
+                ));
+            }
+            if tool.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+                problems.push(format!(
+                    "tool \"{}\": its input schema must be a JSON object schema such as {{\"type\": \"object\", \"properties\": {{...}}}}, got {}",
+                    tool.name, tool.input_schema
+                ));
+            }
+            if index.insert(tool.name.clone(), i).is_some() {
+                problems.push(format!(
+                    "tool \"{}\" is registered twice: tool names must be unique",
+                    tool.name
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(BuildError { problems });
+        }
+        let (tools, handlers): (Vec<Tool>, Vec<Handler>) = self.tools.into_iter().unzip();
+        let list_json = [false, true].map(|newer| {
+            let list: Vec<Value> = tools.iter().map(|t| t.to_json(newer)).collect();
+            serde_json::json!({ "tools": list }).to_string()
+        });
+        Ok(Server {
+            inner: Arc::new(Inner {
+                name: self.name,
+                version: self.version,
+                instructions: self.instructions,
+                max_message_size: self.max_message_size,
+                max_concurrency: self.max_concurrency,
+                page_size: self.page_size,
+                accept_newer: self.accept_newer,
+                hooks: self.hooks,
+                tools,
+                handlers,
+                index,
+                list_json,
+                stop: Arc::new(StopSignal::default()),
+            }),
+        })
+    }
+}
+
+/// Checks a tool name against `^[a-zA-Z0-9_-]{1,64}$`, saying why when it fails.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a tool name is empty: names are 1 to 64 characters of a-z A-Z 0-9 _ -".into());
+    }
+    if name.len() > 64 {
+        return Err(format!(
+            "tool name \"{name}\" is {} characters long: the limit is 64",
+            name.len()
+        ));
+    }
+    if name.contains('.') {
+        return Err(format!(
+            "tool name \"{name}\" contains '.': clients such as Claude refuse dots in tool names, and one bad name can hide every tool of the server; use '_' or '-' instead"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(format!(
+            "tool name \"{name}\" contains {c:?}: names may only use a-z A-Z 0-9 _ -"
+        ));
+    }
+    Ok(())
+}
+
+/// Why a server could not be built: every problem found, each naming the tool or
+/// limit and the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildError {
+    problems: Vec<String>,
+}
+
+impl BuildError {
+    /// Each problem, one sentence each.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.problems.join("; "))
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Server;
+    use serde_json::json;
+
+    fn obj() -> Value {
+        json!({"type": "object"})
+    }
+
+    fn build_with(tools: Vec<Tool>) -> Result<Server, BuildError> {
+        let mut b = Server::builder("t", "1");
+        for t in tools {
+            b = b.tool_raw(t, |_, _| Ok::<_, String>(ToolResult::text("")));
+        }
+        b.build()
+    }
+
+    #[test]
+    fn names_follow_the_mcp_rule() {
+        assert!(check_name("Read").is_ok());
+        assert!(check_name("my-plugin_op2").is_ok());
+        assert!(check_name(&"a".repeat(64)).is_ok());
+        assert!(check_name(&"a".repeat(65)).unwrap_err().contains("64"));
+        assert!(check_name("").is_err());
+        let dot = check_name("fs.read").unwrap_err();
+        assert!(dot.contains("'.'") && dot.contains("Claude"), "{dot}");
+        assert!(check_name("a b").unwrap_err().contains("' '"));
+        assert!(check_name("é").is_err());
+    }
+
+    #[test]
+    fn build_reports_every_problem() {
+        let err = build_with(vec![
+            Tool::new("ok", "fine", obj()),
+            Tool::new("ok", "again", obj()),
+            Tool::new("no.dots", "d", obj()),
+            Tool::new("nodesc", "  ", obj()),
+            Tool::new("array", "a", json!({"type": "array"})),
+        ])
+        .err()
+        .expect("must fail");
+        let all = err.to_string();
+        assert_eq!(err.problems().len(), 4, "{all}");
+        assert!(all.contains("registered twice"));
+        assert!(all.contains("no.dots"));
+        assert!(all.contains("no description"));
+        assert!(all.contains("object schema"));
+    }
+
+    #[test]
+    fn limits_are_checked() {
+        let err = Server::builder("t", "1")
+            .max_concurrency(0)
+            .page_size(Some(0))
+            .max_message_size(10)
+            .build()
+            .err()
+            .unwrap();
+        assert_eq!(err.problems().len(), 3);
+    }
+}

@@ -1,0 +1,103 @@
+//! What a handler knows about the call it serves.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::Value;
+
+use crate::jsonrpc::RequestId;
+
+/// The client, as it named itself in `initialize`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientInfo {
+    /// `clientInfo.name`.
+    pub name: String,
+    /// `clientInfo.version`.
+    pub version: String,
+}
+
+/// A flag the server raises when the client cancels a call (`notifications/cancelled`).
+///
+/// Clone it into threads or child-process watchers that must stop when the call is
+/// cancelled.
+#[derive(Debug, Clone, Default)]
+pub struct CancellationToken(Arc<AtomicBool>);
+
+impl CancellationToken {
+    /// A token that is not cancelled.
+    pub fn new() -> CancellationToken {
+        CancellationToken::default()
+    }
+
+    /// True once the call has been cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Raises the flag.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// The context of one `tools/call`: given to the handler and to the hooks.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    pub(crate) request_id: RequestId,
+    pub(crate) tool: String,
+    pub(crate) cancellation: CancellationToken,
+    pub(crate) client: Option<Arc<ClientInfo>>,
+    pub(crate) protocol_version: &'static str,
+    pub(crate) meta: Option<Value>,
+}
+
+impl CallContext {
+    /// A context for calling a handler outside of a server (an in-process host, a test).
+    pub fn new(request_id: RequestId, tool: impl Into<String>) -> CallContext {
+        CallContext {
+            request_id,
+            tool: tool.into(),
+            cancellation: CancellationToken::new(),
+            client: None,
+            protocol_version: crate::PROTOCOL_VERSION,
+            meta: None,
+        }
+    }
+
+    /// The JSON-RPC id of the `tools/call` request.
+    pub fn request_id(&self) -> &RequestId {
+        &self.request_id
+    }
+
+    /// The name of the tool called.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// True once the client has cancelled this call; a long handler should check it and
+    /// return early (its answer is not sent).
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellation.is_cancelled()
+    }
+
+    /// The call's cancellation flag, to hand to other threads.
+    pub fn cancellation(&self) -> CancellationToken {
+        self.cancellation.clone()
+    }
+
+    /// The client's name and version from `initialize`.
+    pub fn client_info(&self) -> Option<&ClientInfo> {
+        self.client.as_deref()
+    }
+
+    /// The protocol revision agreed in `initialize`.
+    pub fn protocol_version(&self) -> &str {
+        self.protocol_version
+    }
+
+    /// `params._meta` of the request, when the client sent one (for example a W3C
+    /// `traceparent`).
+    pub fn meta(&self) -> Option<&Value> {
+        self.meta.as_ref()
+    }
+}

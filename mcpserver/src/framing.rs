@@ -1,0 +1,233 @@
+//! Line framing: one JSON-RPC message per `\n`-terminated line, `\r\n` accepted.
+//!
+//! The reader owns its buffer so that it knows when the next read would block: the
+//! server flushes its answers exactly then, which batches writes under a flood and
+//! costs one write per call when calls come one at a time.
+
+use std::io::{self, Read};
+
+const INITIAL_BUFFER: usize = 64 * 1024;
+
+/// What the next read produced.
+pub(crate) enum Frame<'a> {
+    /// A complete line, without its terminator.
+    Line(&'a [u8]),
+    /// A line longer than the maximum message size; it was skipped to its end.
+    TooLong,
+    /// End of input; a final unterminated line is returned as a `Line` first.
+    Eof,
+}
+
+pub(crate) struct LineReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Bytes of `buf[start..end]` already searched for a newline.
+    scanned: usize,
+    max_line: usize,
+    skipping: bool,
+    eof: bool,
+}
+
+impl<R: Read> LineReader<R> {
+    pub(crate) fn new(inner: R, max_line: usize) -> Self {
+        let cap = INITIAL_BUFFER.min(max_line.saturating_add(2)).max(1024);
+        LineReader {
+            inner,
+            buf: vec![0; cap],
+            start: 0,
+            end: 0,
+            scanned: 0,
+            max_line,
+            skipping: false,
+            eof: false,
+        }
+    }
+
+    /// Reads the next frame. `before_block` runs before every read that may block (the
+    /// buffer holds no complete line): the server flushes its answers there.
+    pub(crate) fn next_frame(
+        &mut self,
+        before_block: &mut dyn FnMut() -> io::Result<()>,
+    ) -> io::Result<Frame<'_>> {
+        loop {
+            if let Some(pos) = find_newline(&self.buf[self.start + self.scanned..self.end]) {
+                let line_end = self.start + self.scanned + pos;
+                let line_start = self.start;
+                self.start = line_end + 1;
+                self.scanned = 0;
+                if self.start == self.end {
+                    self.start = 0;
+                    self.end = 0;
+                }
+                if self.skipping {
+                    self.skipping = false;
+                    return Ok(Frame::TooLong);
+                }
+                let mut line = &self.buf[line_start..line_end];
+                if let [rest @ .., b'\r'] = line {
+                    line = rest;
+                }
+                if line.len() > self.max_line {
+                    return Ok(Frame::TooLong);
+                }
+                return Ok(Frame::Line(line));
+            }
+            self.scanned = self.end - self.start;
+            if self.eof {
+                let line_start = self.start;
+                let line_end = self.end;
+                self.start = 0;
+                self.end = 0;
+                self.scanned = 0;
+                if self.skipping {
+                    self.skipping = false;
+                    return Ok(Frame::TooLong);
+                }
+                if line_end == line_start {
+                    return Ok(Frame::Eof);
+                }
+                let mut line = &self.buf[line_start..line_end];
+                if let [rest @ .., b'\r'] = line {
+                    line = rest;
+                }
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(Frame::Eof);
+                }
+                return Ok(Frame::Line(line));
+            }
+            self.make_room();
+            before_block()?;
+            let n = loop {
+                match self.inner.read(&mut self.buf[self.end..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            };
+            if n == 0 {
+                self.eof = true;
+            }
+            self.end += n;
+        }
+    }
+
+    /// Ensures free space after `end`: compacts, grows up to the limit, or, past the
+    /// limit, drops the partial line and remembers to skip to its end.
+    fn make_room(&mut self) {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.end < self.buf.len() {
+            return;
+        }
+        // +2: room for "\r\n" after a line of exactly the maximum size.
+        let limit = self.max_line.saturating_add(2);
+        if self.skipping || self.end >= limit {
+            self.skipping = true;
+            self.end = 0;
+            self.scanned = 0;
+            return;
+        }
+        let new_len = (self.buf.len() * 2).min(limit).max(self.end + 1);
+        self.buf.resize(new_len, 0);
+    }
+}
+
+/// The first `\n` in `hay`, a machine word at a time.
+pub(crate) fn find_newline(hay: &[u8]) -> Option<usize> {
+    const LO: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HI: u64 = u64::from_ne_bytes([0x80; 8]);
+    const NL: u64 = u64::from_ne_bytes([b'\n'; 8]);
+    let mut chunks = hay.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk")) ^ NL;
+        // A zero byte in `word` is a newline in `chunk`; the lowest flagged byte is exact.
+        let found = word.wrapping_sub(LO) & !word & HI;
+        if found != 0 {
+            return Some(offset + (found.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|p| offset + p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(input: &[u8], max: usize) -> Vec<Option<Vec<u8>>> {
+        // Feed one byte at a time to exercise every buffer boundary.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(out.len()).min(3);
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let mut reader = LineReader::new(Trickle(input), max);
+        let mut out = Vec::new();
+        loop {
+            match reader.next_frame(&mut || Ok(())).unwrap() {
+                Frame::Line(l) => out.push(Some(l.to_vec())),
+                Frame::TooLong => out.push(None),
+                Frame::Eof => return out,
+            }
+        }
+    }
+
+    #[test]
+    fn finds_newlines_at_every_offset() {
+        for len in 0..40 {
+            for at in 0..len {
+                let mut hay = vec![b'a'; len];
+                hay[at] = b'\n';
+                assert_eq!(find_newline(&hay), Some(at), "len {len} at {at}");
+            }
+            assert_eq!(find_newline(&vec![b'a'; len]), None);
+        }
+        // Bytes just around '\n' (0x0a) must not be mistaken for it.
+        assert_eq!(find_newline(&[0x0b, 0x09, 0x8a, 0x0a]), Some(3));
+    }
+
+    #[test]
+    fn splits_lines_and_strips_cr() {
+        let got = frames(b"one\r\ntwo\n\nthree", 100);
+        let want: Vec<Option<Vec<u8>>> = vec![
+            Some(b"one".to_vec()),
+            Some(b"two".to_vec()),
+            Some(b"".to_vec()),
+            Some(b"three".to_vec()),
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn over_long_line_is_skipped_and_reading_goes_on() {
+        let mut input = vec![b'x'; 5000];
+        input.extend_from_slice(b"\nok\n");
+        input.extend_from_slice(&[b'y'; 20]);
+        input.extend_from_slice(b"\nfine\n");
+        let got = frames(&input, 10);
+        assert_eq!(
+            got,
+            vec![None, Some(b"ok".to_vec()), None, Some(b"fine".to_vec())]
+        );
+    }
+
+    #[test]
+    fn line_of_exactly_the_limit_passes_with_crlf() {
+        let got = frames(b"0123456789\r\n", 10);
+        assert_eq!(got, vec![Some(b"0123456789".to_vec())]);
+    }
+}

@@ -1,0 +1,78 @@
+//! Hooks: how a host observes the server without the library depending on a logging or
+//! tracing crate. A host implements [`Hooks`] to emit a span, a log line and an audit
+//! record per call.
+
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+
+use crate::context::CallContext;
+use crate::jsonrpc::RequestId;
+use crate::tool::ToolResult;
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallStatus {
+    /// The tool succeeded.
+    Ok,
+    /// The tool ran and reported failure (`isError: true`).
+    ToolError,
+    /// The arguments did not fit the tool (answered with -32602).
+    InvalidArguments,
+    /// The handler panicked (answered as an `isError` result).
+    Panicked,
+    /// The client cancelled the call; no answer was sent.
+    Cancelled,
+}
+
+impl CallStatus {
+    /// A short lowercase name: `ok`, `tool_error`, `invalid_arguments`, `panicked`, `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallStatus::Ok => "ok",
+            CallStatus::ToolError => "tool_error",
+            CallStatus::InvalidArguments => "invalid_arguments",
+            CallStatus::Panicked => "panicked",
+            CallStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What a host learns when a call ends.
+#[derive(Debug)]
+pub struct CallOutcome<'a> {
+    /// Time spent in the handler.
+    pub duration: Duration,
+    /// How the call ended.
+    pub status: CallStatus,
+    /// Why it failed, when it did.
+    pub error: Option<&'a str>,
+    /// The result sent (absent for invalid arguments).
+    pub result: Option<&'a ToolResult>,
+}
+
+/// Observers of the server's work. Every method has an empty default.
+///
+/// `call_started` and `call_finished` run on the thread that runs the handler, one
+/// right before it and one right after, so a host may keep per-call state in a
+/// thread-local (an entered span, for instance).
+pub trait Hooks: Send + Sync {
+    /// A request or notification was read (`id` is `None` for a notification).
+    fn request_received(&self, method: &str, id: Option<&RequestId>) {
+        let _ = (method, id);
+    }
+
+    /// A `tools/call` is about to run its handler.
+    fn call_started(&self, ctx: &CallContext, arguments: &RawValue) {
+        let _ = (ctx, arguments);
+    }
+
+    /// A `tools/call` ended.
+    fn call_finished(&self, ctx: &CallContext, outcome: &CallOutcome<'_>) {
+        let _ = (ctx, outcome);
+    }
+}
+
+pub(crate) struct NoHooks;
+
+impl Hooks for NoHooks {}

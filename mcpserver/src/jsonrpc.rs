@@ -1,0 +1,312 @@
+//! JSON-RPC 2.0 as MCP uses it: message classification, ids, error codes and the
+//! compact one-line encoding of answers.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io::{self, Write};
+
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+/// Invalid JSON was received.
+pub const PARSE_ERROR: i64 = -32700;
+/// The JSON sent is not a valid request object.
+pub const INVALID_REQUEST: i64 = -32600;
+/// The method does not exist.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// Invalid method parameters: unknown tool, arguments that do not fit, bad cursor.
+pub const INVALID_PARAMS: i64 = -32602;
+/// Internal error.
+pub const INTERNAL_ERROR: i64 = -32603;
+/// A request other than `initialize` or `ping` came before `initialize`.
+pub const SERVER_NOT_INITIALIZED: i64 = -32002;
+
+/// The id of a request, echoed with its type in the answer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RequestId {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    String(String),
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(s) => f.write_str(s),
+        }
+    }
+}
+
+impl RequestId {
+    /// Parses an id from its JSON text; MCP allows strings and integers only.
+    pub(crate) fn from_raw(raw: &RawValue) -> Option<RequestId> {
+        let text = raw.get();
+        if text.starts_with('"') {
+            serde_json::from_str::<String>(text)
+                .ok()
+                .map(RequestId::String)
+        } else {
+            text.parse::<i64>().ok().map(RequestId::Number)
+        }
+    }
+
+    pub(crate) fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
+        match self {
+            RequestId::Number(n) => write!(out, "{n}"),
+            RequestId::String(s) => serde_json::to_writer(out, s).map_err(io::Error::from),
+        }
+    }
+}
+
+/// Every member of a message, kept as raw JSON so that a bad member can be reported
+/// against the id when the id itself is fine.
+#[derive(Deserialize)]
+pub(crate) struct Envelope<'a> {
+    #[serde(borrow, default, deserialize_with = "raw_keep_null")]
+    pub jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_keep_null")]
+    pub id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_keep_null")]
+    pub method: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_keep_null")]
+    pub params: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_keep_null")]
+    pub result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_keep_null")]
+    pub error: Option<&'a RawValue>,
+}
+
+/// Deserializes a member that is present (even `null`) as `Some(raw)`.
+fn raw_keep_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// What one input line turned out to be.
+pub(crate) enum Message<'a> {
+    Request {
+        id: RequestId,
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    Notification {
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    /// An answer from the client; this server sends no requests, so it is dropped.
+    Response,
+    /// Not a valid message: answer with this error (id when it could be read).
+    Invalid(ErrorAnswer),
+}
+
+/// An error to answer with.
+#[derive(Debug)]
+pub(crate) struct ErrorAnswer {
+    pub id: Option<RequestId>,
+    pub code: i64,
+    pub message: String,
+}
+
+impl ErrorAnswer {
+    pub(crate) fn new(id: Option<RequestId>, code: i64, message: impl Into<String>) -> Self {
+        ErrorAnswer {
+            id,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+pub(crate) fn classify(line: &[u8]) -> Message<'_> {
+    // A derived struct would also accept a JSON array (positionally): refuse it first.
+    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        let (code, what) = match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+            Ok(_) if line.trim_ascii_start().starts_with(b"[") => (
+                INVALID_REQUEST,
+                "invalid request: batches (JSON arrays) are not supported; send one message per line",
+            ),
+            Ok(_) => (
+                INVALID_REQUEST,
+                "invalid request: a message must be a JSON object",
+            ),
+            Err(_) if std::str::from_utf8(line).is_err() => {
+                (PARSE_ERROR, "parse error: the line is not valid UTF-8")
+            }
+            Err(_) => (PARSE_ERROR, "parse error: the line is not valid JSON"),
+        };
+        return Message::Invalid(ErrorAnswer::new(None, code, what));
+    }
+    let env: Envelope<'_> = match serde_json::from_slice(line) {
+        Ok(env) => env,
+        Err(e) => {
+            let (code, what) = match e.classify() {
+                serde_json::error::Category::Data => (
+                    INVALID_REQUEST,
+                    "invalid request: a message must be a single JSON object (batches are not supported)",
+                ),
+                _ if std::str::from_utf8(line).is_err() => {
+                    (PARSE_ERROR, "parse error: the line is not valid UTF-8")
+                }
+                _ => (PARSE_ERROR, "parse error: the line is not valid JSON"),
+            };
+            return Message::Invalid(ErrorAnswer::new(None, code, format!("{what} ({e})")));
+        }
+    };
+    let id = match env.id {
+        None => None,
+        Some(raw) => match RequestId::from_raw(raw) {
+            Some(id) => Some(id),
+            None => {
+                return Message::Invalid(ErrorAnswer::new(
+                    None,
+                    INVALID_REQUEST,
+                    format!(
+                        "invalid request: id {} is not a string or an integer",
+                        raw.get()
+                    ),
+                ));
+            }
+        },
+    };
+    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        return Message::Invalid(ErrorAnswer::new(
+            id,
+            INVALID_REQUEST,
+            "invalid request: \"jsonrpc\" must be \"2.0\"",
+        ));
+    }
+    let Some(method) = env.method else {
+        if id.is_some() && (env.result.is_some() || env.error.is_some()) {
+            return Message::Response;
+        }
+        return Message::Invalid(ErrorAnswer::new(
+            id,
+            INVALID_REQUEST,
+            "invalid request: \"method\" is missing",
+        ));
+    };
+    let method = match serde_json::from_str::<Cow<'_, str>>(method.get()) {
+        Ok(m) => m,
+        Err(_) => {
+            return Message::Invalid(ErrorAnswer::new(
+                id,
+                INVALID_REQUEST,
+                "invalid request: \"method\" must be a string",
+            ));
+        }
+    };
+    let params = env.params.filter(|p| p.get() != "null");
+    if let Some(p) = params
+        && !(p.get().starts_with('{') || p.get().starts_with('['))
+    {
+        return Message::Invalid(ErrorAnswer::new(
+            id,
+            INVALID_REQUEST,
+            "invalid request: \"params\" must be an object or an array",
+        ));
+    }
+    match id {
+        Some(id) => Message::Request { id, method, params },
+        None => Message::Notification { method, params },
+    }
+}
+
+/// Writes `{"jsonrpc":"2.0","id":…,"result":` — the caller writes the result and `}\n`.
+pub(crate) fn write_result_head(out: &mut impl Write, id: &RequestId) -> io::Result<()> {
+    out.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":")?;
+    id.write_json(out)?;
+    out.write_all(b",\"result\":")
+}
+
+pub(crate) fn write_error(out: &mut impl Write, err: &ErrorAnswer) -> io::Result<()> {
+    out.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":")?;
+    match &err.id {
+        Some(id) => id.write_json(out)?,
+        None => out.write_all(b"null")?,
+    }
+    write!(out, ",\"error\":{{\"code\":{},\"message\":", err.code)?;
+    serde_json::to_writer(&mut *out, &err.message)?;
+    out.write_all(b"}}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(line: &str) -> ErrorAnswer {
+        match classify(line.as_bytes()) {
+            Message::Invalid(e) => e,
+            _ => panic!("{line} should be invalid"),
+        }
+    }
+
+    #[test]
+    fn ids_keep_their_type() {
+        match classify(br#"{"jsonrpc":"2.0","id":"7","method":"ping"}"#) {
+            Message::Request { id, .. } => assert_eq!(id, RequestId::String("7".into())),
+            _ => panic!(),
+        }
+        match classify(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#) {
+            Message::Request { id, .. } => assert_eq!(id, RequestId::Number(7)),
+            _ => panic!(),
+        }
+    }
+
+    #[test]
+    fn classifies_bad_messages() {
+        assert_eq!(invalid("{").code, PARSE_ERROR);
+        assert_eq!(invalid("[]").code, INVALID_REQUEST);
+        assert_eq!(invalid("42").code, INVALID_REQUEST);
+        assert_eq!(
+            invalid(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#).code,
+            INVALID_REQUEST
+        );
+        let e = invalid(r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#);
+        assert_eq!(
+            (e.code, e.id),
+            (INVALID_REQUEST, Some(RequestId::Number(3)))
+        );
+        for id in ["null", "1.5", "true", "{}"] {
+            let e = invalid(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+            assert_eq!((e.code, e.id), (INVALID_REQUEST, None), "id {id}");
+        }
+        assert_eq!(
+            invalid(r#"{"jsonrpc":"2.0","id":1,"method":5}"#).code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            invalid(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).code,
+            INVALID_REQUEST
+        );
+        assert!(matches!(
+            classify(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}"),
+            Message::Invalid(ErrorAnswer {
+                code: PARSE_ERROR,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn responses_and_notifications() {
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Message::Response
+        ));
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Message::Notification { .. }
+        ));
+    }
+
+    #[test]
+    fn error_lines_are_compact_json() {
+        let mut out = Vec::new();
+        let e = ErrorAnswer::new(Some(RequestId::String("a\nb".into())), -1, "x\ny");
+        write_error(&mut out, &e).unwrap();
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["id"], "a\nb");
+    }
+}

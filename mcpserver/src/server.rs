@@ -1,0 +1,858 @@
+//! The serving loop: leader/followers over one reader.
+//!
+//! One thread at a time (the leader) reads. It handles what it read itself, tools
+//! calls included, so a quick call costs no hand-off between threads. When a call
+//! runs for longer than a tick (about a millisecond), a monitor thread passes the
+//! leadership to an idle worker (spawning one, up to the concurrency bound), which
+//! goes on reading: `ping` is answered and other calls run while the slow one works.
+//! When every worker runs a call, nobody reads, so memory stays bounded.
+//!
+//! Answers are written whole under a lock and flushed right before the leader's next
+//! read would block (or at once by a worker that is no longer leader).
+
+use std::collections::HashMap;
+use std::io::{self, BufWriter, Read, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::{self, Scope, Thread};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::builder::ServerBuilder;
+use crate::context::{CallContext, CancellationToken, ClientInfo};
+use crate::framing::{Frame, LineReader};
+use crate::hooks::{CallOutcome, CallStatus, Hooks};
+use crate::jsonrpc::{self, ErrorAnswer, Message, RequestId};
+use crate::tool::{Handler, Outcome, Tool, ToolResult};
+use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION};
+
+/// How long a call may keep the leadership before another thread takes over reading.
+const TICK: Duration = Duration::from_millis(1);
+/// Idle ticks after which the monitor sleeps until the next call.
+const MONITOR_IDLE_TICKS: u32 = 200;
+const WRITE_BUFFER: usize = 64 * 1024;
+
+/// Why [`Server::serve`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The input ended; every request read was answered.
+    EndOfInput,
+    /// The client sent `shutdown`; it was answered, as was every request before it.
+    Shutdown,
+    /// The host called [`StopHandle::stop`]; every call in flight was answered.
+    Stopped,
+}
+
+impl StopReason {
+    /// `end_of_input`, `shutdown` or `stopped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndOfInput => "end_of_input",
+            StopReason::Shutdown => "shutdown",
+            StopReason::Stopped => "stopped",
+        }
+    }
+}
+
+/// An MCP server: a fixed set of tools, served over any reader and writer.
+///
+/// Build it with [`Server::builder`]; serve it with [`Server::serve_stdio`] or
+/// [`Server::serve`].
+pub struct Server {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub name: String,
+    pub version: String,
+    pub instructions: Option<String>,
+    pub max_message_size: usize,
+    pub max_concurrency: usize,
+    pub page_size: Option<usize>,
+    pub accept_newer: bool,
+    pub hooks: Box<dyn Hooks>,
+    pub tools: Vec<Tool>,
+    pub handlers: Vec<Handler>,
+    pub index: HashMap<String, usize>,
+    /// The whole `tools/list` result, for 2024-11-05 and for newer revisions.
+    pub list_json: [String; 2],
+    pub stop: Arc<StopSignal>,
+}
+
+#[derive(Default)]
+pub(crate) struct StopSignal {
+    pub requested: AtomicBool,
+    /// Wakes a stdio reader blocked in `poll` (set by `serve_stdio` when a handle exists).
+    pub wake: Mutex<Option<io::PipeWriter>>,
+    pub handle_taken: AtomicBool,
+}
+
+/// Stops a running server from another thread (a signal handler thread, say).
+#[derive(Clone)]
+pub struct StopHandle {
+    signal: Arc<StopSignal>,
+}
+
+impl StopHandle {
+    /// Asks the server to stop: it reads nothing more, lets the calls in flight end and
+    /// answers them, flushes, and `serve` returns [`StopReason::Stopped`].
+    ///
+    /// `serve_stdio` notices at once, even while blocked reading, when this handle was
+    /// taken before it started; `serve` over another reader notices after its next line.
+    pub fn stop(&self) {
+        self.signal.requested.store(true, Ordering::SeqCst);
+        if let Some(w) = self
+            .signal
+            .wake
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            let _ = w.write_all(b"x");
+        }
+    }
+}
+
+impl Server {
+    /// Starts building a server that names itself `name` and `version` to clients.
+    ///
+    /// ```
+    /// use mcpserver::{Server, Tool, ToolResult};
+    /// #[derive(serde::Deserialize)]
+    /// struct Args { text: String }
+    /// let server = Server::builder("echo", "1.0.0")
+    ///     .tool(
+    ///         Tool::new("echo", "Echo the text", serde_json::json!({"type": "object"})),
+    ///         |a: Args, _ctx: &mcpserver::CallContext| Ok::<_, String>(ToolResult::text(a.text)),
+    ///     )
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(server.tools().count(), 1);
+    /// ```
+    pub fn builder(name: &str, version: &str) -> ServerBuilder {
+        ServerBuilder::new(name, version)
+    }
+
+    /// The registered tools, in registration order.
+    pub fn tools(&self) -> impl Iterator<Item = &Tool> {
+        self.inner.tools.iter()
+    }
+
+    /// A handle that stops the server from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.inner.stop.handle_taken.store(true, Ordering::SeqCst);
+        StopHandle {
+            signal: self.inner.stop.clone(),
+        }
+    }
+
+    /// Serves on standard input and output until end of input, `shutdown`, or a stop.
+    ///
+    /// On Unix, standard output is reserved for the protocol while serving: anything
+    /// else printed to it (a stray `println!` in a handler) goes to standard error.
+    pub fn serve_stdio(&self) -> io::Result<StopReason> {
+        #[cfg(unix)]
+        {
+            let wake = if self.inner.stop.handle_taken.load(Ordering::SeqCst) {
+                let (rx, tx) = io::pipe()?;
+                *self
+                    .inner
+                    .stop
+                    .wake
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(tx);
+                Some(rx)
+            } else {
+                None
+            };
+            let stdio = crate::sys::Stdio::take()?;
+            let reader = crate::sys::StdinReader::new(stdio.input()?, wake);
+            let result = self.serve(reader, stdio.output()?);
+            stdio.restore();
+            result
+        }
+        #[cfg(not(unix))]
+        {
+            self.serve(io::stdin(), io::stdout())
+        }
+    }
+
+    /// Serves one client over `reader` and `writer` until end of input, `shutdown`, or a
+    /// stop. Returns after every request read has been answered and the writer flushed.
+    ///
+    /// The reader is buffered internally: pass a raw reader (a `File`, a pipe).
+    pub fn serve<R, W>(&self, reader: R, writer: W) -> io::Result<StopReason>
+    where
+        R: Read + Send,
+        W: Write + Send,
+    {
+        let session = Session {
+            inner: &self.inner,
+            reader: Mutex::new(LineReader::new(reader, self.inner.max_message_size)),
+            out: Mutex::new(BufWriter::with_capacity(WRITE_BUFFER, writer)),
+            coord: Mutex::new(Coord {
+                leader: false,
+                idle: 0,
+                workers: 1,
+                finished: false,
+                reason: None,
+                error: None,
+            }),
+            idle_cv: Condvar::new(),
+            leader_call: AtomicU64::new(0),
+            next_seq: AtomicU64::new(1),
+            monitor: OnceLock::new(),
+            monitor_sleeping: AtomicBool::new(false),
+            init: OnceLock::new(),
+            inflight: Mutex::new(HashMap::new()),
+        };
+        thread::scope(|scope| session.worker(scope));
+        let mut coord = lock(&session.coord);
+        let flushed = lock(&session.out).flush();
+        if let Some(e) = coord.error.take() {
+            return Err(e);
+        }
+        flushed?;
+        Ok(coord.reason.unwrap_or(StopReason::EndOfInput))
+    }
+}
+
+/// What the session agreed with the client in `initialize`.
+struct Agreement {
+    client: Option<Arc<ClientInfo>>,
+    version: &'static str,
+}
+
+struct Coord {
+    /// Some thread holds the leadership (reads, or runs what it read).
+    leader: bool,
+    idle: usize,
+    workers: usize,
+    finished: bool,
+    reason: Option<StopReason>,
+    error: Option<io::Error>,
+}
+
+enum Flow {
+    Continue,
+    /// The leadership passed to another thread while this one ran a call.
+    Demoted,
+    Finished,
+}
+
+struct Session<'s, R, W: Write> {
+    inner: &'s Inner,
+    reader: Mutex<LineReader<R>>,
+    out: Mutex<BufWriter<W>>,
+    coord: Mutex<Coord>,
+    idle_cv: Condvar,
+    /// Sequence number of the call the leader runs itself, 0 when none.
+    leader_call: AtomicU64,
+    next_seq: AtomicU64,
+    monitor: OnceLock<Thread>,
+    monitor_sleeping: AtomicBool,
+    init: OnceLock<Agreement>,
+    inflight: Mutex<HashMap<RequestId, CancellationToken>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking handler never holds these locks; recover rather than cascade.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+    #[serde(default, rename = "_meta")]
+    meta: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct InitParams {
+    #[serde(default, rename = "protocolVersion")]
+    protocol_version: Option<String>,
+    #[serde(default, rename = "clientInfo")]
+    client_info: Option<ClientInfoWire>,
+}
+
+#[derive(Deserialize)]
+struct ClientInfoWire {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    version: String,
+}
+
+#[derive(Deserialize, Default)]
+struct ListParams {
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CancelParams {
+    #[serde(rename = "requestId")]
+    request_id: Value,
+}
+
+impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
+    fn worker<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
+        loop {
+            {
+                let mut c = lock(&self.coord);
+                loop {
+                    if c.finished {
+                        return;
+                    }
+                    if !c.leader {
+                        c.leader = true;
+                        break;
+                    }
+                    c.idle += 1;
+                    c = self.idle_cv.wait(c).unwrap_or_else(|e| e.into_inner());
+                    c.idle -= 1;
+                }
+            }
+            self.lead(scope);
+        }
+    }
+
+    /// Reads and handles lines until the input ends or the leadership passes on.
+    fn lead<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
+        let mut line = Vec::new();
+        loop {
+            if self.inner.stop.requested.load(Ordering::SeqCst) {
+                self.finish(StopReason::Stopped, None);
+                return;
+            }
+            let frame = {
+                let mut reader = lock(&self.reader);
+                match reader.next_frame(&mut || lock(&self.out).flush()) {
+                    Ok(Frame::Line(l)) => {
+                        line.clear();
+                        line.extend_from_slice(l);
+                        Ok(true)
+                    }
+                    Ok(Frame::TooLong) => Ok(false),
+                    Ok(Frame::Eof) => Err(None),
+                    Err(e) => Err(Some(e)),
+                }
+            };
+            let flow = match frame {
+                Ok(true) => self.handle_line(&line, scope),
+                Ok(false) => self.answer_error(
+                    &ErrorAnswer::new(
+                        None,
+                        jsonrpc::INVALID_REQUEST,
+                        format!(
+                            "message too large: a line is limited to {} bytes; it was skipped",
+                            self.inner.max_message_size
+                        ),
+                    ),
+                    false,
+                ),
+                Err(error) => {
+                    let reason = if self.inner.stop.requested.load(Ordering::SeqCst) {
+                        StopReason::Stopped
+                    } else {
+                        StopReason::EndOfInput
+                    };
+                    self.finish(reason, error);
+                    Flow::Finished
+                }
+            };
+            match flow {
+                Flow::Continue => {}
+                Flow::Demoted | Flow::Finished => return,
+            }
+        }
+    }
+
+    fn finish(&self, reason: StopReason, error: Option<io::Error>) {
+        let mut c = lock(&self.coord);
+        if !c.finished {
+            c.finished = true;
+            c.reason = Some(reason);
+        }
+        if c.error.is_none() {
+            c.error = error;
+        }
+        c.leader = false;
+        drop(c);
+        self.idle_cv.notify_all();
+        if let Some(m) = self.monitor.get() {
+            m.unpark();
+        }
+    }
+
+    fn handle_line<'scope>(&'scope self, line: &[u8], scope: &'scope Scope<'scope, '_>) -> Flow {
+        let (id, method, params) = match jsonrpc::classify(line) {
+            Message::Invalid(e) => return self.answer_error(&e, false),
+            Message::Response => return Flow::Continue,
+            Message::Notification { method, params } => {
+                self.inner.hooks.request_received(&method, None);
+                if method == "notifications/cancelled" {
+                    self.cancel(params);
+                }
+                return Flow::Continue;
+            }
+            Message::Request { id, method, params } => (id, method, params),
+        };
+        self.inner.hooks.request_received(&method, Some(&id));
+        let initialized = self.init.get().is_some();
+        match &*method {
+            "ping" => self.answer(&id, |w| w.write_all(b"{}")),
+            "initialize" => self.initialize(id, params),
+            "tools/list" | "tools/call" | "shutdown" if !initialized => self.answer_error(
+                &ErrorAnswer::new(
+                    Some(id),
+                    jsonrpc::SERVER_NOT_INITIALIZED,
+                    format!("server not initialized: send \"initialize\" before \"{method}\""),
+                ),
+                false,
+            ),
+            "tools/list" => self.list(id, params),
+            "tools/call" => self.call(id, params, scope),
+            "shutdown" => {
+                let flow = self.answer(&id, |w| w.write_all(b"{}"));
+                self.finish(StopReason::Shutdown, None);
+                match flow {
+                    Flow::Continue => Flow::Finished,
+                    other => other,
+                }
+            }
+            _ => self.answer_error(
+                &ErrorAnswer::new(
+                    Some(id),
+                    jsonrpc::METHOD_NOT_FOUND,
+                    format!("method not found: \"{method}\" (this server offers initialize, ping, tools/list, tools/call, shutdown)"),
+                ),
+                false,
+            ),
+        }
+    }
+
+    fn initialize(&self, id: RequestId, params: Option<&RawValue>) -> Flow {
+        if self.init.get().is_some() {
+            return self.answer_error(
+                &ErrorAnswer::new(
+                    Some(id),
+                    jsonrpc::INVALID_REQUEST,
+                    "already initialized: \"initialize\" may be sent once per session",
+                ),
+                false,
+            );
+        }
+        let params: InitParams = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let asked = params
+            .protocol_version
+            .as_deref()
+            .unwrap_or(PROTOCOL_VERSION);
+        let version = match NEWER_PROTOCOL_VERSIONS.iter().find(|v| **v == asked) {
+            Some(v) if self.inner.accept_newer => v,
+            _ => PROTOCOL_VERSION,
+        };
+        let client = params.client_info.map(|c| {
+            Arc::new(ClientInfo {
+                name: c.name,
+                version: c.version,
+            })
+        });
+        let _ = self.init.set(Agreement { client, version });
+        let mut result = serde_json::json!({
+            "protocolVersion": version,
+            "capabilities": { "tools": { "listChanged": false } },
+            "serverInfo": { "name": self.inner.name, "version": self.inner.version },
+        });
+        if let Some(text) = &self.inner.instructions {
+            result["instructions"] = Value::String(text.clone());
+        }
+        self.answer(&id, |w| {
+            serde_json::to_writer(w, &result).map_err(io::Error::from)
+        })
+    }
+
+    fn newer(&self) -> bool {
+        self.init
+            .get()
+            .is_some_and(|a| a.version != PROTOCOL_VERSION)
+    }
+
+    fn list(&self, id: RequestId, params: Option<&RawValue>) -> Flow {
+        let newer = self.newer();
+        let params: ListParams = match params.map(|p| serde_json::from_str(p.get())) {
+            None => ListParams::default(),
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                return self.answer_error(
+                    &ErrorAnswer::new(
+                        Some(id),
+                        jsonrpc::INVALID_PARAMS,
+                        format!("invalid tools/list params: {e}"),
+                    ),
+                    false,
+                );
+            }
+        };
+        let total = self.inner.tools.len();
+        let start = match params.cursor.as_deref() {
+            None => 0,
+            Some(c) => match c
+                .strip_prefix("page:")
+                .and_then(|n| n.parse::<usize>().ok())
+            {
+                Some(n) if n > 0 && n < total && self.inner.page_size.is_some() => n,
+                _ => {
+                    return self.answer_error(
+                        &ErrorAnswer::new(
+                            Some(id),
+                            jsonrpc::INVALID_PARAMS,
+                            format!("invalid cursor {c:?}: pass the nextCursor of a previous tools/list answer, or no cursor for the first page"),
+                        ),
+                        false,
+                    );
+                }
+            },
+        };
+        let Some(size) = self.inner.page_size else {
+            let body = &self.inner.list_json[newer as usize];
+            return self.answer(&id, |w| w.write_all(body.as_bytes()));
+        };
+        let end = (start + size).min(total);
+        let page: Vec<Value> = self.inner.tools[start..end]
+            .iter()
+            .map(|t| t.to_json(newer))
+            .collect();
+        let mut result = serde_json::json!({ "tools": page });
+        if end < total {
+            result["nextCursor"] = Value::String(format!("page:{end}"));
+        }
+        self.answer(&id, |w| {
+            serde_json::to_writer(w, &result).map_err(io::Error::from)
+        })
+    }
+
+    fn cancel(&self, params: Option<&RawValue>) {
+        let Some(p) = params.and_then(|p| serde_json::from_str::<CancelParams>(p.get()).ok())
+        else {
+            return;
+        };
+        let id = match p.request_id {
+            Value::String(s) => RequestId::String(s),
+            Value::Number(n) => match n.as_i64() {
+                Some(n) => RequestId::Number(n),
+                None => return,
+            },
+            _ => return,
+        };
+        if let Some(token) = lock(&self.inflight).get(&id) {
+            token.cancel();
+        }
+    }
+
+    fn call<'scope>(
+        &'scope self,
+        id: RequestId,
+        params: Option<&RawValue>,
+        scope: &'scope Scope<'scope, '_>,
+    ) -> Flow {
+        let bad =
+            |message: String| ErrorAnswer::new(Some(id.clone()), jsonrpc::INVALID_PARAMS, message);
+        let params: CallParams<'_> = match params.map(|p| serde_json::from_str(p.get())) {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                return self.answer_error(&bad(format!("invalid tools/call params: {e}")), false);
+            }
+            None => {
+                return self.answer_error(
+                    &bad(
+                        "tools/call needs params with the tool's \"name\" and its \"arguments\""
+                            .into(),
+                    ),
+                    false,
+                );
+            }
+        };
+        let Some(&index) = self.inner.index.get(&*params.name) else {
+            return self.answer_error(
+                &bad(format!(
+                    "unknown tool \"{}\": tools/list names the tools of this server",
+                    params.name
+                )),
+                false,
+            );
+        };
+        let arguments = match params.arguments {
+            Some(a) if a.get().starts_with('{') => a,
+            None => empty_object(),
+            Some(a) if a.get() == "null" => empty_object(),
+            Some(a) => {
+                return self.answer_error(
+                    &bad(format!(
+                        "invalid arguments for tool \"{}\": \"arguments\" must be an object, got {}",
+                        params.name,
+                        a.get()
+                    )),
+                    false,
+                );
+            }
+        };
+        let agreement = self.init.get();
+        let ctx = CallContext {
+            request_id: id,
+            tool: params.name.into_owned(),
+            cancellation: CancellationToken::new(),
+            client: agreement.and_then(|a| a.client.clone()),
+            protocol_version: agreement.map_or(PROTOCOL_VERSION, |a| a.version),
+            meta: params.meta,
+        };
+        lock(&self.inflight).insert(ctx.request_id.clone(), ctx.cancellation.clone());
+
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        if self.inner.max_concurrency > 1 {
+            self.watch(seq, scope);
+        }
+        self.inner.hooks.call_started(&ctx, arguments);
+        let started = Instant::now();
+        let handler = &self.inner.handlers[index];
+        let outcome = catch_unwind(AssertUnwindSafe(|| handler(arguments, &ctx)));
+        let duration = started.elapsed();
+        let still_leader = self
+            .leader_call
+            .compare_exchange(seq, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        lock(&self.inflight).remove(&ctx.request_id);
+
+        let tool = &ctx.tool;
+        let (answer, status, error): (Result<ToolResult, String>, CallStatus, Option<String>) =
+            match outcome {
+                Ok(Outcome::Done(result)) => {
+                    let status = if result.is_error {
+                        CallStatus::ToolError
+                    } else {
+                        CallStatus::Ok
+                    };
+                    let error = result
+                        .is_error
+                        .then(|| result.first_text().unwrap_or("").to_owned());
+                    (Ok(result), status, error)
+                }
+                Ok(Outcome::Failed(text)) => (
+                    Ok(ToolResult::error(text.clone())),
+                    CallStatus::ToolError,
+                    Some(text),
+                ),
+                Ok(Outcome::BadArguments(e)) => {
+                    let text = format!("invalid arguments for tool \"{tool}\": {e}");
+                    if ctx.protocol_version == "2025-11-25" {
+                        (
+                            Ok(ToolResult::error(text.clone())),
+                            CallStatus::InvalidArguments,
+                            Some(text),
+                        )
+                    } else {
+                        (Err(text.clone()), CallStatus::InvalidArguments, Some(text))
+                    }
+                }
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a non-text panic".to_owned());
+                    let text = format!("tool \"{tool}\" failed unexpectedly (it panicked: {what})");
+                    (
+                        Ok(ToolResult::error(text.clone())),
+                        CallStatus::Panicked,
+                        Some(text),
+                    )
+                }
+            };
+        let cancelled = ctx.is_cancelled();
+        let status = if cancelled {
+            CallStatus::Cancelled
+        } else {
+            status
+        };
+        self.inner.hooks.call_finished(
+            &ctx,
+            &CallOutcome {
+                duration,
+                status,
+                error: error.as_deref(),
+                result: answer.as_ref().ok(),
+            },
+        );
+        let flow = if cancelled {
+            Flow::Continue
+        } else {
+            let newer = ctx.protocol_version != PROTOCOL_VERSION;
+            match &answer {
+                Ok(result) => self.answer_with(
+                    &ctx.request_id,
+                    |w| result.write_json(w, newer),
+                    !still_leader,
+                ),
+                Err(text) => self.answer_error(
+                    &ErrorAnswer::new(
+                        Some(ctx.request_id.clone()),
+                        jsonrpc::INVALID_PARAMS,
+                        text.clone(),
+                    ),
+                    !still_leader,
+                ),
+            }
+        };
+        if still_leader || matches!(flow, Flow::Finished) {
+            return flow;
+        }
+        // Demoted: lead again if nobody else does, else join the idle workers.
+        let mut c = lock(&self.coord);
+        if !c.leader && !c.finished {
+            c.leader = true;
+            Flow::Continue
+        } else {
+            Flow::Demoted
+        }
+    }
+
+    /// Marks `seq` as the leader's running call and makes sure a monitor watches it.
+    fn watch<'scope>(&'scope self, seq: u64, scope: &'scope Scope<'scope, '_>) {
+        self.leader_call.store(seq, Ordering::SeqCst);
+        match self.monitor.get() {
+            Some(m) => {
+                if self.monitor_sleeping.load(Ordering::SeqCst) {
+                    self.monitor_sleeping.store(false, Ordering::SeqCst);
+                    m.unpark();
+                }
+            }
+            None => {
+                let spawned = thread::Builder::new()
+                    .name("mcp-monitor".into())
+                    .spawn_scoped(scope, move || self.monitor(scope));
+                match spawned {
+                    Ok(handle) => {
+                        let _ = self.monitor.set(handle.thread().clone());
+                    }
+                    // Without a monitor, calls simply run one at a time.
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+
+    fn monitor<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
+        let mut last = 0;
+        let mut quiet = 0;
+        loop {
+            if lock(&self.coord).finished {
+                return;
+            }
+            let current = self.leader_call.load(Ordering::SeqCst);
+            if current == 0 {
+                quiet += 1;
+                if quiet >= MONITOR_IDLE_TICKS {
+                    self.monitor_sleeping.store(true, Ordering::SeqCst);
+                    if self.leader_call.load(Ordering::SeqCst) == 0 && !lock(&self.coord).finished {
+                        thread::park();
+                    }
+                    self.monitor_sleeping.store(false, Ordering::SeqCst);
+                    quiet = 0;
+                }
+            } else {
+                quiet = 0;
+                if current == last {
+                    self.promote(current, scope);
+                }
+            }
+            last = current;
+            thread::park_timeout(TICK);
+        }
+    }
+
+    /// The leader has run call `seq` for a tick: hand the reading to another worker.
+    fn promote<'scope>(&'scope self, seq: u64, scope: &'scope Scope<'scope, '_>) {
+        let mut c = lock(&self.coord);
+        if c.finished || (c.idle == 0 && c.workers >= self.inner.max_concurrency) {
+            return;
+        }
+        if self
+            .leader_call
+            .compare_exchange(seq, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return;
+        }
+        c.leader = false;
+        if c.idle > 0 {
+            drop(c);
+            self.idle_cv.notify_one();
+            return;
+        }
+        c.workers += 1;
+        drop(c);
+        let spawned = thread::Builder::new()
+            .name("mcp-worker".into())
+            .spawn_scoped(scope, move || self.worker(scope));
+        if spawned.is_err() {
+            // No thread: the running call takes the leadership back when it ends.
+            lock(&self.coord).workers -= 1;
+        }
+    }
+
+    fn answer(
+        &self,
+        id: &RequestId,
+        body: impl FnOnce(&mut BufWriter<W>) -> io::Result<()>,
+    ) -> Flow {
+        self.answer_with(id, body, false)
+    }
+
+    fn answer_with(
+        &self,
+        id: &RequestId,
+        body: impl FnOnce(&mut BufWriter<W>) -> io::Result<()>,
+        flush: bool,
+    ) -> Flow {
+        self.write(
+            |w| {
+                jsonrpc::write_result_head(w, id)?;
+                body(w)?;
+                w.write_all(b"}\n")
+            },
+            flush,
+        )
+    }
+
+    fn answer_error(&self, err: &ErrorAnswer, flush: bool) -> Flow {
+        self.write(|w| jsonrpc::write_error(w, err), flush)
+    }
+
+    fn write(&self, f: impl FnOnce(&mut BufWriter<W>) -> io::Result<()>, flush: bool) -> Flow {
+        let mut out = lock(&self.out);
+        let result = f(&mut out).and_then(|()| if flush { out.flush() } else { Ok(()) });
+        drop(out);
+        match result {
+            Ok(()) => Flow::Continue,
+            Err(e) => {
+                // The client can no longer read answers: stop reading too.
+                self.finish(StopReason::EndOfInput, Some(e));
+                Flow::Finished
+            }
+        }
+    }
+}
+
+fn empty_object() -> &'static RawValue {
+    static EMPTY: OnceLock<Box<RawValue>> = OnceLock::new();
+    EMPTY.get_or_init(|| RawValue::from_string("{}".to_owned()).expect("valid JSON"))
+}

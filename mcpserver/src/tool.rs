@@ -1,0 +1,276 @@
+//! Tools: their definitions, their results, and the handlers behind them.
+
+use std::fmt::Display;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::context::CallContext;
+
+/// A tool as clients see it in `tools/list`.
+///
+/// ```
+/// use mcpserver::Tool;
+/// let tool = Tool::new(
+///     "echo",
+///     "Echo the text back",
+///     serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+/// );
+/// assert_eq!(tool.name(), "echo");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) input_schema: Value,
+    pub(crate) title: Option<String>,
+    pub(crate) annotations: Option<Value>,
+    pub(crate) output_schema: Option<Value>,
+}
+
+impl Tool {
+    /// A tool with its name (`^[a-zA-Z0-9_-]{1,64}$`), a description for the model, and
+    /// the JSON Schema of its arguments (an object schema). Checked at `build()`.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Tool {
+        Tool {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            title: None,
+            annotations: None,
+            output_schema: None,
+        }
+    }
+
+    /// A human-readable title (sent to clients of revisions 2025-06-18 and later).
+    pub fn title(mut self, title: impl Into<String>) -> Tool {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Behaviour hints such as `{"readOnlyHint": true}` (revisions 2025-06-18 and later).
+    pub fn annotations(mut self, annotations: Value) -> Tool {
+        self.annotations = Some(annotations);
+        self
+    }
+
+    /// The JSON Schema of the handler's structured output (revisions 2025-06-18 and later).
+    pub fn output_schema(mut self, schema: Value) -> Tool {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tool's description.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The JSON Schema of the tool's arguments.
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    /// The tool as a `tools/list` entry; `newer` adds the fields of revisions after 2024-11-05.
+    pub(crate) fn to_json(&self, newer: bool) -> Value {
+        let mut obj = serde_json::Map::new();
+        obj.insert("name".into(), Value::String(self.name.clone()));
+        obj.insert(
+            "description".into(),
+            Value::String(self.description.clone()),
+        );
+        obj.insert("inputSchema".into(), self.input_schema.clone());
+        if newer {
+            if let Some(t) = &self.title {
+                obj.insert("title".into(), Value::String(t.clone()));
+            }
+            if let Some(a) = &self.annotations {
+                obj.insert("annotations".into(), a.clone());
+            }
+            if let Some(o) = &self.output_schema {
+                obj.insert("outputSchema".into(), o.clone());
+            }
+        }
+        Value::Object(obj)
+    }
+}
+
+/// One item of a tool result's `content`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    /// Text for the model.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A base64-encoded image.
+    Image {
+        /// Base64 data.
+        data: String,
+        /// For example `image/png`.
+        mime_type: String,
+    },
+    /// An embedded resource (`{"uri": …, "text": …}` or `{"uri": …, "blob": …}`).
+    Resource {
+        /// The resource object.
+        resource: Value,
+    },
+}
+
+impl Content {
+    /// A text item.
+    pub fn text(text: impl Into<String>) -> Content {
+        Content::Text { text: text.into() }
+    }
+}
+
+impl Serialize for Content {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        match self {
+            Content::Text { text } => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+            }
+            Content::Image { data, mime_type } => {
+                map.serialize_entry("type", "image")?;
+                map.serialize_entry("data", data)?;
+                map.serialize_entry("mimeType", mime_type)?;
+            }
+            Content::Resource { resource } => {
+                map.serialize_entry("type", "resource")?;
+                map.serialize_entry("resource", resource)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// The result of a tool call: content for the model, and whether the tool failed.
+///
+/// A failed tool is not a protocol error: the model reads `isError` and the text, and
+/// can correct itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolResult {
+    /// What the tool produced.
+    pub content: Vec<Content>,
+    /// True when the tool failed; `content` says why.
+    pub is_error: bool,
+    /// Structured output matching the tool's output schema (revisions 2025-06-18 and later;
+    /// clients of 2024-11-05 get the content only).
+    pub structured_content: Option<Value>,
+}
+
+impl ToolResult {
+    /// A successful result with one text item.
+    pub fn text(text: impl Into<String>) -> ToolResult {
+        ToolResult::new(vec![Content::text(text)])
+    }
+
+    /// A failed result (`isError: true`) with one text item saying why.
+    pub fn error(text: impl Into<String>) -> ToolResult {
+        ToolResult {
+            content: vec![Content::text(text)],
+            is_error: true,
+            structured_content: None,
+        }
+    }
+
+    /// A successful result with the given content.
+    pub fn new(content: Vec<Content>) -> ToolResult {
+        ToolResult {
+            content,
+            is_error: false,
+            structured_content: None,
+        }
+    }
+
+    /// Adds structured output.
+    pub fn with_structured(mut self, value: Value) -> ToolResult {
+        self.structured_content = Some(value);
+        self
+    }
+
+    /// The first text item, if any.
+    pub fn first_text(&self) -> Option<&str> {
+        self.content.iter().find_map(|c| match c {
+            Content::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+    }
+
+    pub(crate) fn write_json(
+        &self,
+        out: &mut impl std::io::Write,
+        newer: bool,
+    ) -> std::io::Result<()> {
+        struct Wire<'a>(&'a ToolResult, bool);
+        impl Serialize for Wire<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut map = s.serialize_map(None)?;
+                map.serialize_entry("content", &self.0.content)?;
+                if self.0.is_error {
+                    map.serialize_entry("isError", &true)?;
+                }
+                if self.1
+                    && let Some(v) = &self.0.structured_content
+                {
+                    map.serialize_entry("structuredContent", v)?;
+                }
+                map.end()
+            }
+        }
+        serde_json::to_writer(out, &Wire(self, newer)).map_err(std::io::Error::from)
+    }
+}
+
+/// What a handler produced, before the server turns it into an answer.
+pub(crate) enum Outcome {
+    Done(ToolResult),
+    Failed(String),
+    BadArguments(String),
+}
+
+pub(crate) type Handler = Box<dyn Fn(&RawValue, &CallContext) -> Outcome + Send + Sync>;
+
+pub(crate) fn typed<A, E, F>(f: F) -> Handler
+where
+    A: DeserializeOwned,
+    E: Display,
+    F: Fn(A, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
+{
+    Box::new(move |raw, ctx| match serde_json::from_str::<A>(raw.get()) {
+        Ok(args) => match f(args, ctx) {
+            Ok(result) => Outcome::Done(result),
+            Err(e) => Outcome::Failed(e.to_string()),
+        },
+        Err(e) => Outcome::BadArguments(e.to_string()),
+    })
+}
+
+pub(crate) fn untyped<E, F>(f: F) -> Handler
+where
+    E: Display,
+    F: Fn(Value, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
+{
+    Box::new(
+        move |raw, ctx| match serde_json::from_str::<Value>(raw.get()) {
+            Ok(args) => match f(args, ctx) {
+                Ok(result) => Outcome::Done(result),
+                Err(e) => Outcome::Failed(e.to_string()),
+            },
+            Err(e) => Outcome::BadArguments(e.to_string()),
+        },
+    )
+}
