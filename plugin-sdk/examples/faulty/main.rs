@@ -1,0 +1,83 @@
+//! Example awf plugin that misbehaves on purpose, for testing hosts:
+//! `fail` returns an error, `panic` panics (the SDK turns it into a failed result),
+//! `crash` aborts the whole process mid-call, `sleep {ms}` is slow, and `print {text}`
+//! writes to stdout after the handshake (which the SDK sends to stderr).
+//!
+//! Two environment variables make it misbehave before serving, for host tests:
+//! `FAULTY_START_DELAY_MS=N` waits N ms before the handshake (a slow start), and
+//! `FAULTY_BAD_HANDSHAKE=1` prints a garbage line instead of a handshake and then hangs.
+
+use std::time::Duration;
+
+use plugin_sdk::{Info, Operation, Output, Plugin};
+use serde_json::{Value, json};
+
+struct Faulty;
+
+impl Plugin for Faulty {
+    fn info(&self) -> Info {
+        Info::new("faulty", env!("CARGO_PKG_VERSION"), "Misbehaves on purpose")
+    }
+
+    fn operations(&self) -> Vec<Operation> {
+        vec![
+            Operation::new("fail", "Always fails with the given message").input_schema(json!({
+                "type": "object",
+                "properties": { "message": { "type": "string" } }
+            })),
+            Operation::new("panic", "Panics inside the operation"),
+            Operation::new(
+                "crash",
+                "Aborts the plugin process in the middle of the call",
+            ),
+            Operation::new("sleep", "Sleeps, then answers").input_schema(json!({
+                "type": "object",
+                "properties": { "ms": { "type": "integer", "minimum": 0 } },
+                "required": ["ms"]
+            })),
+            Operation::new("print", "Prints text on stdout").input_schema(json!({
+                "type": "object",
+                "properties": { "text": { "type": "string" } },
+                "required": ["text"]
+            })),
+        ]
+    }
+
+    fn execute(&self, operation: &str, args: Value) -> Result<Output, String> {
+        match operation {
+            "fail" => Err(args["message"]
+                .as_str()
+                .unwrap_or("this operation always fails")
+                .to_string()),
+            "panic" => panic!("faulty panicked on purpose"),
+            "crash" => std::process::abort(),
+            "sleep" => {
+                let ms = args["ms"]
+                    .as_u64()
+                    .ok_or("`ms` must be a non-negative integer")?;
+                std::thread::sleep(Duration::from_millis(ms));
+                Ok(Output::text(format!("slept {ms} ms")).with_data(json!({ "slept_ms": ms })))
+            }
+            "print" => {
+                let text = args["text"].as_str().ok_or("`text` must be a string")?;
+                println!("{text}");
+                Ok(Output::text("printed"))
+            }
+            other => Err(format!("unknown operation {other}")),
+        }
+    }
+}
+
+fn main() {
+    if let Some(ms) = std::env::var("FAULTY_START_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    if std::env::var_os("FAULTY_BAD_HANDSHAKE").is_some_and(|v| v == "1") {
+        println!("hello, I am not a handshake");
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+    plugin_sdk::serve(Faulty)
+}
