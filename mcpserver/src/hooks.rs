@@ -76,3 +76,18 @@ pub trait Hooks: Send + Sync {
 pub(crate) struct NoHooks;
 
 impl Hooks for NoHooks {}
+
+/// Shared hooks: a host keeps an `Arc` to read what its hooks gathered.
+impl<H: Hooks + ?Sized> Hooks for std::sync::Arc<H> {
+    fn request_received(&self, method: &str, id: Option<&RequestId>) {
+        (**self).request_received(method, id)
+    }
+
+    fn call_started(&self, ctx: &CallContext, arguments: &RawValue) {
+        (**self).call_started(ctx, arguments)
+    }
+
+    fn call_finished(&self, ctx: &CallContext, outcome: &CallOutcome<'_>) {
+        (**self).call_finished(ctx, outcome)
+    }
+}

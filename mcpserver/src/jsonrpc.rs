@@ -137,7 +137,15 @@ pub(crate) fn classify(line: &[u8]) -> Message<'_> {
         };
         return Message::Invalid(ErrorAnswer::new(None, code, what));
     }
-    let env: Envelope<'_> = match serde_json::from_slice(line) {
+    // serde_json does not check the UTF-8 of members it skips: check the whole line.
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Message::Invalid(ErrorAnswer::new(
+            None,
+            PARSE_ERROR,
+            "parse error: the line is not valid UTF-8",
+        ));
+    };
+    let env: Envelope<'_> = match serde_json::from_str(text) {
         Ok(env) => env,
         Err(e) => {
             let (code, what) = match e.classify() {
@@ -145,9 +153,6 @@ pub(crate) fn classify(line: &[u8]) -> Message<'_> {
                     INVALID_REQUEST,
                     "invalid request: a message must be a single JSON object (batches are not supported)",
                 ),
-                _ if std::str::from_utf8(line).is_err() => {
-                    (PARSE_ERROR, "parse error: the line is not valid UTF-8")
-                }
                 _ => (PARSE_ERROR, "parse error: the line is not valid JSON"),
             };
             return Message::Invalid(ErrorAnswer::new(None, code, format!("{what} ({e})")));

@@ -618,8 +618,9 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         lock(&self.inflight).insert(ctx.request_id.clone(), ctx.cancellation.clone());
 
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        self.leader_call.store(seq, Ordering::SeqCst);
         if self.inner.max_concurrency > 1 {
-            self.watch(seq, scope);
+            self.watch(scope);
         }
         self.inner.hooks.call_started(&ctx, arguments);
         let started = Instant::now();
@@ -725,9 +726,8 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         }
     }
 
-    /// Marks `seq` as the leader's running call and makes sure a monitor watches it.
-    fn watch<'scope>(&'scope self, seq: u64, scope: &'scope Scope<'scope, '_>) {
-        self.leader_call.store(seq, Ordering::SeqCst);
+    /// Makes sure a monitor watches the call the leader just started.
+    fn watch<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
         match self.monitor.get() {
             Some(m) => {
                 if self.monitor_sleeping.load(Ordering::SeqCst) {
