@@ -1,0 +1,370 @@
+//! Bash: runs a command with `bash -c` (`sh -c` where bash is missing) in its own process
+//! group, cwd inside the root, stdin from /dev/null, writes confined by Landlock. On
+//! timeout (default 120 s, at most 600 s) or cancellation the whole group is killed, and
+//! when the shell exits whatever it left running in its group is killed too: nothing a
+//! call started outlives the call. stdout and stderr are drained fully (the command never
+//! blocks on a full pipe) but kept only up to the output bound.
+
+use super::bound::HeadBuffer;
+use super::{BuiltinEnv, resolve, schema};
+use crate::tools::{Cancellation, ToolSpec};
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    pub command: String,
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// Set when the server is shutting down on a signal: running commands are killed so that
+/// their calls can be answered and the process can exit promptly.
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// Process groups of the commands running now (for the signal path).
+fn running() -> &'static Mutex<HashSet<i32>> {
+    static RUNNING: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
+    RUNNING.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+/// Makes running and future commands stop at once (server shutdown).
+pub fn begin_shutdown() {
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+}
+
+/// Kills every process group still running (last resort before the process exits).
+pub fn kill_all_running() {
+    if let Ok(set) = running().lock() {
+        for &pgid in set.iter() {
+            // SAFETY: plain syscall on a process group we created.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+}
+
+fn shell() -> &'static str {
+    static SHELL: OnceLock<&'static str> = OnceLock::new();
+    SHELL.get_or_init(|| {
+        if std::path::Path::new("/bin/bash").exists() {
+            "/bin/bash"
+        } else {
+            "/bin/sh"
+        }
+    })
+}
+
+pub fn spec(env: &BuiltinEnv) -> ToolSpec {
+    ToolSpec {
+        name: "Bash".into(),
+        description: format!(
+            "Run a shell command ({} -c) in the workspace root or in cwd (inside the root). \
+             stdin is /dev/null. Default timeout {} s, at most {} s (timeout_seconds); on timeout \
+             the command and all its children are killed, and background processes do not \
+             outlive the call. Returns the exit code, stdout and stderr, each cut to about {} \
+             bytes; a non-zero exit is reported as an error. {}",
+            shell().rsplit('/').next().unwrap_or("sh"),
+            env.limits.bash_timeout_seconds,
+            env.limits.bash_max_timeout_seconds,
+            env.limits.output_bytes / 2,
+            env.confine.describe()
+        ),
+        input_schema: schema(
+            &[
+                ("command", "string", "The shell command line"),
+                (
+                    "timeout_seconds",
+                    "integer",
+                    "Seconds before the command is killed",
+                ),
+                ("cwd", "string", "Working directory, relative to the root"),
+            ],
+            &["command"],
+        ),
+        annotations: Some(
+            serde_json::json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true}),
+        ),
+    }
+}
+
+enum End {
+    Exited(std::process::ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String, String> {
+    let max = env.limits.bash_max_timeout_seconds;
+    let timeout = args
+        .timeout_seconds
+        .unwrap_or(env.limits.bash_timeout_seconds);
+    if timeout == 0 || timeout > max {
+        return Err(format!(
+            "timeout_seconds must be between 1 and {max}; got {timeout}"
+        ));
+    }
+    if args.command.trim().is_empty() {
+        return Err("command is empty".into());
+    }
+    if SHUTTING_DOWN.load(Ordering::SeqCst) {
+        return Err("the server is shutting down; command not started".into());
+    }
+    let cwd_input = args.cwd.as_deref().unwrap_or(".");
+    let cwd = resolve(env, cwd_input)?;
+    if !cwd.is_dir() {
+        return Err(format!(
+            "cwd \"{cwd_input}\" is not a directory inside the root"
+        ));
+    }
+
+    let mut cmd = Command::new(shell());
+    cmd.arg("-c")
+        .arg(&args.command)
+        .current_dir(&cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut ruleset = env.confine.prepare()?;
+    if ruleset.is_some() {
+        // SAFETY: the closure only makes syscalls (prctl, landlock_restrict_self) on a
+        // ruleset built before fork; on failure it returns an errno without allocating.
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some(rs) = ruleset.take() {
+                    rs.restrict_self()
+                        .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))?;
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", shell()))?;
+    let pgid = child.id() as i32;
+    running().lock().map(|mut s| s.insert(pgid)).ok();
+
+    let half = (env.limits.output_bytes / 2).max(1024);
+    let (done_tx, done_rx) = mpsc::channel::<(&'static str, HeadBuffer)>();
+    for (name, stream) in [
+        (
+            "stdout",
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ),
+        (
+            "stderr",
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ),
+    ] {
+        let tx = done_tx.clone();
+        let Some(mut stream) = stream else { continue };
+        std::thread::spawn(move || {
+            let mut buf = HeadBuffer::new(half);
+            let mut chunk = [0u8; 16 * 1024];
+            loop {
+                match stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.push(&chunk[..n]),
+                }
+            }
+            let _ = tx.send((name, buf));
+        });
+    }
+    drop(done_tx);
+
+    let (exit_tx, exit_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = exit_tx.send(child.wait());
+    });
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(timeout);
+    // Cancellation is polled; the exit itself is noticed at once through the channel.
+    let end = loop {
+        let now = Instant::now();
+        if now >= deadline {
+            break End::TimedOut;
+        }
+        if cancel.is_cancelled() || SHUTTING_DOWN.load(Ordering::SeqCst) {
+            break End::Cancelled;
+        }
+        match exit_rx.recv_timeout((deadline - now).min(Duration::from_millis(50))) {
+            Ok(Ok(status)) => break End::Exited(status),
+            Ok(Err(e)) => {
+                kill_group(pgid);
+                return Err(format!("waiting for the command failed: {e}"));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                kill_group(pgid);
+                return Err("lost track of the command".into());
+            }
+        }
+    };
+    // Whatever the end, the group goes: background children included, pipes closed.
+    kill_group(pgid);
+    if !matches!(end, End::Exited(_)) {
+        let _ = exit_rx.recv_timeout(Duration::from_secs(5));
+    }
+    running().lock().map(|mut s| s.remove(&pgid)).ok();
+
+    let mut stdout = HeadBuffer::new(0);
+    let mut stderr = HeadBuffer::new(0);
+    let mut incomplete = false;
+    for _ in 0..2 {
+        // A process that left the group (setsid) may still hold a pipe: do not wait forever.
+        match done_rx.recv_timeout(Duration::from_secs(2)) {
+            Ok(("stdout", b)) => stdout = b,
+            Ok((_, b)) => stderr = b,
+            Err(_) => {
+                incomplete = true;
+                break;
+            }
+        }
+    }
+    let hint = "redirect the output to a file and Read it with offset/limit, or filter it (grep, head, tail)";
+    let mut text = String::new();
+    let is_error = match &end {
+        End::Exited(status) => {
+            match (status.code(), status.signal()) {
+                (Some(code), _) => text.push_str(&format!("exit code: {code}\n")),
+                (None, Some(sig)) => text.push_str(&format!("killed by signal {sig}\n")),
+                _ => text.push_str("exit status unknown\n"),
+            }
+            !status.success()
+        }
+        End::TimedOut => {
+            text.push_str(&format!(
+                "timed out after {timeout} s: the command and its process group were killed \
+                 (raise timeout_seconds, at most {max})\n"
+            ));
+            true
+        }
+        End::Cancelled => {
+            text.push_str("cancelled: the command and its process group were killed\n");
+            true
+        }
+    };
+    for (name, buf) in [("stdout", stdout), ("stderr", stderr)] {
+        if buf.total() == 0 {
+            text.push_str(&format!("{name}: (empty)\n"));
+        } else {
+            let body = buf.into_text(name, hint);
+            text.push_str(&format!("{name}:\n{body}"));
+            if !body.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+    }
+    if incomplete {
+        text.push_str("[output may be incomplete: a process that left the command's group still holds its output]\n");
+    }
+    if is_error { Err(text) } else { Ok(text) }
+}
+
+fn kill_group(pgid: i32) {
+    // SAFETY: plain syscall; the group id is the child's pid (process_group(0)).
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil;
+    use super::*;
+
+    fn bash(env: &BuiltinEnv, command: &str, timeout: Option<u64>) -> Result<String, String> {
+        run(
+            env,
+            Args {
+                command: command.into(),
+                timeout_seconds: timeout,
+                cwd: None,
+            },
+            &Cancellation::never(),
+        )
+    }
+
+    #[test]
+    fn runs_in_root_with_exit_code_and_streams() {
+        let root = testutil::root("bash-basic");
+        let env = testutil::env(&root);
+        let out = bash(&env, "pwd; echo err >&2", None).unwrap();
+        assert!(out.starts_with("exit code: 0\nstdout:\n"), "{out}");
+        assert!(out.contains(&env.sandbox.root().display().to_string()));
+        assert!(out.contains("stderr:\nerr\n"), "{out}");
+        let e = bash(&env, "exit 3", None).unwrap_err();
+        assert!(e.starts_with("exit code: 3\n"), "{e}");
+        assert!(bash(&env, "cat", None).unwrap().contains("stdout: (empty)"));
+    }
+
+    #[test]
+    fn timeout_kills_the_group() {
+        let root = testutil::root("bash-timeout");
+        let env = testutil::env(&root);
+        let e = bash(&env, "sleep 1000 & echo $! > bg.pid; sleep 1000", Some(1)).unwrap_err();
+        assert!(e.starts_with("timed out after 1 s"), "{e}");
+        let pid: i32 = std::fs::read_to_string(root.join("bg.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // The background sleep was in the group and got SIGKILL; it may linger as a
+        // zombie until reaped by init, so check its state rather than its existence.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(
+            state.is_empty() || state.contains(") Z"),
+            "still running: {state}"
+        );
+    }
+
+    #[test]
+    fn bad_timeouts_and_cwd_outside_are_refused() {
+        let root = testutil::root("bash-refuse");
+        let env = testutil::env(&root);
+        assert!(
+            bash(&env, "true", Some(0))
+                .unwrap_err()
+                .contains("between 1 and 600")
+        );
+        assert!(bash(&env, "true", Some(601)).is_err());
+        let e = run(
+            &env,
+            Args {
+                command: "true".into(),
+                timeout_seconds: None,
+                cwd: Some("/".into()),
+            },
+            &Cancellation::never(),
+        )
+        .unwrap_err();
+        assert!(e.contains("outside the root"), "{e}");
+    }
+
+    #[test]
+    fn output_is_bounded() {
+        let root = testutil::root("bash-bound");
+        let mut env = testutil::env(&root);
+        env.limits.output_bytes = 4096;
+        let out = bash(&env, "head -c 100000 /dev/zero | tr '\\0' x", None).unwrap();
+        assert!(
+            out.contains("[stdout cut: showing the first 2048 of 100000 bytes"),
+            "{out}"
+        );
+    }
+}

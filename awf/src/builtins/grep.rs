@@ -1,0 +1,410 @@
+//! Grep: ripgrep's engine (grep-regex + grep-searcher) over the gitignore-aware walk.
+//! Modes: `content` (`path:line:text`), `files_with_matches`, `count` (`path:count`);
+//! optional `glob` filter (ripgrep's --glob semantics) and `case_insensitive`. Binary
+//! files, symlinks and multiply-linked files are skipped. Results are sorted by path so
+//! the answer is the same from run to run, and capped with a note.
+
+use super::{BuiltinEnv, bound, glob::walker, resolve, schema};
+use crate::tools::ToolSpec;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+use ignore::WalkState;
+use ignore::overrides::OverrideBuilder;
+use serde::Deserialize;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    #[default]
+    Content,
+    FilesWithMatches,
+    Count,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    pub pattern: String,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub glob: Option<String>,
+    #[serde(default)]
+    pub output_mode: Option<Mode>,
+    #[serde(default)]
+    pub case_insensitive: Option<bool>,
+}
+
+pub fn spec(env: &BuiltinEnv) -> ToolSpec {
+    let mut schema = schema(
+        &[
+            (
+                "pattern",
+                "string",
+                "Regular expression (Rust/ripgrep syntax)",
+            ),
+            (
+                "path",
+                "string",
+                "File or directory to search, relative to the root (default: the root)",
+            ),
+            (
+                "glob",
+                "string",
+                "Only search files matching this glob, e.g. \"*.rs\" or \"src/**/*.go\"",
+            ),
+            (
+                "output_mode",
+                "string",
+                "content (path:line:text, default), files_with_matches, or count",
+            ),
+            (
+                "case_insensitive",
+                "boolean",
+                "Match case-insensitively (default false)",
+            ),
+        ],
+        &["pattern"],
+    );
+    schema["properties"]["output_mode"]["enum"] =
+        serde_json::json!(["content", "files_with_matches", "count"]);
+    ToolSpec {
+        name: "Grep".into(),
+        description: format!(
+            "Search file contents with a regular expression (ripgrep's engine) under the \
+             workspace root. output_mode: content prints path:line:text for each matching line; \
+             files_with_matches lists the files; count prints path:count. Honours .gitignore, \
+             skips binary files. Sorted by path; at most {} lines/files are listed.",
+            env.limits.grep_results
+        ),
+        input_schema: schema,
+        annotations: Some(serde_json::json!({"readOnlyHint": true})),
+    }
+}
+
+/// What one file yielded.
+struct FileHits {
+    path: PathBuf,
+    count: usize,
+    lines: Vec<(u64, String)>,
+}
+
+/// Stored matched text is capped overall so a pattern matching everything in a huge tree
+/// cannot exhaust memory; counts stay exact.
+const STORE_BUDGET: usize = 64 * 1024 * 1024;
+
+struct Collect<'a> {
+    mode: Mode,
+    per_file_cap: usize,
+    line_bytes: usize,
+    stored: &'a AtomicUsize,
+    count: usize,
+    lines: Vec<(u64, String)>,
+    binary: bool,
+}
+
+impl Sink for Collect<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        self.count += 1;
+        match self.mode {
+            Mode::FilesWithMatches => return Ok(false), // one match is enough
+            Mode::Count => return Ok(true),
+            Mode::Content => {}
+        }
+        if self.lines.len() < self.per_file_cap
+            && self.stored.load(Ordering::Relaxed) < STORE_BUDGET
+        {
+            let text = String::from_utf8_lossy(m.bytes());
+            let text = text.trim_end_matches(['\n', '\r']);
+            let text = if text.len() > self.line_bytes {
+                format!(
+                    "{} [line cut: {} of {} bytes shown]",
+                    &text[..bound::floor_char_boundary(text, self.line_bytes)],
+                    self.line_bytes,
+                    text.len()
+                )
+            } else {
+                text.to_string()
+            };
+            self.stored.fetch_add(text.len(), Ordering::Relaxed);
+            self.lines.push((m.line_number().unwrap_or(0), text));
+        }
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _s: &Searcher, _offset: u64) -> Result<bool, Self::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+#[derive(Default)]
+struct Results {
+    files: Vec<FileHits>,
+    binary_skipped: usize,
+    linked_skipped: usize,
+    errors: Vec<String>,
+}
+
+pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
+    let mode = args.output_mode.unwrap_or_default();
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(args.case_insensitive.unwrap_or(false))
+        .line_terminator(Some(b'\n'))
+        .build(&args.pattern)
+        .map_err(|e| format!("invalid regex {:?}: {e}", args.pattern))?;
+    let path_input = args.path.as_deref().unwrap_or(".");
+    let target = resolve(env, path_input)?;
+    let meta = std::fs::metadata(&target).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!(
+            "path \"{path_input}\" not found under the root {}",
+            env.sandbox.root().display()
+        ),
+        _ => format!("cannot inspect \"{path_input}\": {e}"),
+    })?;
+    let cap = env.limits.grep_results;
+    let stored = AtomicUsize::new(0);
+    let results = Mutex::new(Results::default());
+    let search_file = |searcher: &mut Searcher, path: &Path, meta: &std::fs::Metadata| {
+        if meta.nlink() > 1 {
+            results.lock().unwrap().linked_skipped += 1;
+            return;
+        }
+        let mut sink = Collect {
+            mode,
+            per_file_cap: cap,
+            line_bytes: env.limits.line_bytes,
+            stored: &stored,
+            count: 0,
+            lines: Vec::new(),
+            binary: false,
+        };
+        let outcome = searcher.search_path(&matcher, path, &mut sink);
+        let mut r = results.lock().unwrap();
+        match outcome {
+            Err(e) => r.errors.push(format!("{}: {e}", env.sandbox.show(path))),
+            Ok(()) if sink.binary => r.binary_skipped += 1,
+            Ok(()) if sink.count > 0 => r.files.push(FileHits {
+                path: path.to_path_buf(),
+                count: sink.count,
+                lines: sink.lines,
+            }),
+            Ok(()) => {}
+        }
+    };
+    let new_searcher = || {
+        SearcherBuilder::new()
+            .binary_detection(BinaryDetection::quit(0))
+            .line_number(true)
+            .build()
+    };
+
+    if meta.is_file() {
+        if let Some(g) = &args.glob {
+            // A glob filter on a single file: honour it like ripgrep does for walked files.
+            let m = globset::Glob::new(g)
+                .map_err(|e| format!("invalid glob {g:?}: {e}"))?
+                .compile_matcher();
+            if !m.is_match(target.file_name().unwrap_or_default()) && !m.is_match(&target) {
+                return Ok(format!(
+                    "no matches: \"{path_input}\" does not match the glob {g:?}"
+                ));
+            }
+        }
+        let lmeta = std::fs::symlink_metadata(&target).map_err(|e| e.to_string())?;
+        search_file(&mut new_searcher(), &target, &lmeta);
+    } else if meta.is_dir() {
+        let mut walk = walker(&target);
+        if let Some(g) = &args.glob {
+            let mut ob = OverrideBuilder::new(&target);
+            ob.add(g).map_err(|e| format!("invalid glob {g:?}: {e}"))?;
+            walk.overrides(ob.build().map_err(|e| format!("invalid glob {g:?}: {e}"))?);
+        }
+        walk.build_parallel().run(|| {
+            let search_file = &search_file;
+            let mut searcher = new_searcher();
+            Box::new(move |entry| {
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                // Regular files only: symlinks are not followed (they may lead out of the root).
+                if entry.file_type().is_some_and(|t| t.is_file())
+                    && let Ok(m) = entry.metadata()
+                {
+                    search_file(&mut searcher, entry.path(), &m);
+                }
+                WalkState::Continue
+            })
+        });
+    } else {
+        return Err(format!(
+            "\"{path_input}\" is neither a file nor a directory"
+        ));
+    }
+
+    let mut r = results.into_inner().unwrap();
+    r.files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    let total_files = r.files.len();
+    let total_lines: usize = r.files.iter().map(|f| f.count).sum();
+    let mut out = String::new();
+    let mut listed = 0usize;
+    'files: for f in &r.files {
+        let shown = env.sandbox.show(&f.path);
+        match mode {
+            Mode::Content => {
+                for (n, text) in &f.lines {
+                    if listed == cap {
+                        break 'files;
+                    }
+                    out.push_str(&format!("{shown}:{n}:{text}\n"));
+                    listed += 1;
+                }
+            }
+            Mode::FilesWithMatches | Mode::Count => {
+                if listed == cap {
+                    break;
+                }
+                if mode == Mode::Count {
+                    out.push_str(&format!("{shown}:{}\n", f.count));
+                } else {
+                    out.push_str(&format!("{shown}\n"));
+                }
+                listed += 1;
+            }
+        }
+    }
+    if total_files == 0 {
+        out.push_str(&format!(
+            "no matches for {:?} under {}\n",
+            args.pattern,
+            env.sandbox.show(&target)
+        ));
+    }
+    let unit_total = if mode == Mode::Content {
+        total_lines
+    } else {
+        total_files
+    };
+    if listed < unit_total {
+        out.push_str(&format!(
+            "[{total_lines} matching lines in {total_files} files; showing the first {listed} {}; narrow the pattern, path or glob]\n",
+            if mode == Mode::Content { "lines" } else { "files" }
+        ));
+    }
+    if r.binary_skipped > 0 {
+        out.push_str(&format!("[{} binary files skipped]\n", r.binary_skipped));
+    }
+    if r.linked_skipped > 0 {
+        out.push_str(&format!(
+            "[{} files with several hard links skipped: they may be files outside the root]\n",
+            r.linked_skipped
+        ));
+    }
+    if !r.errors.is_empty() {
+        out.push_str(&format!(
+            "[{} files could not be read: {}]\n",
+            r.errors.len(),
+            r.errors.join("; ")
+        ));
+    }
+    let out = out.trim_end_matches('\n').to_string();
+    Ok(bound::bound_text(
+        out,
+        env.limits.output_bytes,
+        "narrow the pattern, path or glob",
+    ))
+}
+
+/// Compiles a regex the way Grep does (for callers that validate up front).
+pub fn compile(pattern: &str) -> Result<RegexMatcher, String> {
+    RegexMatcherBuilder::new()
+        .build(pattern)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil;
+    use super::*;
+
+    fn grep(env: &BuiltinEnv, pattern: &str, f: impl FnOnce(&mut Args)) -> Result<String, String> {
+        let mut a = Args {
+            pattern: pattern.into(),
+            path: None,
+            glob: None,
+            output_mode: None,
+            case_insensitive: None,
+        };
+        f(&mut a);
+        run(env, a)
+    }
+
+    fn tree(name: &str) -> (PathBuf, BuiltinEnv) {
+        let root = testutil::root(name);
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join("src/a.rs"), "fn main() {}\nlet x = Main;\n").unwrap();
+        std::fs::write(root.join("src/b.txt"), "main here\n").unwrap();
+        std::fs::write(root.join("bin.dat"), b"main\0\0binary").unwrap();
+        let env = testutil::env(&root);
+        (root, env)
+    }
+
+    #[test]
+    fn modes() {
+        let (_r, env) = tree("grep-modes");
+        assert_eq!(
+            grep(&env, "main", |_| {}).unwrap(),
+            "src/a.rs:1:fn main() {}\nsrc/b.txt:1:main here\n[1 binary files skipped]"
+        );
+        assert_eq!(
+            grep(&env, "main", |a| {
+                a.output_mode = Some(Mode::Count);
+                a.case_insensitive = Some(true);
+            })
+            .unwrap(),
+            "src/a.rs:2\nsrc/b.txt:1\n[1 binary files skipped]"
+        );
+        assert_eq!(
+            grep(&env, "main", |a| {
+                a.output_mode = Some(Mode::FilesWithMatches);
+                a.glob = Some("*.rs".into());
+            })
+            .unwrap(),
+            "src/a.rs"
+        );
+        assert_eq!(
+            grep(&env, "here", |a| a.path = Some("src/b.txt".into())).unwrap(),
+            "src/b.txt:1:main here"
+        );
+    }
+
+    #[test]
+    fn errors_and_caps() {
+        let (_r, mut env) = tree("grep-errs");
+        assert!(
+            grep(&env, "(", |_| {})
+                .unwrap_err()
+                .contains("invalid regex")
+        );
+        assert!(
+            grep(&env, "x", |a| a.path = Some("/etc".into()))
+                .unwrap_err()
+                .contains("outside the root")
+        );
+        assert!(grep(&env, "zzz", |_| {}).unwrap().starts_with("no matches"));
+        env.limits.grep_results = 1;
+        let out = grep(&env, "main", |a| a.case_insensitive = Some(true)).unwrap();
+        assert!(
+            out.starts_with(
+                "src/a.rs:1:fn main() {}\n[3 matching lines in 2 files; showing the first 1 lines"
+            ),
+            "{out}"
+        );
+    }
+}
