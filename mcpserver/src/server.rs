@@ -739,12 +739,9 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 let spawned = thread::Builder::new()
                     .name("mcp-monitor".into())
                     .spawn_scoped(scope, move || self.monitor(scope));
-                match spawned {
-                    Ok(handle) => {
-                        let _ = self.monitor.set(handle.thread().clone());
-                    }
-                    // Without a monitor, calls simply run one at a time.
-                    Err(_) => {}
+                // Without a monitor, calls simply run one at a time.
+                if let Ok(handle) = spawned {
+                    let _ = self.monitor.set(handle.thread().clone());
                 }
             }
         }

@@ -2,6 +2,9 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -146,4 +149,31 @@ impl Client {
 
 pub fn object_schema() -> Value {
     json!({"type": "object", "properties": {"text": {"type": "string"}}})
+}
+
+/// Builds the echo example once (with the cargo that runs the tests) and returns its path.
+pub fn echo_binary() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "-p",
+                "mcpserver",
+                "--example",
+                "echo",
+                "--message-format=json",
+            ])
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run cargo build");
+        assert!(out.status.success(), "building the echo example failed");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "echo")
+            .and_then(|m| m["executable"].as_str().map(PathBuf::from))
+            .expect("cargo names the echo executable")
+    })
+    .clone()
 }
