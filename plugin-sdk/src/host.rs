@@ -1,8 +1,10 @@
 //! The host side of the handshake: what awf needs to reach a plugin it started.
 //!
-//! The host starts the plugin with [`MAGIC_COOKIE_KEY`](crate::MAGIC_COOKIE_KEY) set, reads
-//! one line from its stdout, parses it with [`parse_handshake`], and opens a gRPC channel
-//! with [`connect`]; the generated clients in [`crate::proto`] then run over that channel:
+//! The host starts the plugin with the variables of [`handshake_env`] and a piped stdin that
+//! it keeps open (the lifeline), reads one line from the plugin's stdout within its start-up
+//! deadline, parses it with [`parse_handshake`], and opens a gRPC channel with [`connect`];
+//! the generated clients in [`crate::proto`] then run over that channel. After the plugin
+//! died without cleaning up (SIGKILL, abort), [`remove_socket`] removes what it left.
 //!
 //! ```no_run
 //! # async fn demo(line: &str) -> Result<(), Box<dyn std::error::Error>> {
@@ -21,7 +23,20 @@ use std::path::Path;
 
 use tonic::transport::Channel;
 
-use crate::{APP_PROTOCOL_VERSION, CORE_PROTOCOL_VERSION};
+use crate::{
+    APP_PROTOCOL_VERSION, CORE_PROTOCOL_VERSION, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE,
+    STDIN_LIFELINE_KEY,
+};
+
+/// The environment a host gives a plugin process: the cookie, and the request to stop at end
+/// of file on stdin. With the latter, the host must start the plugin with a piped stdin and
+/// keep the write end open for the plugin's lifetime (`Stdio::null()` would stop it at once).
+pub fn handshake_env() -> [(&'static str, &'static str); 2] {
+    [
+        (MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE),
+        (STDIN_LIFELINE_KEY, "1"),
+    ]
+}
 
 /// Where a plugin serves: the Unix socket named in its handshake line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +190,21 @@ pub async fn connect(endpoint: &Endpoint) -> Result<Channel, tonic::transport::E
     tonic::transport::Endpoint::from_shared(format!("unix:{}", endpoint.socket_path))?
         .connect()
         .await
+}
+
+/// Removes the socket a plugin announced, and its private directory if that is then empty.
+/// For after a plugin died without its own cleanup; a no-op when it did clean up. Never
+/// removes anything but that one socket file and one empty directory.
+pub fn remove_socket(endpoint: &Endpoint) -> std::io::Result<()> {
+    let socket = endpoint.socket_path();
+    match std::fs::remove_file(socket) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    match socket.parent().map(std::fs::remove_dir) {
+        Some(Err(e)) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

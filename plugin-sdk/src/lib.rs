@@ -51,10 +51,13 @@
 //! }
 //! ```
 //!
-//! Next to the executable, awf expects a manifest `plugin.yaml` with `name`, `version` and
-//! `description` (see `examples/notes/plugin.yaml`). [`Plugin::init`] optionally receives the
-//! plugin's configuration; a panic inside [`Plugin::execute`] becomes a failed result, not a
-//! dead plugin.
+//! To install it, put the built executable and a manifest `plugin.yaml` (`name`, `version`,
+//! `description`, flat `key: value` lines) together in a directory of its own under one of
+//! awf's plugin directories, e.g. `.awf/plugins/greeter/{greeter,plugin.yaml}`. The examples
+//! keep their manifests beside their sources: `examples/notes/plugin.yaml`.
+//!
+//! [`Plugin::init`] optionally receives the plugin's configuration. A panic inside
+//! [`Plugin::execute`] becomes a failed result, not a dead plugin. Log to stderr.
 //!
 //! # The handshake
 //!

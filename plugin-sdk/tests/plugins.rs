@@ -14,6 +14,7 @@ use plugin_sdk::proto::{
 use plugin_sdk::{MAGIC_COOKIE_KEY, STDIN_LIFELINE_KEY};
 use serde_json::{Value, json};
 use support::{Running, example, manifest, start};
+use tokio::io::AsyncBufReadExt;
 use tonic::Code;
 
 fn assert_cleaned_up(endpoint: &plugin_sdk::host::Endpoint) {
@@ -327,9 +328,35 @@ async fn a_crash_mid_call_breaks_the_call() {
         "{:?}",
         exited.status
     );
-    // An aborted plugin cannot clean up: removing its directory falls to the host.
-    let dir = endpoint.socket_path().parent().unwrap();
-    std::fs::remove_dir_all(dir).unwrap();
+    // An aborted plugin cannot clean up: that falls to the host.
+    assert!(endpoint.socket_path().exists());
+    plugin_sdk::host::remove_socket(&endpoint).unwrap();
+    assert_cleaned_up(&endpoint);
+    plugin_sdk::host::remove_socket(&endpoint).unwrap();
+}
+
+#[tokio::test]
+async fn faulty_can_print_a_garbage_handshake_for_host_tests() {
+    let mut child = tokio::process::Command::new(example("faulty"))
+        .envs(plugin_sdk::host::handshake_env())
+        .env("FAULTY_BAD_HANDSHAKE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    tokio::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .await
+        .unwrap();
+    let err = plugin_sdk::host::parse_handshake(&line).unwrap_err();
+    assert!(
+        matches!(err, plugin_sdk::host::HandshakeError::Malformed { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("not an awf plugin"), "{err}");
+    child.kill().await.unwrap();
 }
 
 #[tokio::test]
@@ -346,6 +373,7 @@ async fn a_slow_call_does_not_hold_up_others_and_does_not_hold_up_a_stop() {
             .await
         })
     };
+    plugin.logged("sleeping 600000 ms").await;
     // Answered while the sleep occupies a blocking thread.
     let info = plugin
         .plugin()
@@ -422,9 +450,15 @@ async fn sigterm_and_sigint_stop_the_plugin_cleanly() {
 #[tokio::test]
 async fn end_of_stdin_stops_the_plugin_when_the_host_asks_for_a_lifeline() {
     let mut plugin = start("notes", |command| {
-        command.env(STDIN_LIFELINE_KEY, "1").stdin(Stdio::piped());
+        command
+            .envs(plugin_sdk::host::handshake_env())
+            .stdin(Stdio::piped());
     })
     .await;
+    assert!(
+        plugin_sdk::host::handshake_env().contains(&(STDIN_LIFELINE_KEY, "1")),
+        "hosts using handshake_env get the lifeline"
+    );
     plugin.plugin().info(InfoRequest {}).await.unwrap();
     // What the kernel does when the host dies: its end of the pipe closes.
     drop(plugin.child.stdin.take());

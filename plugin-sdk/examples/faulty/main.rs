@@ -55,6 +55,8 @@ impl Plugin for Faulty {
                 let ms = args["ms"]
                     .as_u64()
                     .ok_or("`ms` must be a non-negative integer")?;
+                // Logged so a test knows the call is under way before it stops the plugin.
+                eprintln!("sleeping {ms} ms");
                 std::thread::sleep(Duration::from_millis(ms));
                 Ok(Output::text(format!("slept {ms} ms")).with_data(json!({ "slept_ms": ms })))
             }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use plugin_sdk::host::{self, Endpoint};
@@ -14,6 +14,7 @@ use plugin_sdk::proto::{ExecuteRequest, ExecuteResponse};
 use plugin_sdk::{MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 
@@ -82,7 +83,14 @@ pub struct Running {
     pub channel: Channel,
     /// Stdout after the handshake line: must stay empty.
     stdout: BufReader<ChildStdout>,
-    stderr: JoinHandle<String>,
+    stderr: Stderr,
+}
+
+/// The plugin's stderr so far, filled as it arrives, so a test can wait for a log line.
+struct Stderr {
+    text: Arc<Mutex<String>>,
+    grew: Arc<Notify>,
+    reader: JoinHandle<()>,
 }
 
 /// What a stopped plugin left behind.
@@ -103,12 +111,21 @@ pub async fn start(name: &str, customize: impl FnOnce(&mut Command)) -> Running 
         .kill_on_drop(true);
     customize(&mut command);
     let mut child = command.spawn().expect("cannot start the example plugin");
-    let mut stderr = child.stderr.take().unwrap();
-    let stderr = tokio::spawn(async move {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text).await;
-        text
+    let mut pipe = BufReader::new(child.stderr.take().unwrap());
+    let text = Arc::new(Mutex::new(String::new()));
+    let grew = Arc::new(Notify::new());
+    let reader = tokio::spawn({
+        let (text, grew) = (text.clone(), grew.clone());
+        async move {
+            let mut line = String::new();
+            while matches!(pipe.read_line(&mut line).await, Ok(n) if n > 0) {
+                text.lock().unwrap().push_str(&line);
+                line.clear();
+                grew.notify_waiters();
+            }
+        }
     });
+    let stderr = Stderr { text, grew, reader };
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     tokio::time::timeout(PATIENCE, stdout.read_line(&mut line))
@@ -159,6 +176,25 @@ impl Running {
             .map(tonic::Response::into_inner)
     }
 
+    /// Waits until the plugin has logged `needle` on stderr.
+    pub async fn logged(&self, needle: &str) {
+        let wait = async {
+            loop {
+                let grew = self.stderr.grew.notified();
+                if self.stderr.text.lock().unwrap().contains(needle) {
+                    return;
+                }
+                grew.await;
+            }
+        };
+        if tokio::time::timeout(PATIENCE, wait).await.is_err() {
+            panic!(
+                "the plugin never logged {needle:?}; its stderr: {}",
+                self.stderr.text.lock().unwrap()
+            );
+        }
+    }
+
     pub fn signal(&self, signal: libc::c_int) {
         let pid = self.child.id().expect("the plugin already exited") as libc::pid_t;
         // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
@@ -176,7 +212,8 @@ impl Running {
             .read_to_string(&mut stdout_after_handshake)
             .await
             .unwrap();
-        let stderr = self.stderr.await.unwrap();
+        self.stderr.reader.await.unwrap();
+        let stderr = self.stderr.text.lock().unwrap().clone();
         Exited {
             status,
             stdout_after_handshake,
