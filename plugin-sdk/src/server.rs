@@ -128,7 +128,12 @@ async fn serve_until_stopped<P: Plugin>(
     let mut sigint =
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot handle SIGINT: {e}"))?;
 
-    let socket = SocketDir::create(&std::env::temp_dir())?;
+    // Absolute even when TMPDIR is relative: the host resolves the path from its own
+    // working directory, not ours.
+    let temp = std::env::current_dir()
+        .map(|cwd| cwd.join(std::env::temp_dir()))
+        .map_err(|e| format!("cannot read the working directory: {e}"))?;
+    let socket = SocketDir::create(&temp)?;
     let listener = UnixListener::bind(&socket.socket).map_err(|e| {
         format!(
             "cannot listen on the Unix socket {}: {e}",
