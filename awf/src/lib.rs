@@ -9,5 +9,9 @@
 //! command-line front.
 
 pub mod builtins;
+pub mod cli;
+pub mod client;
 pub mod error;
+pub mod mcp_serve;
+pub mod telemetry;
 pub mod tools;

@@ -1,0 +1,402 @@
+//! `awf mcp-serve`: the per-step MCP server an agent CLI spawns. Reads the step's config
+//! (written by the parent, or made from `--root`), builds the [`ToolRouter`] over the
+//! builtins, adapts it to the `mcpserver` library, and serves stdio until end of input,
+//! `shutdown`, or SIGTERM/SIGINT, answering everything read and flushing telemetry
+//! before it exits 0.
+
+use crate::builtins::{self, BuiltinEnv, Builtins, Limits, confine, sandbox::Sandbox};
+use crate::error::{AwfError, codes};
+use crate::telemetry::{StepIds, Telemetry, TelemetryObserver, audit::AuditLog};
+use crate::tools::{CallMeta, Cancellation, ToolProvider, ToolRouter};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The mcp-serve config (JSON). Unknown keys are errors: a typo must not silently turn a
+/// safety switch back to its default.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// The workspace root every builtin is confined to. Relative paths in this file are
+    /// relative to the file's own directory.
+    pub root: PathBuf,
+    #[serde(default = "yes")]
+    pub intercept_builtins: bool,
+    /// Plugin operations to expose (`[{plugin, expose: [op...]}]`); the plugin host is a
+    /// later issue, so this must be empty for now.
+    #[serde(default)]
+    pub plugin_tools: Vec<PluginTools>,
+    /// JSONL audit file (appended); none means no audit trail.
+    #[serde(default)]
+    pub audit_path: Option<PathBuf>,
+    #[serde(default)]
+    pub run_id: Option<String>,
+    #[serde(default)]
+    pub step_id: Option<String>,
+    /// The step span's W3C traceparent; the environment's TRACEPARENT when absent.
+    #[serde(default)]
+    pub traceparent: Option<String>,
+    #[serde(default)]
+    pub limits: Limits,
+    /// Confine Bash's writes with Landlock (default true).
+    #[serde(default = "yes")]
+    pub landlock: bool,
+    /// Extra paths Bash may write to, besides the root, the temp directory and /dev/null.
+    #[serde(default)]
+    pub writable_paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PluginTools {
+    pub plugin: String,
+    #[serde(default)]
+    pub expose: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl ServeConfig {
+    /// The config `--root DIR` stands for: builtins over DIR, defaults for the rest.
+    pub fn for_root(root: PathBuf) -> ServeConfig {
+        ServeConfig {
+            root,
+            intercept_builtins: true,
+            plugin_tools: Vec::new(),
+            audit_path: None,
+            run_id: None,
+            step_id: None,
+            traceparent: None,
+            limits: Limits::default(),
+            landlock: true,
+            writable_paths: Vec::new(),
+        }
+    }
+
+    /// Reads and checks a config file; every error names the file and the problem.
+    pub fn load(path: &Path) -> Result<ServeConfig, AwfError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                codes::CONFIG_MISSING
+            } else {
+                codes::CONFIG_INVALID
+            };
+            AwfError::new(
+                code,
+                format!("cannot read the config {}: {e}", path.display()),
+            )
+        })?;
+        let mut cfg: ServeConfig = serde_json::from_str(&text).map_err(|e| {
+            AwfError::new(
+                codes::CONFIG_INVALID,
+                format!("the config {} is invalid: {e}", path.display()),
+            )
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let abs = |p: &Path| {
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
+        };
+        cfg.root = abs(&cfg.root);
+        cfg.audit_path = cfg.audit_path.as_deref().map(abs);
+        cfg.writable_paths = cfg.writable_paths.iter().map(|p| abs(p)).collect();
+        cfg.check(&format!("the config {}", path.display()))?;
+        Ok(cfg)
+    }
+
+    /// Semantic checks shared by files and `--root`.
+    pub fn check(&self, origin: &str) -> Result<(), AwfError> {
+        if !self.root.is_dir() {
+            return Err(AwfError::new(
+                codes::CONFIG_BAD_ROOT,
+                format!(
+                    "{origin}: root {} is not an existing directory; create it or fix root",
+                    self.root.display()
+                ),
+            ));
+        }
+        if let Some(first) = self.plugin_tools.first() {
+            return Err(AwfError::new(
+                codes::UNKNOWN_PLUGIN,
+                format!(
+                    "{origin}: plugin_tools names plugin {:?}, but this awf has no plugin host yet; remove plugin_tools",
+                    first.plugin
+                ),
+            ));
+        }
+        if !self.intercept_builtins && self.plugin_tools.is_empty() {
+            return Err(AwfError::new(
+                codes::EMPTY_PROXY,
+                format!(
+                    "{origin}: intercept_builtins is false and plugin_tools is empty, so there is no tool to serve"
+                ),
+            ));
+        }
+        if let Some(t) = &self.traceparent
+            && crate::telemetry::otel::parse_traceparent(t).is_none()
+        {
+            return Err(AwfError::new(
+                codes::CONFIG_INVALID,
+                format!(
+                    "{origin}: traceparent {t:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+                ),
+            ));
+        }
+        let l = &self.limits;
+        if l.output_bytes < 1024
+            || l.read_lines == 0
+            || l.line_bytes == 0
+            || l.glob_results == 0
+            || l.grep_results == 0
+        {
+            return Err(AwfError::new(
+                codes::CONFIG_INVALID,
+                format!("{origin}: limits must be positive (output_bytes at least 1024)"),
+            ));
+        }
+        if l.bash_timeout_seconds == 0 || l.bash_timeout_seconds > l.bash_max_timeout_seconds {
+            return Err(AwfError::new(
+                codes::CONFIG_INVALID,
+                format!(
+                    "{origin}: limits.bash_timeout_seconds must be between 1 and limits.bash_max_timeout_seconds"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Everything the serve path builds before serving (also used by tests in-process).
+pub struct Prepared {
+    pub router: Arc<ToolRouter>,
+    pub telemetry: Arc<Telemetry>,
+    pub root: PathBuf,
+}
+
+/// Builds providers, telemetry and router from a checked config.
+pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
+    let sandbox = Sandbox::new(&cfg.root).map_err(|e| {
+        AwfError::new(
+            codes::CONFIG_BAD_ROOT,
+            format!("root {}: {e}", cfg.root.display()),
+        )
+    })?;
+    let root = sandbox.root().to_path_buf();
+    let mut providers: Vec<Box<dyn ToolProvider>> = Vec::new();
+    if cfg.intercept_builtins {
+        let confinement = confine::Confinement::new(cfg.landlock, &root, &cfg.writable_paths);
+        if let confine::Status::Unavailable(why) = confinement.status() {
+            tracing::warn!("Bash writes are NOT confined: {why}");
+        }
+        providers.push(Box::new(Builtins::new(BuiltinEnv {
+            sandbox,
+            limits: cfg.limits.clone(),
+            confine: confinement,
+        })));
+    }
+    let audit = match &cfg.audit_path {
+        Some(p) => Some(AuditLog::open(p).map_err(|e| {
+            AwfError::new(
+                codes::CONFIG_INVALID,
+                format!("cannot open the audit file {}: {e}", p.display()),
+            )
+        })?),
+        None => None,
+    };
+    let traceparent = cfg
+        .traceparent
+        .clone()
+        .or_else(|| std::env::var("TRACEPARENT").ok());
+    let session_id = crate::telemetry::new_session_id();
+    let telemetry = Arc::new(Telemetry::new(
+        session_id.clone(),
+        StepIds {
+            run_id: cfg.run_id.clone(),
+            step_id: cfg.step_id.clone(),
+        },
+        audit,
+        traceparent.as_deref(),
+    ));
+    let router = ToolRouter::new(
+        providers,
+        Arc::new(TelemetryObserver(telemetry.clone())),
+        session_id,
+    )?;
+    Ok(Prepared {
+        router: Arc::new(router),
+        telemetry,
+        root,
+    })
+}
+
+/// Adapts the router to an `mcpserver::Server` (one raw handler per tool).
+pub fn build_server(router: &Arc<ToolRouter>, root: &Path) -> Result<mcpserver::Server, AwfError> {
+    let mut b = mcpserver::Server::builder("awf", env!("CARGO_PKG_VERSION")).instructions(format!(
+        "AWF workspace tools. Every path is inside the workspace root {} (relative paths are \
+         relative to it); paths leading outside are refused.",
+        root.display()
+    ));
+    for spec in router.tools() {
+        let mut tool = mcpserver::Tool::new(
+            spec.name.clone(),
+            spec.description.clone(),
+            spec.input_schema.clone(),
+        );
+        if let Some(a) = &spec.annotations {
+            tool = tool.annotations(a.clone());
+        }
+        let router = router.clone();
+        let name = spec.name.clone();
+        b = b.tool_raw(
+            tool,
+            move |args: serde_json::Value, ctx: &mcpserver::CallContext| {
+                let meta = CallMeta {
+                    request_id: Some(ctx.request_id().to_string()),
+                    protocol_version: Some(ctx.protocol_version().to_string()),
+                    traceparent: ctx
+                        .meta()
+                        .and_then(|m| m.get("traceparent"))
+                        .and_then(|t| t.as_str())
+                        .map(str::to_string),
+                    transport: "pipe",
+                };
+                let token = ctx.cancellation();
+                let cancel = Cancellation::new(move || token.is_cancelled());
+                let out = router.call(&name, &args, meta, &cancel);
+                Ok::<_, std::convert::Infallible>(if out.is_error {
+                    mcpserver::ToolResult::error(out.text)
+                } else {
+                    mcpserver::ToolResult::text(out.text)
+                })
+            },
+        );
+    }
+    b.build().map_err(|e| {
+        AwfError::new(
+            codes::INVALID_TOOL_NAME,
+            format!("the tool set is invalid: {}", e.problems().join("; ")),
+        )
+    })
+}
+
+/// Runs `awf mcp-serve` to completion. Returns Ok on every clean stop.
+pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
+    let prepared = prepare(&cfg)?;
+    let server = build_server(&prepared.router, &prepared.root)?;
+    let stop = server.stop_handle();
+    let signal = Arc::new(AtomicI32::new(0));
+    {
+        let signal = signal.clone();
+        let mut signals = signal_hook::iterator::Signals::new([
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+        ])
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot install signal handlers: {e}")))?;
+        std::thread::Builder::new()
+            .name("awf-signals".into())
+            .spawn(move || {
+                if let Some(sig) = signals.forever().next() {
+                    signal.store(sig, Ordering::SeqCst);
+                    // Running commands are killed so their calls are answered at once;
+                    // the server then stops reading, answers what it read and returns.
+                    builtins::bash::begin_shutdown();
+                    stop.stop();
+                }
+            })
+            .map_err(|e| {
+                AwfError::new(codes::IO, format!("cannot start the signal thread: {e}"))
+            })?;
+    }
+    let tools: Vec<String> = prepared.router.tools().map(|t| t.name.clone()).collect();
+    prepared
+        .telemetry
+        .session_start(&prepared.root.display().to_string(), &tools);
+    tracing::debug!(root = %prepared.root.display(), tools = ?tools, "serving");
+    let result = server.serve_stdio();
+    builtins::bash::kill_all_running();
+    let sig = signal.load(Ordering::SeqCst);
+    match result {
+        Ok(reason) => {
+            let (reason, detail) = if sig != 0 {
+                ("signal", Some(signal_name(sig)))
+            } else {
+                (reason.as_str(), None)
+            };
+            prepared.telemetry.session_end(reason, detail);
+            tracing::debug!(reason, "stopped");
+            Ok(())
+        }
+        Err(e) => {
+            prepared
+                .telemetry
+                .session_end("error", Some(&e.to_string()));
+            Err(AwfError::new(
+                codes::SERVER_FAILED,
+                format!("serving stdio failed: {e}"),
+            ))
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_cfg(name: &str, body: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("awf-cfg-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("ws")).unwrap();
+        let p = d.join("cfg.json");
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+
+    #[test]
+    fn minimal_config_gets_defaults_and_relative_paths() {
+        let p = write_cfg("min", r#"{"root": "ws", "audit_path": "a.jsonl"}"#);
+        let c = ServeConfig::load(&p).unwrap();
+        assert!(c.root.ends_with("ws") && c.root.is_absolute());
+        assert_eq!(c.audit_path.unwrap(), p.parent().unwrap().join("a.jsonl"));
+        assert!(c.intercept_builtins && c.landlock);
+        assert_eq!(c.limits, Limits::default());
+    }
+
+    #[test]
+    fn config_errors_name_the_problem() {
+        let e = ServeConfig::load(Path::new("/nonexistent/cfg.json")).unwrap_err();
+        assert_eq!(e.code(), codes::CONFIG_MISSING);
+        let e = ServeConfig::load(&write_cfg("unk", r#"{"root": "ws", "rooot": 1}"#)).unwrap_err();
+        assert!(e.message().contains("unknown field `rooot`"), "{e}");
+        let e = ServeConfig::load(&write_cfg("bad", r#"{"root": "nope"}"#)).unwrap_err();
+        assert_eq!(e.code(), codes::CONFIG_BAD_ROOT);
+        let e = ServeConfig::load(&write_cfg(
+            "empty",
+            r#"{"root": "ws", "intercept_builtins": false}"#,
+        ))
+        .unwrap_err();
+        assert_eq!(e.code(), codes::EMPTY_PROXY);
+        let e = ServeConfig::load(&write_cfg("tp", r#"{"root": "ws", "traceparent": "x"}"#))
+            .unwrap_err();
+        assert!(e.message().contains("traceparent"));
+        let e = ServeConfig::load(&write_cfg(
+            "lim",
+            r#"{"root": "ws", "limits": {"bash_timeout_seconds": 0}}"#,
+        ))
+        .unwrap_err();
+        assert!(e.message().contains("bash_timeout_seconds"));
+        assert_eq!(e.exit_code(), 1);
+    }
+}

@@ -1,0 +1,217 @@
+//! The audit trail: JSONL records a parent (and a human) can read after the fact.
+//! `session.start`, then per call a `tool.call` and a `tool.result` paired by `call_id`,
+//! then `session.end` with its reason on a clean exit (a missing `session.end` means the
+//! server crashed or was killed). Each record is one `write(2)` to a file opened with
+//! O_APPEND, so several processes can share the file without interleaving lines.
+
+use serde_json::{Map, Value};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+pub struct AuditLog {
+    file: File,
+}
+
+impl AuditLog {
+    /// Opens (creating, mode 0600: arguments may be sensitive even when masked) for append.
+    pub fn open(path: &Path) -> io::Result<AuditLog> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)?;
+        Ok(AuditLog { file })
+    }
+
+    /// Appends one record as one line in one write.
+    pub fn append(&self, record: &Value) -> io::Result<()> {
+        let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+        line.push(b'\n');
+        // A single write on an O_APPEND file is atomic with respect to other appenders; a
+        // short write (disk full) is reported rather than retried half-way.
+        let n = (&self.file).write(&line)?;
+        if n != line.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "short write to the audit file",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Masks secrets and cuts long values before arguments are recorded.
+#[derive(Debug, Clone, Default)]
+pub struct Masker {
+    /// Values of environment variables whose names look like secrets, longest first so
+    /// that a secret containing another is masked whole.
+    secrets: Vec<String>,
+    max_value_bytes: usize,
+}
+
+const SECRET_NAME_PARTS: [&str; 9] = [
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+];
+/// Shorter values are too likely to be ordinary words ("1", "true") to mask everywhere.
+const MIN_SECRET_LEN: usize = 6;
+pub const MASK: &str = "***";
+
+fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_NAME_PARTS.iter().any(|p| upper.contains(p))
+}
+
+impl Masker {
+    pub fn from_env(max_value_bytes: usize) -> Masker {
+        Masker::new(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+            max_value_bytes,
+        )
+    }
+
+    pub fn new(vars: impl IntoIterator<Item = (String, String)>, max_value_bytes: usize) -> Masker {
+        let mut secrets: Vec<String> = vars
+            .into_iter()
+            .filter(|(k, v)| looks_secret(k) && v.len() >= MIN_SECRET_LEN)
+            .map(|(_, v)| v)
+            .collect();
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        Masker {
+            secrets,
+            max_value_bytes,
+        }
+    }
+
+    /// A copy of `value` with secret values masked (anywhere inside strings), values of
+    /// keys that look secret masked whole, and long strings cut.
+    pub fn mask(&self, value: &Value) -> Value {
+        match value {
+            Value::String(s) => Value::String(self.mask_str(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|v| self.mask(v)).collect()),
+            Value::Object(o) => {
+                let mut out = Map::new();
+                for (k, v) in o {
+                    let masked = if looks_secret(k) && !v.is_null() && !v.is_boolean() {
+                        Value::String(MASK.into())
+                    } else {
+                        self.mask(v)
+                    };
+                    out.insert(k.clone(), masked);
+                }
+                Value::Object(out)
+            }
+            other => other.clone(),
+        }
+    }
+
+    fn mask_str(&self, s: &str) -> String {
+        let mut text = s.to_string();
+        for secret in &self.secrets {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), MASK);
+            }
+        }
+        if text.len() > self.max_value_bytes {
+            let total = text.len();
+            let cut = crate::builtins::bound::floor_char_boundary(&text, self.max_value_bytes);
+            text.truncate(cut);
+            text.push_str(&format!("…[cut: {total} bytes]"));
+        }
+        text
+    }
+}
+
+/// Now as RFC 3339 UTC with milliseconds, e.g. `2026-12-02T12:44:04.123Z`.
+pub fn now_rfc3339() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format_rfc3339(d.as_secs() as i64, d.subsec_millis())
+}
+
+fn format_rfc3339(secs: i64, millis: u32) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Days since 1970-01-01 to a civil date (proleptic Gregorian), by 400-year eras.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn masks_env_secrets_secret_keys_and_cuts_long_values() {
+        let m = Masker::new(
+            [
+                ("GITHUB_TOKEN".to_string(), "ghp_abcdef123".to_string()),
+                ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+                ("API_KEY".to_string(), "x".to_string()), // too short to mask everywhere
+            ],
+            20,
+        );
+        let got = m.mask(&json!({
+            "command": "curl -H 'token ghp_abcdef123' /usr/bin:/bin",
+            "api_key": "anything",
+            "n": 3,
+            "content": "0123456789012345678901234",
+        }));
+        assert_eq!(got["command"], "curl -H 'token ***' …[cut: 33 bytes]");
+        assert_eq!(got["api_key"], MASK);
+        assert_eq!(got["n"], 3);
+        assert_eq!(got["content"], "01234567890123456789…[cut: 25 bytes]");
+    }
+
+    #[test]
+    fn appends_whole_lines() {
+        let p = std::env::temp_dir().join(format!("awf-audit-test-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        let a = AuditLog::open(&p).unwrap();
+        let b = AuditLog::open(&p).unwrap();
+        a.append(&json!({"n": 1})).unwrap();
+        b.append(&json!({"n": 2})).unwrap();
+        a.append(&json!({"n": 3})).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"
+        );
+    }
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(format_rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_rfc3339(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(
+            format_rfc3339(1_796_215_444, 123),
+            "2026-12-02T12:44:04.123Z"
+        );
+    }
+}
