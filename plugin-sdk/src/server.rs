@@ -24,6 +24,10 @@ use crate::{DRAIN_GRACE, MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE, Plugin, STDIN_LIF
 /// Exits with status 1 and a message on stderr when the process was not started by awf
 /// (no handshake cookie) or cannot serve (bad operation list, no socket); with status 0
 /// after a shutdown. See the crate docs for the handshake.
+///
+/// Call it from a plain `fn main`, not from inside an async runtime: it runs its own.
+/// A plugin whose operations are async keeps its own runtime and `block_on`s in
+/// [`Plugin::execute`], which runs on a blocking thread where that is allowed.
 pub fn serve<P: Plugin>(plugin: P) -> ! {
     let name = std::env::args_os()
         .next()
