@@ -1,0 +1,219 @@
+//! Test harness: spawns the real `awf` binary and speaks MCP (JSON lines) to it with a
+//! deliberately independent, raw client (no code shared with the crate under test).
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const AWF: &str = env!("CARGO_BIN_EXE_awf");
+
+/// A fresh directory with `root/` (the workspace) and `outside/` (holding a secret),
+/// under the target's tmp dir, which is NOT the system temp dir (Bash may write there).
+pub fn workspace(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("awf-it-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let root = base.join("root");
+    let outside = base.join("outside");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret"), "TOPSECRET\n").unwrap();
+    (base, root, outside)
+}
+
+pub struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    stderr: Arc<Mutex<String>>,
+    next_id: i64,
+}
+
+impl Server {
+    pub fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(AWF);
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("TRACEPARENT");
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn awf");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Server {
+            child,
+            stdin,
+            stdout,
+            stderr,
+            next_id: 1,
+        }
+    }
+
+    pub fn root(root: &Path) -> Server {
+        let mut s = Server::start(&["mcp-serve", "--root", root.to_str().unwrap()], &[]);
+        s.initialize();
+        s
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn send(&mut self, msg: &Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn read_message(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line).unwrap() == 0 {
+            return None;
+        }
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+    }
+
+    /// Sends a request, returns the whole answer message.
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.answer(id)
+    }
+
+    pub fn send_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    pub fn answer(&mut self, id: i64) -> Value {
+        loop {
+            let msg = self
+                .read_message()
+                .unwrap_or_else(|| panic!("no answer to {id}; stderr: {}", self.stderr()));
+            if msg["id"] == json!(id) {
+                return msg;
+            }
+        }
+    }
+
+    pub fn initialize(&mut self) -> Value {
+        let a = self.request(
+            "initialize",
+            json!({"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "awf-tests", "version": "0"}}),
+        );
+        assert!(a.get("result").is_some(), "initialize failed: {a}");
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        a
+    }
+
+    /// Calls a tool; returns (text, isError). Panics on a protocol error.
+    pub fn call(&mut self, tool: &str, args: Value) -> (String, bool) {
+        let a = self.request("tools/call", json!({"name": tool, "arguments": args}));
+        let result = a
+            .get("result")
+            .unwrap_or_else(|| panic!("protocol error calling {tool}: {a}"));
+        let text = result["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        (text, result["isError"].as_bool().unwrap_or(false))
+    }
+
+    pub fn ok(&mut self, tool: &str, args: Value) -> String {
+        let (text, err) = self.call(tool, args.clone());
+        assert!(!err, "{tool} {args} failed: {text}");
+        text
+    }
+
+    pub fn err(&mut self, tool: &str, args: Value) -> String {
+        let (text, err) = self.call(tool, args.clone());
+        assert!(err, "{tool} {args} should have failed but returned: {text}");
+        text
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn close_input(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// Closes stdin and waits for the exit; returns the status and the rest of stdout.
+    pub fn finish(mut self) -> (ExitStatus, String, String) {
+        self.close_input();
+        let mut rest = String::new();
+        self.stdout.read_to_string(&mut rest).unwrap();
+        let status = self.child.wait().unwrap();
+        let stderr = self.stderr();
+        (status, rest, stderr)
+    }
+
+    pub fn wait(mut self) -> (ExitStatus, String) {
+        let status = self.child.wait().unwrap();
+        let s = self.stderr();
+        (status, s)
+    }
+}
+
+/// Waits (bounded) until `cond` holds; returns whether it did. Not a timing assertion:
+/// the bound only keeps a broken build from hanging the suite.
+pub fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+/// True when process `pid` is gone or a zombie (killed, not yet reaped).
+pub fn dead(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+pub fn audit_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line not JSON ({e}): {l}"))
+        })
+        .collect()
+}
+
+pub fn write_config(dir: &Path, config: &Value) -> PathBuf {
+    let p = dir.join("config.json");
+    std::fs::write(&p, serde_json::to_vec_pretty(config).unwrap()).unwrap();
+    p
+}
