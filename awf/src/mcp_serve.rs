@@ -267,7 +267,10 @@ pub fn build_server(router: &Arc<ToolRouter>, root: &Path) -> Result<mcpserver::
                     transport: "pipe",
                 };
                 let token = ctx.cancellation();
-                let cancel = Cancellation::new(move || token.is_cancelled());
+                // A signal-driven shutdown cancels every running call, like a client cancel.
+                let cancel = Cancellation::new(move || {
+                    token.is_cancelled() || builtins::bash::shutting_down()
+                });
                 let out = router.call(&name, &args, meta, &cancel);
                 Ok::<_, std::convert::Infallible>(if out.is_error {
                     mcpserver::ToolResult::error(out.text)

@@ -43,6 +43,11 @@ pub fn begin_shutdown() {
     SHUTTING_DOWN.store(true, Ordering::SeqCst);
 }
 
+/// True once [`begin_shutdown`] was called.
+pub fn shutting_down() -> bool {
+    SHUTTING_DOWN.load(Ordering::SeqCst)
+}
+
 /// Kills every process group still running (last resort before the process exits).
 pub fn kill_all_running() {
     if let Ok(set) = running().lock() {

@@ -1,0 +1,322 @@
+//! The server's life through the real binary: config errors (exit 1, nothing on stdout),
+//! clean exits on end of input, `shutdown` and SIGTERM/SIGINT with a `session.end` record
+//! naming the reason, and the audit pairs with masked secrets.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::process::Command;
+
+fn serve_fails(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(AWF)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn config_errors_exit_1_with_a_message_and_nothing_on_stdout() {
+    let (base, root, _o) = workspace("config-errors");
+    let missing = base.join("missing.json");
+    let bad_json = base.join("bad.json");
+    std::fs::write(&bad_json, "{\"root\": ").unwrap();
+    let unknown = base.join("unknown.json");
+    std::fs::write(
+        &unknown,
+        json!({"root": root, "landlok": false}).to_string(),
+    )
+    .unwrap();
+    let bad_root = base.join("badroot.json");
+    std::fs::write(&bad_root, json!({"root": base.join("nope")}).to_string()).unwrap();
+    let plugins = base.join("plugins.json");
+    std::fs::write(
+        &plugins,
+        json!({"root": root, "plugin_tools": [{"plugin": "jira", "expose": ["create"]}]})
+            .to_string(),
+    )
+    .unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--config".into(), missing.display().to_string()],
+            "missing.json",
+        ),
+        (
+            vec!["--config".into(), bad_json.display().to_string()],
+            "bad.json is invalid",
+        ),
+        (
+            vec!["--config".into(), unknown.display().to_string()],
+            "unknown field `landlok`",
+        ),
+        (
+            vec!["--config".into(), bad_root.display().to_string()],
+            "is not an existing directory",
+        ),
+        (
+            vec!["--config".into(), plugins.display().to_string()],
+            "jira",
+        ),
+        (
+            vec!["--root".into(), base.join("nope").display().to_string()],
+            "--root",
+        ),
+        (vec![], "needs --config FILE or --root DIR"),
+        (
+            vec!["--config".into(), "a".into(), "--root".into(), "b".into()],
+            "cannot be used with",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut full = vec!["mcp-serve".to_string()];
+        full.extend(args.iter().cloned());
+        let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+        let (code, stdout, stderr) = serve_fails(&refs);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert_eq!(stdout, "", "{args:?} wrote to stdout");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn mcp_serve_is_hidden_from_help() {
+    let (code, stdout, _) = serve_fails(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("  tools "), "{stdout}");
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("mcp-serve")),
+        "{stdout}"
+    );
+}
+
+fn audited(name: &str) -> (std::path::PathBuf, std::path::PathBuf, Server) {
+    let (base, root, _o) = workspace(name);
+    let audit = base.join("audit.jsonl");
+    let cfg = write_config(
+        &base,
+        &json!({"root": root, "audit_path": audit, "run_id": "run-7", "step_id": "build"}),
+    );
+    let mut s = Server::start(
+        &["mcp-serve", "--config", cfg.to_str().unwrap()],
+        &[("AWF_TEST_API_TOKEN", "sk-verysecret-123")],
+    );
+    s.initialize();
+    (root, audit, s)
+}
+
+#[test]
+fn audit_has_session_records_and_call_pairs_with_masked_secrets() {
+    let (root, audit, mut s) = audited("audit");
+    std::fs::write(root.join("f.txt"), "x\n").unwrap();
+    s.ok("Read", json!({"path": "f.txt"}));
+    s.err("Read", json!({"path": "nope"}));
+    s.ok(
+        "Bash",
+        json!({"command": "echo sk-verysecret-123 | wc -c", "timeout_seconds": 30}),
+    );
+    s.ok(
+        "Write",
+        json!({"path": "big.txt", "content": "y".repeat(5000)}),
+    );
+    let (status, rest, _) = s.finish();
+    assert!(status.success());
+    assert_eq!(rest, "");
+    let lines = audit_lines(&audit);
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "session.start",
+            "tool.call",
+            "tool.result",
+            "tool.call",
+            "tool.result",
+            "tool.call",
+            "tool.result",
+            "tool.call",
+            "tool.result",
+            "session.end"
+        ]
+    );
+    assert_eq!(lines.last().unwrap()["reason"], "end_of_input");
+    for l in &lines {
+        assert_eq!(l["run_id"], "run-7");
+        assert_eq!(l["step_id"], "build");
+        assert_eq!(l["session_id"], lines[0]["session_id"]);
+    }
+    assert_eq!(
+        lines[0]["tools"],
+        json!(["Read", "Write", "Edit", "Bash", "Glob", "Grep"])
+    );
+    for pair in lines[1..9].chunks(2) {
+        assert_eq!(pair[0]["call_id"], pair[1]["call_id"]);
+        assert!(pair[1]["duration_ms"].as_f64().unwrap() >= 0.0);
+        assert!(pair[1]["output_bytes"].as_u64().is_some());
+    }
+    assert_eq!(lines[2]["outcome"], "ok");
+    assert_eq!(lines[4]["outcome"], "tool_error");
+    assert!(
+        lines[4]["error"]
+            .as_str()
+            .unwrap()
+            .contains("file not found")
+    );
+    let text = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        !text.contains("sk-verysecret-123"),
+        "secret in the audit file"
+    );
+    assert_eq!(lines[5]["arguments"]["command"], "echo *** | wc -c");
+    assert!(
+        lines[7]["arguments"]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("…[cut: 5000 bytes]")
+    );
+}
+
+#[test]
+fn shutdown_is_answered_and_recorded() {
+    let (_root, audit, mut s) = audited("shutdown");
+    let a = s.request("shutdown", json!({}));
+    assert!(a.get("result").is_some(), "{a}");
+    let (status, _) = s.wait();
+    assert!(status.success());
+    assert_eq!(audit_lines(&audit).last().unwrap()["reason"], "shutdown");
+}
+
+fn signal_exit(sig: i32, name: &str) {
+    let (_root, audit, mut s) = audited(&format!("signal-{sig}"));
+    assert!(s.request("ping", json!({})).get("result").is_some());
+    unsafe { libc::kill(s.pid(), sig) };
+    let (status, stderr) = s.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let last: Value = audit_lines(&audit).last().unwrap().clone();
+    assert_eq!(last["type"], "session.end");
+    assert_eq!(last["reason"], "signal");
+    assert_eq!(last["detail"], name);
+}
+
+#[test]
+fn sigterm_and_sigint_exit_0_with_session_end() {
+    signal_exit(libc::SIGTERM, "SIGTERM");
+    signal_exit(libc::SIGINT, "SIGINT");
+}
+
+#[test]
+fn sigterm_during_a_long_call_answers_it_and_kills_the_command() {
+    let (root, audit, mut s) = audited("signal-busy");
+    let id = s.send_request(
+        "tools/call",
+        json!({"name": "Bash", "arguments": {"command": "echo $$ > sh.pid; sleep 1000"}}),
+    );
+    assert!(eventually(
+        || std::fs::read_to_string(root.join("sh.pid")).is_ok_and(|t| t.ends_with('\n'))
+    ));
+    let pid: i32 = std::fs::read_to_string(root.join("sh.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    unsafe { libc::kill(s.pid(), libc::SIGTERM) };
+    let answer = s.answer(id);
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled")
+    );
+    let (status, _) = s.wait();
+    assert_eq!(status.code(), Some(0));
+    assert!(dead(pid) || eventually(|| dead(pid)));
+    let lines = audit_lines(&audit);
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        ["session.start", "tool.call", "tool.result", "session.end"]
+    );
+    assert_eq!(lines[2]["outcome"], "cancelled");
+}
+
+#[test]
+fn tools_cli_spawns_the_server_and_prints_result_and_audit() {
+    let (_b, root, _o) = workspace("cli");
+    std::fs::write(root.join("README.md"), "# hello\n").unwrap();
+    let r = root.to_str().unwrap();
+    let out = Command::new(AWF)
+        .args(["tools", "list", "--root", r])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("Read(path, limit?, offset?)\n"), "{text}");
+    let out = Command::new(AWF)
+        .args([
+            "tools",
+            "call",
+            "Read",
+            r#"{"path":"README.md"}"#,
+            "--root",
+            r,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("# hello"));
+    assert_eq!(lines.next(), Some("--- audit (temporary file) ---"));
+    let call: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let result: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(
+        (call["type"].as_str(), result["type"].as_str()),
+        (Some("tool.call"), Some("tool.result"))
+    );
+    assert_eq!(call["call_id"], result["call_id"]);
+
+    let out = Command::new(AWF)
+        .args([
+            "tools",
+            "call",
+            "Read",
+            r#"{"path":"../x"}"#,
+            "--root",
+            r,
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["is_error"], true);
+    assert_eq!(v["audit"].as_array().unwrap().len(), 2);
+
+    let out = Command::new(AWF)
+        .args(["tools", "call", "Nope", "--root", r])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(AWF)
+        .args(["tools", "call", "Read", "{bad", "--root", r])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not valid JSON"));
+}
