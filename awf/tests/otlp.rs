@@ -1,0 +1,161 @@
+//! Spans reach a real OTLP/gRPC receiver (a tonic server implementing the OTLP
+//! TraceService from `opentelemetry-proto`), with the MCP semantic-convention name, kind
+//! and attributes, parented by `params._meta.traceparent` when sent, else by the step's
+//! TRACEPARENT; and they are flushed before the server exits.
+
+mod common;
+use common::*;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+
+#[derive(Clone, Default)]
+struct Collector(Arc<Mutex<Vec<Span>>>);
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut spans = self.0.lock().unwrap();
+        for rs in request.into_inner().resource_spans {
+            for ss in rs.scope_spans {
+                spans.extend(ss.spans);
+            }
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+fn attr(span: &Span, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+            AnyValue::StringValue(s) => Some(s.clone()),
+            AnyValue::IntValue(i) => Some(i.to_string()),
+            AnyValue::BoolValue(b) => Some(b.to_string()),
+            other => Some(format!("{other:?}")),
+        })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+const STEP_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const STEP_SPAN: &str = "00f067aa0ba902b7";
+const CLIENT_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const CLIENT_SPAN: &str = "b7ad6b7169203331";
+
+#[test]
+fn tool_spans_reach_an_otlp_receiver_with_the_right_parent() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let collector = Collector::default();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = TraceServiceServer::new(collector.clone());
+    rt.spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+
+    let (_b, root, _o) = workspace("otlp");
+    std::fs::write(root.join("f.txt"), "x\n").unwrap();
+    let endpoint = format!("http://{addr}");
+    let traceparent = format!("00-{STEP_TRACE}-{STEP_SPAN}-01");
+    let mut s = Server::start(
+        &["mcp-serve", "--root", root.to_str().unwrap()],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("TRACEPARENT", &traceparent),
+        ],
+    );
+    s.initialize();
+    s.ok("Read", json!({"path": "f.txt"}));
+    let a = s.request(
+        "tools/call",
+        json!({"name": "Grep", "arguments": {"pattern": "x"},
+               "_meta": {"traceparent": format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")}}),
+    );
+    assert!(
+        a["result"]["content"].is_array() && a["result"]["isError"] != true,
+        "{a}"
+    );
+    s.err("Read", json!({"path": "missing"}));
+    let (status, _, stderr) = s.finish();
+    assert!(status.success(), "{stderr}");
+
+    // The server flushed before exiting, and the receiver stored before answering.
+    let spans = collector.0.lock().unwrap().clone();
+    assert_eq!(spans.len(), 3, "{spans:#?}");
+    let by_name = |n: &str| {
+        spans
+            .iter()
+            .filter(|s| s.name == n)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let reads = by_name("tools/call Read");
+    let greps = by_name("tools/call Grep");
+    assert_eq!((reads.len(), greps.len()), (2, 1));
+    for span in &spans {
+        assert_eq!(span.kind, 2, "SPAN_KIND_SERVER");
+        assert_eq!(attr(span, "mcp.method.name").as_deref(), Some("tools/call"));
+        assert_eq!(attr(span, "network.transport").as_deref(), Some("pipe"));
+        assert_eq!(
+            attr(span, "mcp.protocol.version").as_deref(),
+            Some("2024-11-05")
+        );
+        assert!(attr(span, "jsonrpc.request.id").is_some());
+    }
+    assert_eq!(attr(&reads[0], "gen_ai.tool.name").as_deref(), Some("Read"));
+    // Parent: the step's TRACEPARENT when the client sent none...
+    for r in &reads {
+        assert_eq!(hex(&r.trace_id), STEP_TRACE);
+        assert_eq!(hex(&r.parent_span_id), STEP_SPAN);
+    }
+    // ...and the client's params._meta.traceparent when it did.
+    assert_eq!(hex(&greps[0].trace_id), CLIENT_TRACE);
+    assert_eq!(hex(&greps[0].parent_span_id), CLIENT_SPAN);
+    // error.type only on the failed call.
+    let failed: Vec<_> = reads
+        .iter()
+        .filter(|r| attr(r, "error.type").is_some())
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(attr(failed[0], "error.type").as_deref(), Some("tool_error"));
+    assert_eq!(
+        failed[0].status.as_ref().map(|s| s.code),
+        Some(2),
+        "STATUS_CODE_ERROR"
+    );
+    assert!(attr(&greps[0], "error.type").is_none());
+}
+
+#[test]
+fn without_an_endpoint_nothing_is_exported_and_calls_work() {
+    let (_b, root, _o) = workspace("otlp-off");
+    let mut s = Server::start(
+        &["mcp-serve", "--root", root.to_str().unwrap()],
+        &[("TRACEPARENT", "garbage")],
+    );
+    s.initialize();
+    s.ok("Glob", json!({"pattern": "*"}));
+    let (status, _, stderr) = s.finish();
+    assert!(status.success());
+    assert!(stderr.contains("malformed traceparent"), "{stderr}");
+}
