@@ -1,0 +1,141 @@
+//! `mcp-conformance`: runs the MCP 2024-11-05 conformance checks against a stdio server
+//! command and prints one line per check, then a summary; exits 1 when a check fails.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use conformance::checks::{self, CHECKS, Config, Selection, Status};
+use serde_json::{Value, json};
+
+/// Check an MCP stdio server against the 2024-11-05 specification.
+///
+/// Each check starts a fresh server process. Example:
+///   mcp-conformance --slow-tool sleep --slow-args '{"ms": 3000}' -- ./my-server --stdio
+#[derive(Parser, Debug)]
+#[command(name = "mcp-conformance", version, verbatim_doc_comment)]
+struct Cli {
+    /// A tool that returns its text argument (default: a tool named `echo`, if listed).
+    #[arg(long, value_name = "NAME")]
+    echo_tool: Option<String>,
+    /// Arguments for the echo tool as JSON (default: derived from its input schema).
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
+    echo_args: Option<Value>,
+    /// A tool that takes a few seconds, for the concurrency and cancellation checks.
+    #[arg(long, value_name = "NAME")]
+    slow_tool: Option<String>,
+    /// Arguments for the slow tool as JSON.
+    #[arg(long, value_name = "JSON", value_parser = parse_json, default_value = "{}")]
+    slow_args: Value,
+    /// A tool whose call fails (expected: a result with isError: true).
+    #[arg(long, value_name = "NAME")]
+    error_tool: Option<String>,
+    /// Arguments for the failing tool as JSON.
+    #[arg(long, value_name = "JSON", value_parser = parse_json, default_value = "{}")]
+    error_args: Value,
+    /// Arguments the echo tool must refuse with -32602 (default: {} when it requires any).
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
+    bad_args: Option<Value>,
+    /// The server's maximum line size in bytes; the over-long-line check sends 1 MiB more.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
+    max_line_bytes: usize,
+    /// Seconds each check may take before its server is killed and the check fails.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    timeout: f64,
+    /// Run only these checks (comma-separated or repeated).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    only: Vec<String>,
+    /// Do not run these checks (reported as SKIP).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    skip: Vec<String>,
+    /// How many checks run at once, each with its own server process.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    jobs: usize,
+    /// Print one JSON document instead of lines.
+    #[arg(long)]
+    json: bool,
+    /// List the checks and what each one checks, then exit.
+    #[arg(long)]
+    list: bool,
+    /// The server command and its arguments.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn parse_json(text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e}): {text}"))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.list {
+        for check in CHECKS {
+            println!("{:<34} {}", check.name, check.about);
+        }
+        return ExitCode::SUCCESS;
+    }
+    if cli.command.is_empty() {
+        eprintln!(
+            "mcp-conformance: no server command; put it after `--`, e.g. `mcp-conformance -- ./my-server`"
+        );
+        return ExitCode::from(2);
+    }
+    if !(cli.timeout.is_finite() && cli.timeout > 0.0) {
+        eprintln!(
+            "mcp-conformance: --timeout must be a positive number of seconds, got {}",
+            cli.timeout
+        );
+        return ExitCode::from(2);
+    }
+    let selection = Selection {
+        only: cli.only,
+        skip: cli.skip,
+    };
+    if let Err(e) = selection.validate() {
+        eprintln!("mcp-conformance: {e}");
+        return ExitCode::from(2);
+    }
+    let config = Config {
+        command: cli.command,
+        timeout: Duration::from_secs_f64(cli.timeout),
+        echo_tool: cli.echo_tool,
+        echo_args: cli.echo_args,
+        slow_tool: cli.slow_tool,
+        slow_args: cli.slow_args,
+        error_tool: cli.error_tool,
+        error_args: cli.error_args,
+        bad_args: cli.bad_args,
+        max_line_bytes: cli.max_line_bytes,
+        jobs: cli.jobs,
+    };
+    let mut results = Vec::new();
+    checks::run_with(&config, &selection, |result| {
+        if !cli.json {
+            println!("{}", result.line());
+        }
+        results.push(result.clone());
+    });
+    let count = |s: Status| results.iter().filter(|r| r.status == s).count();
+    let (passed, failed, skipped) = (
+        count(Status::Pass),
+        count(Status::Fail),
+        count(Status::Skip),
+    );
+    if cli.json {
+        let doc = json!({
+            "checks": results.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
+            "passed": passed, "failed": failed, "skipped": skipped,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("serializable")
+        );
+    } else {
+        println!("{passed} passed, {failed} failed, {skipped} skipped");
+    }
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
