@@ -1,0 +1,110 @@
+//! Agent providers: how a workflow `agent` state talks to a model. CLI providers
+//! (claude, gemini, codex, opencode) turn a request into an [`AgentCommand`] that the runner
+//! spawns and tears down, then parse the CLI's output; `openai_compatible` ([`openai`]) speaks
+//! HTTP Chat Completions and serves tools in-process. The trait is the contract between the
+//! runner (awf/src/run/) and the per-CLI modules (see /tmp/awf-notes/providers-contract.md).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+use crate::error::AwfError;
+
+pub mod openai;
+
+/// What the runner hands a provider for one agent step.
+pub struct AgentRequest<'a> {
+    /// State name, for titles and logs.
+    pub state: &'a str,
+    /// The rendered prompt.
+    pub prompt: &'a str,
+    /// `state.options` (model, base_url, api_key_env, extra_args, command, ...).
+    pub options: &'a serde_json::Map<String, serde_json::Value>,
+    /// The step's working directory (= the proxy's sandbox root).
+    pub workdir: &'a Path,
+    /// The per-step tool proxy, when the state uses one.
+    pub proxy: Option<&'a ProxyInjection>,
+}
+
+/// What the per-step proxy offers the provider (built by `ToolProxyService::start`).
+#[derive(Debug, Clone)]
+pub struct ProxyInjection {
+    /// MCP server name as the agent sees it: "awf".
+    pub server_name: String,
+    /// Absolute path of the awf executable.
+    pub command: PathBuf,
+    /// `["mcp-serve", "--config", "<private config path>"]`.
+    pub args: Vec<String>,
+    /// TRACEPARENT, AWF_LOG, ...: put them in the server entry's explicit env, because
+    /// agent CLIs do not reliably pass their own environment to MCP servers.
+    pub env: Vec<(String, String)>,
+    /// When true, the agent's own builtin tools are to be disabled in favour of ours.
+    pub intercept_builtins: bool,
+    /// Bare tool names served: Read, Write, ..., notes_add.
+    pub tool_names: Vec<String>,
+    /// Private per-step dir (0700) for generated config files and homes; removed at close.
+    pub step_dir: PathBuf,
+}
+
+/// A CLI agent invocation, ready to spawn. The runner spawns it in its own process group
+/// with stdin from /dev/null, enforces the timeout and SIGINT, and tears it down.
+#[derive(Debug, Clone, Default)]
+pub struct AgentCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Added to the inherited environment.
+    pub env: Vec<(String, String)>,
+    pub env_remove: Vec<String>,
+    /// Logged as WARN by the runner (e.g. Codex's non-removable tools).
+    pub warnings: Vec<String>,
+}
+
+/// The result of one agent step.
+#[derive(Debug, Clone, Default)]
+pub struct AgentOutput {
+    /// The agent's final text = the state's Output.
+    pub text: String,
+    pub usage: Option<serde_json::Value>,
+    pub cost_usd: Option<f64>,
+}
+
+pub trait CliProvider: Send + Sync {
+    /// "claude", "gemini", "codex", "opencode".
+    fn name(&self) -> &'static str;
+    /// Writes any per-step files into `proxy.step_dir` and returns the command.
+    fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError>;
+    /// Parses the CLI's stdout (JSON lines) into the final text; exit status given.
+    fn parse_output(
+        &self,
+        stdout: &str,
+        stderr: &str,
+        status: ExitStatus,
+    ) -> Result<AgentOutput, AwfError>;
+}
+
+/// Name of the HTTP provider, which is not a [`CliProvider`].
+pub const OPENAI_COMPATIBLE: &str = "openai_compatible";
+
+/// Every provider name a workflow may use, for validation messages.
+pub const PROVIDER_NAMES: &[&str] = &["claude", "gemini", "codex", "opencode", OPENAI_COMPATIBLE];
+
+/// Looks up a CLI provider by name; `openai_compatible` is not a CliProvider (HTTP, in-process).
+/// The per-CLI modules (agents helper) register themselves here with one match arm each.
+#[allow(clippy::match_single_binding)] // until the first CLI module registers
+pub fn cli_provider(name: &str) -> Option<Box<dyn CliProvider>> {
+    match name {
+        // "claude" => Some(Box::new(claude::Claude)),
+        _ => None,
+    }
+}
+
+/// Program path of a CLI: option `command`, else env `AWF_<NAME>_BIN`, else the name on PATH.
+pub fn program_path(name: &str, options: &serde_json::Map<String, serde_json::Value>) -> PathBuf {
+    if let Some(cmd) = options.get("command").and_then(|v| v.as_str()) {
+        return PathBuf::from(cmd);
+    }
+    let var = format!("AWF_{}_BIN", name.to_ascii_uppercase());
+    match std::env::var_os(&var) {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(name),
+    }
+}
