@@ -38,6 +38,9 @@ pub enum Cmd {
     /// List or call the tools an agent would get, through a real `awf mcp-serve`.
     #[command(subcommand)]
     Tools(ToolsCmd),
+    /// Inspect the installed plugins (AWF_PLUGINS_PATH, else .awf/plugins and the XDG data dir).
+    #[command(subcommand)]
+    Plugins(PluginsCmd),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -49,6 +52,19 @@ pub struct Source {
     /// Serve the builtins over DIR (default for `tools`: the current directory).
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PluginsCmd {
+    /// List the discovered plugins, their state and their operations (each plugin is started).
+    List {
+        /// Project root whose .awf/plugins is searched (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -100,6 +116,9 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             Ok(0)
         }
         Cmd::Tools(ToolsCmd::List { source, json }) => tools_list(&source, json, cli.log_format),
+        Cmd::Plugins(PluginsCmd::List { root, json }) => {
+            crate::plugins::list::run(root.as_deref().unwrap_or(Path::new(".")), json)
+        }
         Cmd::Tools(ToolsCmd::Call {
             name,
             arguments,

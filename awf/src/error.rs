@@ -46,11 +46,18 @@ pub mod codes {
     pub const NAME_COLLISION: &str = "USER.MCP_PROXY.NAME_COLLISION";
     pub const EMPTY_PROXY: &str = "USER.MCP_PROXY.EMPTY_PROXY";
     pub const UNKNOWN_PLUGIN: &str = "USER.MCP_PROXY.UNKNOWN_PLUGIN";
+    pub const UNKNOWN_OPERATION: &str = "USER.MCP_PROXY.UNKNOWN_OPERATION";
+    pub const PLUGIN_MANIFEST: &str = "USER.PLUGINS.BAD_MANIFEST";
+    pub const PLUGIN_START: &str = "EXECUTION.PLUGINS.START_FAILED";
     pub const TOOL_FAILED: &str = "EXECUTION.TOOLS.TOOL_ERROR";
     pub const SERVER_FAILED: &str = "EXECUTION.MCP.SERVER_FAILED";
     pub const PROTOCOL: &str = "EXECUTION.MCP.PROTOCOL";
     pub const IO: &str = "SYSTEM.IO.FAILED";
     pub const SPAWN: &str = "SYSTEM.PROCESS.SPAWN_FAILED";
+    /// An agent CLI failed, or its output could not be read (see the message for its stderr).
+    pub const AGENT_FAILED: &str = "EXECUTION.AGENT.FAILED";
+    /// A state option for an agent provider is wrong (type, missing API key variable, ...).
+    pub const AGENT_OPTION: &str = "USER.AGENT.BAD_OPTION";
 }
 
 /// An error with its taxonomy code. Display is `message (CODE)` so the code is always visible.
@@ -126,11 +133,16 @@ mod tests {
             codes::NAME_COLLISION,
             codes::EMPTY_PROXY,
             codes::UNKNOWN_PLUGIN,
+            codes::UNKNOWN_OPERATION,
+            codes::PLUGIN_MANIFEST,
+            codes::PLUGIN_START,
             codes::TOOL_FAILED,
             codes::SERVER_FAILED,
             codes::PROTOCOL,
             codes::IO,
             codes::SPAWN,
+            codes::AGENT_FAILED,
+            codes::AGENT_OPTION,
         ] {
             assert_eq!(code.split('.').count(), 3, "{code}");
             let first = code.split('.').next().unwrap();

@@ -13,5 +13,7 @@ pub mod cli;
 pub mod client;
 pub mod error;
 pub mod mcp_serve;
+pub mod plugins;
+pub mod providers;
 pub mod telemetry;
 pub mod tools;

@@ -23,10 +23,13 @@ pub struct ServeConfig {
     pub root: PathBuf,
     #[serde(default = "yes")]
     pub intercept_builtins: bool,
-    /// Plugin operations to expose (`[{plugin, expose: [op...]}]`); the plugin host is a
-    /// later issue, so this must be empty for now.
+    /// Plugin operations to expose (`[{plugin, expose: [op...]}]`), started and checked by
+    /// `crate::plugins::start_exposed` before serving.
     #[serde(default)]
     pub plugin_tools: Vec<PluginTools>,
+    /// Where this config came from, for error messages (`the config /path`, `--root`).
+    #[serde(skip)]
+    pub origin: String,
     /// JSONL audit file (appended); none means no audit trail.
     #[serde(default)]
     pub audit_path: Option<PathBuf>,
@@ -66,6 +69,7 @@ impl ServeConfig {
             root,
             intercept_builtins: true,
             plugin_tools: Vec::new(),
+            origin: "--root".into(),
             audit_path: None,
             run_id: None,
             step_id: None,
@@ -106,7 +110,8 @@ impl ServeConfig {
         cfg.root = abs(&cfg.root);
         cfg.audit_path = cfg.audit_path.as_deref().map(abs);
         cfg.writable_paths = cfg.writable_paths.iter().map(|p| abs(p)).collect();
-        cfg.check(&format!("the config {}", path.display()))?;
+        cfg.origin = format!("the config {}", path.display());
+        cfg.check(&cfg.origin)?;
         Ok(cfg)
     }
 
@@ -118,15 +123,6 @@ impl ServeConfig {
                 format!(
                     "{origin}: root {} is not an existing directory; create it or fix root",
                     self.root.display()
-                ),
-            ));
-        }
-        if let Some(first) = self.plugin_tools.first() {
-            return Err(AwfError::new(
-                codes::UNKNOWN_PLUGIN,
-                format!(
-                    "{origin}: plugin_tools names plugin {:?}, but this awf has no plugin host yet; remove plugin_tools",
-                    first.plugin
                 ),
             ));
         }
@@ -200,6 +196,12 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             confine: confinement,
         })));
     }
+    // Plugins start (and their tools are checked) only when the config exposes some.
+    providers.extend(crate::plugins::start_exposed(
+        &cfg.plugin_tools,
+        &cfg.origin,
+        &root,
+    )?);
     let audit = match &cfg.audit_path {
         Some(p) => Some(AuditLog::open(p).map_err(|e| {
             AwfError::new(

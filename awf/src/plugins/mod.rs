@@ -1,0 +1,198 @@
+//! The plugin host: finds plugins ([`discovery`], [`manifest`]), starts them as processes
+//! speaking gRPC over a Unix socket ([`process`], through the contract of `plugin-sdk`), and
+//! exposes their operations as tools `<plugin>_<op>` behind the router's `ToolProvider` port
+//! ([`adapter`]). [`start_exposed`] is what `awf mcp-serve` calls for its config's
+//! `plugin_tools`: it checks the whole request (unknown plugin, unknown operation, name
+//! collision: each fatal, naming the config entry) before anything is served.
+//!
+//! Costs nothing when unused: no plugin is started and no async runtime made unless the
+//! config exposes plugin tools. Every plugin process ends with the `awf` process that
+//! started it: stopped in order when awf exits, and through the stdin lifeline when awf is
+//! killed.
+
+pub mod adapter;
+pub mod discovery;
+pub mod list;
+pub mod manifest;
+pub mod process;
+pub mod runtime;
+
+pub use adapter::PluginToolAdapter;
+pub use discovery::{Discovery, Found};
+pub use manifest::Manifest;
+pub use process::PluginProcess;
+pub use runtime::PluginRuntime;
+
+use crate::error::{AwfError, codes};
+use crate::mcp_serve::PluginTools;
+use crate::tools::{ToolProvider, is_valid_tool_name};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Starts the plugins that `plugin_tools` names and returns one tool provider per plugin.
+/// `origin` says where the request came from (`the config /path/cfg.json`); `root` is the
+/// project root whose `.awf/plugins` is searched. Errors are fatal for the caller.
+pub fn start_exposed(
+    plugin_tools: &[PluginTools],
+    origin: &str,
+    root: &Path,
+) -> Result<Vec<Box<dyn ToolProvider>>, AwfError> {
+    if plugin_tools.is_empty() {
+        return Ok(Vec::new());
+    }
+    let discovery = Discovery::scan(discovery::search_path(root));
+    // Plugin name → (manifest, [(operation, entry index)]), in first-mention order.
+    let mut wanted: Vec<(&Manifest, Vec<(&str, usize)>)> = Vec::new();
+    let mut tool_entries: HashMap<String, usize> = HashMap::new();
+    for (i, entry) in plugin_tools.iter().enumerate() {
+        let at = format!("{origin}, plugin_tools[{i}]");
+        let Some(manifest) = discovery.get(&entry.plugin) else {
+            return Err(unknown_plugin(&discovery, &entry.plugin, &at));
+        };
+        if entry.expose.is_empty() {
+            return Err(AwfError::new(
+                codes::CONFIG_INVALID,
+                format!(
+                    "{at}: plugin {} exposes no operation; list the operations the agent may \
+                     call, e.g. expose: [op]",
+                    entry.plugin
+                ),
+            ));
+        }
+        let slot = match wanted.iter().position(|(m, _)| m.name == manifest.name) {
+            Some(p) => p,
+            None => {
+                wanted.push((manifest, Vec::new()));
+                wanted.len() - 1
+            }
+        };
+        for op in &entry.expose {
+            let tool = adapter::tool_name(&entry.plugin, op);
+            if !is_valid_tool_name(&tool) {
+                return Err(AwfError::new(
+                    codes::INVALID_TOOL_NAME,
+                    format!(
+                        "{at}: operation {op:?} of plugin {} would be the tool {tool:?}, which \
+                         is not a valid MCP tool name (^[a-zA-Z0-9_-]{{1,64}}$); leave it out of \
+                         expose",
+                        entry.plugin
+                    ),
+                ));
+            }
+            if let Some(first) = tool_entries.insert(tool.clone(), i) {
+                return Err(AwfError::new(
+                    codes::NAME_COLLISION,
+                    format!(
+                        "{at}: operation {op:?} of plugin {} is already exposed by \
+                         plugin_tools[{first}] as the tool {tool:?}; expose each operation once",
+                        entry.plugin
+                    ),
+                ));
+            }
+            wanted[slot].1.push((op.as_str(), i));
+        }
+    }
+
+    let runtime = Arc::new(PluginRuntime::new()?);
+    let manifests: Vec<&Manifest> = wanted.iter().map(|(m, _)| *m).collect();
+    let started = start_all(&manifests, &runtime);
+    let mut running = Vec::new();
+    let mut first_error = None;
+    for result in started {
+        match result {
+            Ok(p) => running.push(Arc::new(p)),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        // `running` is dropped here: the plugins that did start are stopped.
+        return Err(e);
+    }
+
+    let mut providers: Vec<Box<dyn ToolProvider>> = Vec::new();
+    for ((manifest, ops), plugin) in wanted.iter().zip(running) {
+        for (op, i) in ops {
+            if !plugin.operations().iter().any(|o| o.name == *op) {
+                let offered: Vec<&str> = plugin
+                    .operations()
+                    .iter()
+                    .map(|o| o.name.as_str())
+                    .collect();
+                return Err(AwfError::new(
+                    codes::UNKNOWN_OPERATION,
+                    format!(
+                        "{origin}, plugin_tools[{i}]: plugin {} has no operation {op:?}; it \
+                         offers: {}. Fix the name in expose",
+                        manifest.name,
+                        if offered.is_empty() {
+                            "none".to_string()
+                        } else {
+                            offered.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
+        let ops: Vec<String> = ops.iter().map(|(op, _)| op.to_string()).collect();
+        providers.push(Box::new(PluginToolAdapter::new(plugin, &ops)));
+    }
+    Ok(providers)
+}
+
+/// Starts `manifests` in parallel (each may take up to its start-up timeout), results in
+/// the same order.
+pub fn start_all(
+    manifests: &[&Manifest],
+    runtime: &Arc<PluginRuntime>,
+) -> Vec<Result<PluginProcess, AwfError>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = manifests
+            .iter()
+            .map(|m| {
+                let runtime = runtime.clone();
+                s.spawn(move || PluginProcess::start(m, runtime, HashMap::new()))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .zip(manifests)
+            .map(|(h, m)| {
+                h.join().unwrap_or_else(|_| {
+                    Err(AwfError::new(
+                        codes::PLUGIN_START,
+                        format!("starting plugin {} panicked (a bug in awf)", m.name),
+                    ))
+                })
+            })
+            .collect()
+    })
+}
+
+fn unknown_plugin(discovery: &Discovery, plugin: &str, at: &str) -> AwfError {
+    if let Some(e) = discovery.invalid(plugin) {
+        return AwfError::new(
+            codes::UNKNOWN_PLUGIN,
+            format!(
+                "{at}: plugin {plugin:?} cannot be used because its directory is invalid: {}",
+                e.message()
+            ),
+        );
+    }
+    let known: Vec<&str> = discovery.plugins().map(|m| m.name.as_str()).collect();
+    AwfError::new(
+        codes::UNKNOWN_PLUGIN,
+        format!(
+            "{at}: no plugin named {plugin:?} is installed (searched {}; found {}); install it \
+             as <dir>/{plugin}/plugin.yaml plus its executable, or fix the name",
+            discovery.search_path_text(),
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ),
+    )
+}

@@ -1,0 +1,481 @@
+//! One running plugin: launch with the handshake, connect, info + init + list, calls, and
+//! teardown.
+//!
+//! Launch: the executable gets the handshake environment ([`plugin_sdk::host::handshake_env`])
+//! and a piped stdin whose write end only this struct holds (the *lifeline*: when awf dies,
+//! even by SIGKILL, the kernel closes it and the plugin shuts itself down). It must print
+//! its handshake line and accept the gRPC connection within [`START_TIMEOUT`], else it is
+//! killed. It runs in its own process group, so a Ctrl-C meant for awf reaches awf only,
+//! and awf stops its plugins in order.
+//!
+//! Teardown ([`PluginProcess::stop`], also on drop): the `Shutdown` rpc, then SIGTERM if it
+//! has not exited after its drain grace, then SIGKILL after [`TERM_GRACE`]; finally the
+//! socket and its private directory are removed in case the plugin could not do it itself.
+//!
+//! A call that loses the connection (the plugin crashed, aborted, was killed) marks the
+//! plugin *down*: the reason is kept, the process is reaped, its socket removed, and every
+//! later call fails at once with that reason instead of hanging on a dead socket.
+
+use super::manifest::Manifest;
+use super::runtime::{Interrupted, PluginRuntime};
+use crate::error::{AwfError, codes};
+use crate::tools::Cancellation;
+use plugin_sdk::host::{self, Endpoint};
+use plugin_sdk::proto::operation_service_client::OperationServiceClient;
+use plugin_sdk::proto::plugin_service_client::PluginServiceClient;
+use plugin_sdk::proto::{
+    ExecuteRequest, ExecuteResponse, InfoRequest, InfoResponse, InitRequest, ListOperationsRequest,
+    Operation, ShutdownRequest,
+};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// From spawn to a connected gRPC channel.
+pub const START_TIMEOUT: Duration = Duration::from_secs(5);
+/// For each set-up rpc (info, init, list) and for the shutdown rpc.
+const SETUP_RPC_TIMEOUT: Duration = Duration::from_secs(5);
+/// Between SIGTERM and SIGKILL.
+pub const TERM_GRACE: Duration = Duration::from_secs(5);
+/// After the shutdown rpc: the plugin's own drain grace plus a margin to exit.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+/// How long a lost connection waits for the process to be seen dead, to tell a crash
+/// (with its exit status) from a connection lost to a live process.
+const CRASH_REAP_WAIT: Duration = Duration::from_secs(1);
+/// Longest handshake line read; a plugin printing endless garbage is cut off here.
+const MAX_HANDSHAKE_LINE: u64 = 4096;
+
+/// A started, connected plugin.
+pub struct PluginProcess {
+    manifest: Manifest,
+    runtime: Arc<PluginRuntime>,
+    child: Mutex<Child>,
+    pid: u32,
+    /// The write end of the plugin's stdin; `None` once stopped.
+    lifeline: Mutex<Option<ChildStdin>>,
+    endpoint: Endpoint,
+    channel: Channel,
+    info: InfoResponse,
+    operations: Vec<Operation>,
+    /// Why the plugin is down, once it is.
+    down: Mutex<Option<String>>,
+}
+
+/// Why a call did not produce the plugin's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallFailure {
+    /// The plugin was already down before this call.
+    Down(String),
+    /// The plugin died or the connection was lost during this call (now down).
+    Crashed(String),
+    /// The plugin answered with a gRPC error (unknown operation, arguments not JSON).
+    Rejected(String),
+    Cancelled,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves consistent data (plain values).
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl PluginProcess {
+    /// Starts the plugin of `manifest` and connects to it; fails with a message naming the
+    /// plugin, its executable and what went wrong. Nothing is left running on failure.
+    pub fn start(
+        manifest: &Manifest,
+        runtime: Arc<PluginRuntime>,
+        config: HashMap<String, String>,
+    ) -> Result<PluginProcess, AwfError> {
+        let name = &manifest.name;
+        let exe = manifest.executable.display().to_string();
+        let fail = |what: String| {
+            AwfError::new(codes::PLUGIN_START, format!("plugin {name} ({exe}) {what}"))
+        };
+        let started = Instant::now();
+        let deadline = started + START_TIMEOUT;
+        let mut child = Command::new(&manifest.executable)
+            .envs(host::handshake_env())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            // Plugins log to stderr; sharing awf's keeps their lines where awf's go.
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| fail(format!("cannot be started: {e}")))?;
+        let pid = child.id();
+        let lifeline = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped stdout");
+
+        // Read the handshake on a thread so that a silent plugin cannot block us past the
+        // deadline. The thread then keeps draining stdout (the SDK sends nothing more, but
+        // a plugin written without it might) so such a plugin never blocks on a full pipe.
+        let (tx, rx) = mpsc::channel();
+        let plugin = name.clone();
+        let reader = std::thread::Builder::new()
+            .name(format!("plugin-{name}-stdout"))
+            .spawn(move || {
+                let mut stdout = BufReader::new(stdout);
+                let mut line = Vec::new();
+                let got = (&mut stdout)
+                    .take(MAX_HANDSHAKE_LINE)
+                    .read_until(b'\n', &mut line)
+                    .map(|_| line);
+                let _ = tx.send(got);
+                for line in stdout.lines() {
+                    match line {
+                        Ok(l) => tracing::warn!(plugin = %plugin, "plugin wrote to stdout: {l}"),
+                        Err(_) => break,
+                    }
+                }
+            });
+        if let Err(e) = reader {
+            kill_and_reap(&mut child);
+            return Err(fail(format!("cannot be watched: {e}")));
+        }
+        let line = match rx.recv_timeout(START_TIMEOUT) {
+            Err(RecvTimeoutError::Timeout) => {
+                kill_and_reap(&mut child);
+                return Err(fail(format!(
+                    "printed no handshake line within {} s and was killed; a plugin must \
+                     announce its socket at start-up (plugin_sdk::serve does), so check that it \
+                     is an awf plugin and does not block before serving",
+                    START_TIMEOUT.as_secs()
+                )));
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                kill_and_reap(&mut child);
+                return Err(fail("lost its stdout reader".into()));
+            }
+            Ok(Err(e)) => {
+                kill_and_reap(&mut child);
+                return Err(fail(format!("could not be read from: {e}")));
+            }
+            Ok(Ok(line)) if line.is_empty() => {
+                let status = wait_for_exit(&mut child, CRASH_REAP_WAIT)
+                    .map(describe_exit)
+                    .unwrap_or_else(|| "closed its stdout".into());
+                kill_and_reap(&mut child);
+                return Err(fail(format!(
+                    "exited before its handshake ({status}); its stderr above says why"
+                )));
+            }
+            Ok(Ok(line)) => line,
+        };
+        let line = String::from_utf8_lossy(&line).into_owned();
+        let endpoint = match host::parse_handshake(&line) {
+            Ok(e) => e,
+            Err(e) => {
+                kill_and_reap(&mut child);
+                return Err(fail(format!("failed its handshake and was killed: {e}")));
+            }
+        };
+        let connected = runtime.run(
+            {
+                let endpoint = endpoint.clone();
+                async move { host::connect(&endpoint).await }
+            },
+            Some(deadline),
+            None,
+        );
+        let channel = match connected {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                kill_and_reap(&mut child);
+                let _ = host::remove_socket(&endpoint);
+                return Err(fail(format!(
+                    "announced {} but cannot be connected to: {e}",
+                    endpoint.socket_path().display()
+                )));
+            }
+            Err(_) => {
+                kill_and_reap(&mut child);
+                let _ = host::remove_socket(&endpoint);
+                return Err(fail(format!(
+                    "did not accept a connection on {} within {} s and was killed",
+                    endpoint.socket_path().display(),
+                    START_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        let setup = (|| {
+            let info = setup_rpc(&runtime, "Info", {
+                let c = channel.clone();
+                async move { PluginServiceClient::new(c).info(InfoRequest {}).await }
+            })?;
+            setup_rpc(&runtime, "Init", {
+                let c = channel.clone();
+                async move {
+                    PluginServiceClient::new(c)
+                        .init(InitRequest { config })
+                        .await
+                }
+            })?;
+            let ops = setup_rpc(&runtime, "ListOperations", {
+                let c = channel.clone();
+                async move {
+                    OperationServiceClient::new(c)
+                        .list_operations(ListOperationsRequest {})
+                        .await
+                }
+            })?;
+            Ok::<_, String>((info, ops.operations))
+        })();
+        let (info, operations) = match setup {
+            Ok(v) => v,
+            Err(why) => {
+                kill_and_reap(&mut child);
+                let _ = host::remove_socket(&endpoint);
+                return Err(fail(why));
+            }
+        };
+        if info.name != manifest.name {
+            tracing::warn!(
+                plugin = %name,
+                "the plugin calls itself {:?} but its manifest {} says {:?}; its tools are named after the manifest",
+                info.name,
+                manifest.dir.join(super::manifest::MANIFEST_FILE).display(),
+                manifest.name
+            );
+        }
+        tracing::debug!(
+            plugin = %name,
+            pid,
+            socket = %endpoint.socket_path().display(),
+            operations = operations.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "plugin started"
+        );
+        Ok(PluginProcess {
+            manifest: manifest.clone(),
+            runtime,
+            child: Mutex::new(child),
+            pid,
+            lifeline: Mutex::new(lifeline),
+            endpoint,
+            channel,
+            info,
+            operations,
+            down: Mutex::new(None),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// What the plugin said about itself over gRPC.
+    pub fn info(&self) -> &InfoResponse {
+        &self.info
+    }
+
+    /// The operations the plugin listed at start-up.
+    pub fn operations(&self) -> &[Operation] {
+        &self.operations
+    }
+
+    /// Why the plugin is down, when it is.
+    pub fn down_reason(&self) -> Option<String> {
+        lock(&self.down).clone()
+    }
+
+    /// Executes `operation`; blocks until the plugin answers, dies, or `cancel` fires.
+    pub fn execute(
+        &self,
+        operation: &str,
+        arguments: &serde_json::Value,
+        cancel: &Cancellation,
+    ) -> Result<ExecuteResponse, CallFailure> {
+        if let Some(why) = self.down_reason() {
+            return Err(CallFailure::Down(why));
+        }
+        let channel = self.channel.clone();
+        let request = ExecuteRequest {
+            operation: operation.to_string(),
+            arguments_json: arguments.to_string(),
+        };
+        let answer = self.runtime.run(
+            async move { OperationServiceClient::new(channel).execute(request).await },
+            None,
+            Some(cancel),
+        );
+        match answer {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(self.classify(operation, status)),
+            Err(Interrupted::Cancelled) => Err(CallFailure::Cancelled),
+            Err(Interrupted::TimedOut) => unreachable!("no deadline was given"),
+            Err(Interrupted::Panicked) => Err(CallFailure::Rejected(
+                "the call failed inside awf (a bug; see the log)".into(),
+            )),
+        }
+    }
+
+    /// Tells a refusal by a live plugin from a dead plugin, and marks the latter down.
+    fn classify(&self, operation: &str, status: tonic::Status) -> CallFailure {
+        use tonic::Code;
+        let transport = matches!(
+            status.code(),
+            Code::Unavailable
+                | Code::Unknown
+                | Code::Internal
+                | Code::Cancelled
+                | Code::Aborted
+                | Code::DataLoss
+        );
+        if !transport {
+            return CallFailure::Rejected(format!("{:?}: {}", status.code(), status.message()));
+        }
+        let exited = {
+            let mut child = lock(&self.child);
+            wait_for_exit(&mut child, CRASH_REAP_WAIT)
+        };
+        let reason = match exited {
+            Some(status) => format!("the plugin process {} {}", self.pid, describe_exit(status)),
+            // Alive but answering with a transport error: only a lost connection does that.
+            None if status.code() == Code::Unavailable => {
+                kill_and_reap(&mut lock(&self.child));
+                format!(
+                    "the connection to the plugin was lost ({}); the process was killed",
+                    status.message()
+                )
+            }
+            None => {
+                return CallFailure::Rejected(format!("{:?}: {}", status.code(), status.message()));
+            }
+        };
+        let _ = host::remove_socket(&self.endpoint);
+        *lock(&self.down) = Some(reason.clone());
+        tracing::error!(
+            plugin = %self.name(),
+            operation,
+            pid = self.pid,
+            "plugin {} is down: {reason}; its tools will fail until awf mcp-serve is restarted",
+            self.name()
+        );
+        CallFailure::Crashed(reason)
+    }
+
+    /// Stops the plugin (idempotent): shutdown rpc, SIGTERM, SIGKILL, socket removed.
+    pub fn stop(&self) {
+        let Some(lifeline) = lock(&self.lifeline).take() else {
+            return;
+        };
+        let mut child = lock(&self.child);
+        if matches!(child.try_wait(), Ok(None)) {
+            let channel = self.channel.clone();
+            let _ = self.runtime.run(
+                async move {
+                    PluginServiceClient::new(channel)
+                        .shutdown(ShutdownRequest {})
+                        .await
+                },
+                Some(Instant::now() + SETUP_RPC_TIMEOUT),
+                None,
+            );
+            if wait_for_exit(&mut child, SHUTDOWN_GRACE).is_none() {
+                tracing::warn!(plugin = %self.name(), "plugin did not stop after Shutdown; sending SIGTERM");
+                signal_group(self.pid, libc::SIGTERM);
+                if wait_for_exit(&mut child, TERM_GRACE).is_none() {
+                    tracing::warn!(plugin = %self.name(), "plugin ignored SIGTERM for {} s; killing it", TERM_GRACE.as_secs());
+                    kill_and_reap(&mut child);
+                }
+            }
+        }
+        drop(lifeline);
+        let _ = host::remove_socket(&self.endpoint);
+        tracing::debug!(plugin = %self.name(), "plugin stopped");
+    }
+}
+
+impl Drop for PluginProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn setup_rpc<T: Send + 'static>(
+    runtime: &PluginRuntime,
+    rpc: &str,
+    future: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>
+    + Send
+    + 'static,
+) -> Result<T, String> {
+    match runtime.run(future, Some(Instant::now() + SETUP_RPC_TIMEOUT), None) {
+        Ok(Ok(r)) => Ok(r.into_inner()),
+        Ok(Err(status)) => Err(format!(
+            "refused {rpc} ({:?}: {}) and was stopped",
+            status.code(),
+            status.message()
+        )),
+        Err(_) => Err(format!(
+            "did not answer {rpc} within {} s and was killed",
+            SETUP_RPC_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// Signals the plugin's process group (its pid: it was started as a group leader), so
+/// that helpers it started go too.
+fn signal_group(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), signal);
+    }
+}
+
+fn kill_and_reap(child: &mut Child) {
+    if matches!(child.try_wait(), Ok(None)) {
+        signal_group(child.id(), libc::SIGKILL);
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+}
+
+/// Polls for the child's exit for up to `limit`; `None` if it is still running.
+fn wait_for_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let until = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Err(_) => return None,
+            Ok(None) if Instant::now() >= until => return None,
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// `exited with status 1`, `was killed by signal 6 (SIGABRT)`.
+fn describe_exit(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => format!("was killed by signal {sig} ({})", signal_name(sig)),
+        _ => format!("ended ({status})"),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGPIPE => "SIGPIPE",
+        _ => "signal",
+    }
+}

@@ -1,0 +1,206 @@
+//! Workflows: the YAML model (`name`, `inputs`, `states: {initial, <name>: ...}` with
+//! `agent`, `step` and `terminal` states), its parser that keeps every node's path and line,
+//! and the checks behind `awf validate`. Problems are collected, never thrown one at a time:
+//! a user fixing a workflow sees every problem of the file in one go.
+
+pub mod check;
+pub mod parse;
+pub mod template;
+pub mod yaml;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Codes of workflow problems (the proxy's are in `crate::error::codes`).
+pub mod codes {
+    pub const SYNTAX: &str = "WORKFLOW.PARSE.SYNTAX";
+    pub const UNKNOWN_KEY: &str = "WORKFLOW.PARSE.UNKNOWN_KEY";
+    pub const MISSING_FIELD: &str = "WORKFLOW.PARSE.MISSING_FIELD";
+    pub const WRONG_TYPE: &str = "WORKFLOW.PARSE.WRONG_TYPE";
+    pub const DUPLICATE_KEY: &str = "WORKFLOW.PARSE.DUPLICATE_KEY";
+    pub const INVALID_VALUE: &str = "WORKFLOW.PARSE.INVALID_VALUE";
+    pub const MISSING_INITIAL: &str = "WORKFLOW.STATE.MISSING_INITIAL";
+    pub const UNKNOWN_STATE: &str = "WORKFLOW.STATE.UNKNOWN_TARGET";
+    pub const UNKNOWN_PROVIDER: &str = "WORKFLOW.AGENT.UNKNOWN_PROVIDER";
+    pub const PROMPT_FILE: &str = "WORKFLOW.AGENT.PROMPT_FILE_UNREADABLE";
+    pub const TEMPLATE: &str = "WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE";
+    pub const FILE: &str = "USER.WORKFLOW.FILE_UNREADABLE";
+    pub const PROXY_UNKNOWN_KEY: &str = "USER.MCP_PROXY.UNKNOWN_KEY";
+    pub const UNSUPPORTED_PROVIDER: &str = "USER.MCP_PROXY.UNSUPPORTED_PROVIDER";
+}
+
+/// One problem found in a workflow.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Diagnostic {
+    pub code: &'static str,
+    pub message: String,
+    /// Where in the document, e.g. `states.review.mcp_proxy.plugin_tools[1].expose[0]`.
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    /// What to do about it.
+    pub hint: String,
+}
+
+impl Diagnostic {
+    pub fn exit_code(&self) -> u8 {
+        crate::error::AwfError::new(self.code, "").exit_code()
+    }
+}
+
+/// The highest exit code among `diags` (WORKFLOW 2 beats USER 1); 0 when there is none.
+pub fn exit_code(diags: &[Diagnostic]) -> u8 {
+    diags.iter().map(Diagnostic::exit_code).max().unwrap_or(0)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workflow {
+    pub name: String,
+    pub version: Option<String>,
+    pub description: Option<String>,
+    pub inputs: Vec<InputDef>,
+    pub initial: String,
+    /// In file order.
+    pub states: Vec<State>,
+    /// The workflow file; relative `prompt_file`s are resolved from its directory.
+    pub path: PathBuf,
+}
+
+impl Workflow {
+    pub fn state(&self, name: &str) -> Option<&State> {
+        self.states.iter().find(|s| s.name == name)
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputType {
+    String,
+    Integer,
+    Boolean,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputDef {
+    pub name: String,
+    pub kind: InputType,
+    pub required: bool,
+    pub default: Option<String>,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct State {
+    pub name: String,
+    pub line: usize,
+    pub kind: StateKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StateKind {
+    Agent(AgentState),
+    Step(StepState),
+    Terminal(TerminalState),
+}
+
+impl StateKind {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            StateKind::Agent(_) => "agent",
+            StateKind::Step(_) => "step",
+            StateKind::Terminal(_) => "terminal",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    Inline(String),
+    /// Resolved against the workflow's directory.
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentState {
+    pub provider: String,
+    pub prompt: Prompt,
+    pub options: Map<String, Value>,
+    pub timeout: Option<Duration>,
+    pub mcp_proxy: Option<McpProxy>,
+    pub on_success: Option<String>,
+    pub on_failure: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepState {
+    pub command: String,
+    pub dir: Option<String>,
+    pub timeout: Option<Duration>,
+    pub on_success: Option<String>,
+    pub on_failure: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminalStatus {
+    Success,
+    Failure,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TerminalState {
+    pub status: TerminalStatus,
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpProxy {
+    pub enable: bool,
+    /// Default true when enabled.
+    pub intercept_builtins: bool,
+    pub plugin_tools: Vec<PluginToolsEntry>,
+    /// Path of the `mcp_proxy` node, for messages.
+    pub path: String,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginToolsEntry {
+    pub plugin: String,
+    pub expose: Vec<String>,
+    /// Line of each `expose` item.
+    pub expose_lines: Vec<usize>,
+    pub line: usize,
+    /// Position in the YAML list (entries without a plugin are dropped from the model).
+    pub index: usize,
+}
+
+/// Reads, parses and checks a workflow file. The workflow is returned when it could be
+/// built, even with problems (the caller decides; `awf run` refuses any problem).
+pub fn load(path: &Path, plugin_root: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            return (
+                None,
+                vec![Diagnostic {
+                    code: codes::FILE,
+                    message: format!("cannot read the workflow {}: {e}", path.display()),
+                    path: String::new(),
+                    line: None,
+                    hint: "check the file name and its permissions".into(),
+                }],
+            );
+        }
+    };
+    let (wf, mut diags) = parse::parse(&text, path);
+    if let Some(wf) = &wf {
+        diags.extend(check::check(wf, plugin_root));
+    }
+    diags.sort_by_key(|d| d.line.unwrap_or(0));
+    (wf, diags)
+}

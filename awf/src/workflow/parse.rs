@@ -1,0 +1,706 @@
+//! From the marked YAML tree to the [`Workflow`] model. Every shape problem becomes a
+//! [`Diagnostic`] with the node's path and line, and parsing goes on past it so that one
+//! run of `awf validate` lists them all.
+
+use super::yaml::{self, Kind, Node};
+use super::*;
+
+const TOP_KEYS: &[&str] = &["name", "version", "description", "inputs", "states"];
+const INPUT_KEYS: &[&str] = &["name", "type", "required", "default", "description"];
+const AGENT_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "provider",
+    "prompt",
+    "prompt_file",
+    "options",
+    "timeout",
+    "mcp_proxy",
+    "on_success",
+    "on_failure",
+];
+const STEP_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "command",
+    "dir",
+    "timeout",
+    "mcp_proxy",
+    "on_success",
+    "on_failure",
+];
+const TERMINAL_KEYS: &[&str] = &["type", "description", "status", "message", "mcp_proxy"];
+const PROXY_KEYS: &[&str] = &["enable", "intercept_builtins", "plugin_tools"];
+const PLUGIN_TOOLS_KEYS: &[&str] = &["plugin", "expose"];
+
+pub(crate) fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+#[derive(Default)]
+struct Ctx {
+    diags: Vec<Diagnostic>,
+}
+
+impl Ctx {
+    fn push(
+        &mut self,
+        code: &'static str,
+        path: &str,
+        line: usize,
+        message: String,
+        hint: impl Into<String>,
+    ) {
+        self.diags.push(Diagnostic {
+            code,
+            message,
+            path: path.to_string(),
+            line: Some(line),
+            hint: hint.into(),
+        });
+    }
+
+    /// The entries of a map node, with unknown and duplicate keys reported.
+    fn fields<'a>(
+        &mut self,
+        node: &'a Node,
+        path: &str,
+        allowed: &[&str],
+        unknown_code: &'static str,
+    ) -> Option<Vec<(&'a str, &'a Node)>> {
+        let Kind::Map(entries) = &node.kind else {
+            self.push(
+                codes::WRONG_TYPE,
+                path,
+                node.line,
+                format!("{} must be a map, found {}", name_of(path), node.describe()),
+                format!("write {} as `key: value` lines", name_of(path)),
+            );
+            return None;
+        };
+        let mut out: Vec<(&str, &Node)> = Vec::new();
+        for (k, v) in entries {
+            let Some(key) = k.as_str() else {
+                self.push(
+                    codes::WRONG_TYPE,
+                    path,
+                    k.line,
+                    format!("a key of {} is {}, not text", name_of(path), k.describe()),
+                    "keys are plain names",
+                );
+                continue;
+            };
+            let kpath = join(path, key);
+            if out.iter().any(|(seen, _)| *seen == key) {
+                self.push(
+                    codes::DUPLICATE_KEY,
+                    &kpath,
+                    k.line,
+                    format!("{kpath} is given twice"),
+                    "keep one of them",
+                );
+                continue;
+            }
+            if !allowed.is_empty() && !allowed.contains(&key) {
+                let hint = match closest(key, allowed) {
+                    Some(s) => format!("did you mean `{s}`? allowed here: {}", allowed.join(", ")),
+                    None => format!("allowed here: {}", allowed.join(", ")),
+                };
+                self.push(
+                    unknown_code,
+                    &kpath,
+                    k.line,
+                    format!("unknown key `{key}` in {}", name_of(path)),
+                    hint,
+                );
+                continue;
+            }
+            out.push((key, v));
+        }
+        Some(out)
+    }
+
+    fn string(&mut self, node: &Node, path: &str) -> Option<String> {
+        match &node.kind {
+            Kind::Scalar(s, _) if !node.is_null() => Some(s.clone()),
+            _ => {
+                self.push(
+                    codes::WRONG_TYPE,
+                    path,
+                    node.line,
+                    format!("{path} must be text, found {}", node.describe()),
+                    "write a single value (quote it if it contains `: ` or starts with `{`)",
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, node: &Node, path: &str, code: &'static str) -> Option<bool> {
+        let b = node.as_bool();
+        if b.is_none() {
+            self.push(
+                code,
+                path,
+                node.line,
+                format!("{path} must be true or false, found {}", node.describe()),
+                "write true or false, unquoted",
+            );
+        }
+        b
+    }
+
+    fn timeout(&mut self, node: &Node, path: &str) -> Option<Duration> {
+        let d = node.as_str().and_then(parse_duration);
+        if d.is_none() {
+            self.push(
+                codes::INVALID_VALUE,
+                path,
+                node.line,
+                format!("{path} must be a positive duration, found {}", node.describe()),
+                "write seconds (300) or a number with a unit: 500ms, 30s, 5m, 1h",
+            );
+        }
+        d
+    }
+}
+
+fn name_of(path: &str) -> String {
+    if path.is_empty() {
+        "the workflow".into()
+    } else {
+        path.to_string()
+    }
+}
+
+/// `300`, `30s`, `5m`, `1h`, `500ms`; zero is refused (a step that may never run is a typo).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let t = text.trim();
+    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => (&t[..i], t[i..].trim()),
+        None => (t, "s"),
+    };
+    let n: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    (secs > 0.0 && secs.is_finite()).then(|| Duration::from_secs_f64(secs))
+}
+
+/// The allowed key nearest to a typo, when it is near enough to be a typo.
+fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+    allowed
+        .iter()
+        .map(|a| (edit_distance(key, a), *a))
+        .filter(|(d, a)| *d <= 2.max(a.len() / 4))
+        .min()
+        .map(|(_, a)| a)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Parses workflow text (from `path`, used for `prompt_file`s and messages).
+pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
+    let mut cx = Ctx::default();
+    let root = match yaml::parse(text) {
+        Ok(Some(n)) => n,
+        Ok(None) => {
+            cx.push(
+                codes::MISSING_FIELD,
+                "",
+                1,
+                format!("{} is empty", path.display()),
+                "a workflow needs at least `name` and `states`",
+            );
+            return (None, cx.diags);
+        }
+        Err(e) => {
+            cx.push(
+                codes::SYNTAX,
+                "",
+                e.line,
+                format!("{} is not valid YAML: {}", path.display(), e.message),
+                "fix the YAML syntax at that line (indentation, a missing `:` or bracket)",
+            );
+            return (None, cx.diags);
+        }
+    };
+    let Some(fields) = cx.fields(&root, "", TOP_KEYS, codes::UNKNOWN_KEY) else {
+        return (None, cx.diags);
+    };
+    let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let name = match get("name") {
+        Some(n) => cx.string(n, "name").unwrap_or_default(),
+        None => {
+            cx.push(
+                codes::MISSING_FIELD,
+                "name",
+                root.line,
+                "the workflow has no `name`".into(),
+                "add `name: my-workflow` at the top",
+            );
+            String::new()
+        }
+    };
+    let version = get("version").and_then(|n| cx.string(n, "version"));
+    let description = get("description").and_then(|n| cx.string(n, "description"));
+    let inputs = get("inputs")
+        .map(|n| parse_inputs(&mut cx, n))
+        .unwrap_or_default();
+    let wf_dir = path.parent().unwrap_or(Path::new("."));
+    let (initial, states) = match get("states") {
+        Some(n) => parse_states(&mut cx, n, wf_dir),
+        None => {
+            cx.push(
+                codes::MISSING_FIELD,
+                "states",
+                root.line,
+                "the workflow has no `states`".into(),
+                "add `states:` with `initial: <state>` and the states",
+            );
+            (String::new(), Vec::new())
+        }
+    };
+    let wf = Workflow {
+        name,
+        version,
+        description,
+        inputs,
+        initial,
+        states,
+        path: path.to_path_buf(),
+    };
+    (Some(wf), cx.diags)
+}
+
+fn parse_inputs(cx: &mut Ctx, node: &Node) -> Vec<InputDef> {
+    let mut out = Vec::new();
+    // Both AWF's list form (`- name: x`) and a map form (`x: {type: ...}`) are accepted.
+    let items: Vec<(String, Option<String>, &Node)> = match &node.kind {
+        Kind::Seq(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("inputs[{i}]"), None, n))
+            .collect(),
+        Kind::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| {
+                let key = k.as_str().unwrap_or_default().to_string();
+                (format!("inputs.{key}"), Some(key), v)
+            })
+            .collect(),
+        _ => {
+            cx.push(
+                codes::WRONG_TYPE,
+                "inputs",
+                node.line,
+                format!("inputs must be a list, found {}", node.describe()),
+                "write `inputs:` then `- name: x` items",
+            );
+            return out;
+        }
+    };
+    for (path, key_name, n) in items {
+        let allowed: &[&str] = if key_name.is_some() {
+            &INPUT_KEYS[1..]
+        } else {
+            INPUT_KEYS
+        };
+        // `x:` with nothing under it is a plain string input.
+        let fields = if n.is_null() {
+            Vec::new()
+        } else {
+            let Some(f) = cx.fields(n, &path, allowed, codes::UNKNOWN_KEY) else {
+                continue;
+            };
+            f
+        };
+        let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        let name = match (key_name, get("name")) {
+            (Some(k), _) => k,
+            (None, Some(v)) => cx.string(v, &join(&path, "name")).unwrap_or_default(),
+            (None, None) => {
+                cx.push(
+                    codes::MISSING_FIELD,
+                    &path,
+                    n.line,
+                    format!("{path} has no `name`"),
+                    "add `name: <input name>`",
+                );
+                continue;
+            }
+        };
+        let kind = match get("type").and_then(|v| v.as_str()) {
+            None | Some("string") => InputType::String,
+            Some("integer") | Some("int") => InputType::Integer,
+            Some("boolean") | Some("bool") => InputType::Boolean,
+            Some(other) => {
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &join(&path, "type"),
+                    get("type").map_or(n.line, |t| t.line),
+                    format!("input type {other:?} is not supported"),
+                    "use string, integer or boolean",
+                );
+                InputType::String
+            }
+        };
+        let required = get("required")
+            .and_then(|v| cx.boolean(v, &join(&path, "required"), codes::WRONG_TYPE))
+            .unwrap_or(false);
+        let default = get("default").and_then(|v| cx.string(v, &join(&path, "default")));
+        let description = get("description").and_then(|v| cx.string(v, &join(&path, "description")));
+        if out.iter().any(|i: &InputDef| i.name == name) {
+            cx.push(
+                codes::DUPLICATE_KEY,
+                &path,
+                n.line,
+                format!("input {name:?} is declared twice"),
+                "keep one declaration",
+            );
+            continue;
+        }
+        out.push(InputDef {
+            name,
+            kind,
+            required,
+            default,
+            description,
+        });
+    }
+    out
+}
+
+fn parse_states(cx: &mut Ctx, node: &Node, wf_dir: &Path) -> (String, Vec<State>) {
+    let Some(fields) = cx.fields(node, "states", &[], codes::UNKNOWN_KEY) else {
+        return (String::new(), Vec::new());
+    };
+    let mut initial = None;
+    let mut states = Vec::new();
+    for (key, n) in fields {
+        let path = join("states", key);
+        if key == "initial" {
+            initial = cx.string(n, &path);
+            continue;
+        }
+        if let Some(s) = parse_state(cx, key, n, &path, wf_dir) {
+            states.push(s);
+        }
+    }
+    let initial = match initial {
+        Some(i) => i,
+        None => {
+            cx.push(
+                codes::MISSING_INITIAL,
+                "states.initial",
+                node.line,
+                "the workflow has no initial state".into(),
+                format!(
+                    "add `initial: <state>` under states{}",
+                    states
+                        .first()
+                        .map(|s| format!(", e.g. `initial: {}`", s.name))
+                        .unwrap_or_default()
+                ),
+            );
+            String::new()
+        }
+    };
+    (initial, states)
+}
+
+fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path) -> Option<State> {
+    let Kind::Map(_) = &node.kind else {
+        cx.fields(node, path, &[], codes::UNKNOWN_KEY);
+        return None;
+    };
+    let ty = match &node.kind {
+        Kind::Map(entries) => entries
+            .iter()
+            .find(|(k, _)| k.as_str() == Some("type"))
+            .map(|(_, v)| v),
+        _ => None,
+    };
+    let Some(ty) = ty else {
+        cx.push(
+            codes::MISSING_FIELD,
+            &join(path, "type"),
+            node.line,
+            format!("state {name:?} has no `type`"),
+            "add `type: agent`, `type: step` or `type: terminal`",
+        );
+        return None;
+    };
+    let allowed = match ty.as_str() {
+        Some("agent") => AGENT_KEYS,
+        Some("step") => STEP_KEYS,
+        Some("terminal") => TERMINAL_KEYS,
+        _ => {
+            cx.push(
+                codes::INVALID_VALUE,
+                &join(path, "type"),
+                ty.line,
+                format!("state {name:?} has the unknown type {}", ty.describe()),
+                "use agent, step or terminal",
+            );
+            return None;
+        }
+    };
+    let fields = cx.fields(node, path, allowed, codes::UNKNOWN_KEY)?;
+    let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let str_field = |cx: &mut Ctx, k: &str| get(k).and_then(|v| cx.string(v, &join(path, k)));
+    let require = |cx: &mut Ctx, k: &str, hint: &str| -> Option<String> {
+        match get(k) {
+            Some(v) => cx.string(v, &join(path, k)),
+            None => {
+                cx.push(
+                    codes::MISSING_FIELD,
+                    &join(path, k),
+                    node.line,
+                    format!("{} state {name:?} has no `{k}`", ty.as_str().unwrap_or("")),
+                    hint,
+                );
+                None
+            }
+        }
+    };
+    let timeout = get("timeout").and_then(|v| cx.timeout(v, &join(path, "timeout")));
+    let mcp_proxy = get("mcp_proxy").and_then(|v| parse_proxy(cx, v, &join(path, "mcp_proxy")));
+    let kind = match ty.as_str() {
+        Some("agent") => {
+            let provider = require(cx, "provider", "add `provider: claude` (or gemini, codex, opencode, openai_compatible)");
+            let prompt = match (get("prompt"), get("prompt_file")) {
+                (Some(p), None) => cx.string(p, &join(path, "prompt")).map(Prompt::Inline),
+                (None, Some(f)) => cx
+                    .string(f, &join(path, "prompt_file"))
+                    .map(|f| Prompt::File(wf_dir.join(f))),
+                (Some(_), Some(f)) => {
+                    cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, "prompt_file"),
+                        f.line,
+                        format!("state {name:?} has both `prompt` and `prompt_file`"),
+                        "keep one of them",
+                    );
+                    None
+                }
+                (None, None) => {
+                    cx.push(
+                        codes::MISSING_FIELD,
+                        &join(path, "prompt"),
+                        node.line,
+                        format!("agent state {name:?} has no `prompt`"),
+                        "add `prompt: ...` or `prompt_file: FILE`",
+                    );
+                    None
+                }
+            };
+            let options = match get("options") {
+                None => Map::new(),
+                Some(o) if o.is_null() => Map::new(),
+                Some(o) => {
+                    // Options are provider-specific: any keys, checked by the provider.
+                    cx.fields(o, &join(path, "options"), &[], codes::UNKNOWN_KEY);
+                    match o.to_json() {
+                        Value::Object(m) => m,
+                        _ => Map::new(),
+                    }
+                }
+            };
+            StateKind::Agent(AgentState {
+                provider: provider.unwrap_or_default(),
+                prompt: prompt.unwrap_or(Prompt::Inline(String::new())),
+                options,
+                timeout,
+                mcp_proxy,
+                on_success: str_field(cx, "on_success"),
+                on_failure: str_field(cx, "on_failure"),
+            })
+        }
+        Some("step") => StateKind::Step(StepState {
+            command: require(cx, "command", "add `command: <shell command>`").unwrap_or_default(),
+            dir: str_field(cx, "dir"),
+            timeout,
+            on_success: str_field(cx, "on_success"),
+            on_failure: str_field(cx, "on_failure"),
+        }),
+        _ => {
+            let status = match get("status") {
+                None => TerminalStatus::Success,
+                Some(v) => match v.as_str() {
+                    Some("success") => TerminalStatus::Success,
+                    Some("failure") | Some("failed") => TerminalStatus::Failure,
+                    _ => {
+                        cx.push(
+                            codes::INVALID_VALUE,
+                            &join(path, "status"),
+                            v.line,
+                            format!("terminal status {} is not known", v.describe()),
+                            "use success or failure",
+                        );
+                        TerminalStatus::Failure
+                    }
+                },
+            };
+            StateKind::Terminal(TerminalState {
+                status,
+                message: str_field(cx, "message"),
+            })
+        }
+    };
+    if let Some(p) = &mcp_proxy
+        && p.enable
+        && !matches!(kind, StateKind::Agent(_))
+    {
+        cx.push(
+            codes::UNSUPPORTED_PROVIDER,
+            &p.path,
+            p.line,
+            format!(
+                "state {name:?} is a {} state: only agent states can use mcp_proxy",
+                kind.type_name()
+            ),
+            "remove mcp_proxy from this state, or make it an agent state",
+        );
+    }
+    Some(State {
+        name: name.to_string(),
+        line: node.line,
+        kind,
+    })
+}
+
+fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpProxy> {
+    let fields = cx.fields(node, path, PROXY_KEYS, codes::PROXY_UNKNOWN_KEY)?;
+    let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let enable = get("enable")
+        .and_then(|v| cx.boolean(v, &join(path, "enable"), codes::WRONG_TYPE))
+        .unwrap_or(false);
+    let intercept_builtins = get("intercept_builtins")
+        .and_then(|v| cx.boolean(v, &join(path, "intercept_builtins"), codes::WRONG_TYPE))
+        .unwrap_or(true);
+    let mut plugin_tools = Vec::new();
+    if let Some(pt) = get("plugin_tools").filter(|n| !n.is_null()) {
+        let pt_path = join(path, "plugin_tools");
+        match &pt.kind {
+            Kind::Seq(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let ipath = format!("{pt_path}[{i}]");
+                    let Some(f) = cx.fields(item, &ipath, PLUGIN_TOOLS_KEYS, codes::PROXY_UNKNOWN_KEY)
+                    else {
+                        continue;
+                    };
+                    let get = |k: &str| f.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+                    let plugin = match get("plugin") {
+                        Some(p) => cx.string(p, &join(&ipath, "plugin")),
+                        None => {
+                            cx.push(
+                                codes::MISSING_FIELD,
+                                &join(&ipath, "plugin"),
+                                item.line,
+                                format!("{ipath} has no `plugin`"),
+                                "add `plugin: <plugin name>` (see `awf plugins list`)",
+                            );
+                            None
+                        }
+                    };
+                    let mut expose = Vec::new();
+                    let mut expose_lines = Vec::new();
+                    match get("expose") {
+                        Some(Node {
+                            kind: Kind::Seq(ops),
+                            ..
+                        }) => {
+                            for (j, op) in ops.iter().enumerate() {
+                                if let Some(s) = cx.string(op, &format!("{ipath}.expose[{j}]")) {
+                                    expose.push(s);
+                                    expose_lines.push(op.line);
+                                }
+                            }
+                        }
+                        Some(other) => cx.push(
+                            codes::WRONG_TYPE,
+                            &join(&ipath, "expose"),
+                            other.line,
+                            format!("{ipath}.expose must be a list, found {}", other.describe()),
+                            "write `expose: [op1, op2]`",
+                        ),
+                        None => {}
+                    }
+                    if expose.is_empty() && get("expose").is_none_or(|e| matches!(e.kind, Kind::Seq(_))) {
+                        cx.push(
+                            codes::MISSING_FIELD,
+                            &join(&ipath, "expose"),
+                            item.line,
+                            format!("{ipath} exposes no operation"),
+                            "list the operations the agent may call: `expose: [op]` (see `awf plugins list`)",
+                        );
+                    }
+                    if let Some(plugin) = plugin {
+                        plugin_tools.push(PluginToolsEntry {
+                            plugin,
+                            expose,
+                            expose_lines,
+                            line: item.line,
+                            index: i,
+                        });
+                    }
+                }
+            }
+            _ => cx.push(
+                codes::WRONG_TYPE,
+                &pt_path,
+                pt.line,
+                format!("{pt_path} must be a list, found {}", pt.describe()),
+                "write `plugin_tools:` then `- plugin: name` items with `expose: [op]`",
+            ),
+        }
+    }
+    Some(McpProxy {
+        enable,
+        intercept_builtins,
+        plugin_tools,
+        path: path.to_string(),
+        line: node.line,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("0"), None);
+        assert_eq!(parse_duration("3 weeks"), None);
+    }
+
+    #[test]
+    fn typos_get_a_suggestion() {
+        assert_eq!(closest("promt", AGENT_KEYS), Some("prompt"));
+        assert_eq!(closest("zzzzzz", AGENT_KEYS), None);
+    }
+}

@@ -1,0 +1,583 @@
+//! The plugin host end to end: the real `awf` binary with the plugin-sdk example plugins
+//! (`notes`, `faulty`) as real processes over real gRPC on Unix sockets, spoken to over
+//! MCP. Covers listing, calls with array/object inputs, failures, a crash mid-call, start-up
+//! failures (slow, garbage handshake), the fatal config errors, `awf plugins list`,
+//! `awf tools list|call`, and that no plugin outlives a SIGKILLed `awf mcp-serve`.
+
+mod common;
+
+use common::{AWF, Server, audit_lines, dead, eventually, write_config};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// Path of a built plugin-sdk example, building them once per test binary into this
+/// test's target directory (a fresh clone has not built them yet).
+fn example(name: &str) -> PathBuf {
+    static BUILT: OnceLock<HashMap<String, PathBuf>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        // <target>/<profile>/deps/<this test>
+        let exe = std::env::current_exe().unwrap();
+        let target_dir = exe.ancestors().nth(3).unwrap().to_path_buf();
+        let output = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "-p",
+                "plugin-sdk",
+                "--examples",
+                "--message-format=json",
+            ])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("cannot run cargo to build the example plugins");
+        assert!(
+            output.status.success(),
+            "building the example plugins failed"
+        );
+        let mut found = HashMap::new();
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            let Ok(m) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let is_example = m["target"]["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "example"));
+            if let (true, Some(path)) = (is_example, m["executable"].as_str()) {
+                let name = m["target"]["name"].as_str().unwrap().to_string();
+                found.insert(name, PathBuf::from(path));
+            }
+        }
+        found
+    });
+    built
+        .get(name)
+        .unwrap_or_else(|| panic!("cargo built no example named {name}: {built:?}"))
+        .clone()
+}
+
+/// A test directory: `plugins/{notes,faulty}/{plugin.yaml,<exe>}` as a user installs them,
+/// `root/` (the workspace) and `tmp/` (the plugins' TMPDIR, where their sockets go).
+struct Setup {
+    base: PathBuf,
+    plugins: PathBuf,
+    root: PathBuf,
+    tmp: PathBuf,
+}
+
+fn setup(tag: &str) -> Setup {
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("awf-plugins-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let plugins = base.join("plugins");
+    for name in ["notes", "faulty"] {
+        let dir = plugins.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../plugin-sdk/examples")
+            .join(name)
+            .join("plugin.yaml");
+        std::fs::copy(manifest, dir.join("plugin.yaml")).unwrap();
+        std::os::unix::fs::symlink(example(name), dir.join(name)).unwrap();
+    }
+    let root = base.join("root");
+    let tmp = base.join("tmp");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(root.join("hello.txt"), "hello\n").unwrap();
+    Setup {
+        base,
+        plugins,
+        root,
+        tmp,
+    }
+}
+
+impl Setup {
+    fn config(&self, plugin_tools: Value) -> PathBuf {
+        write_config(
+            &self.base,
+            &json!({
+                "root": self.root,
+                "plugin_tools": plugin_tools,
+                "audit_path": self.base.join("audit.jsonl"),
+                "landlock": false,
+            }),
+        )
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWF_PLUGINS_PATH", self.plugins.display().to_string()),
+            ("TMPDIR", self.tmp.display().to_string()),
+        ]
+    }
+
+    fn serve(&self, config: &Path, extra_env: &[(&str, &str)]) -> Server {
+        let env = self.env();
+        let mut envs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        envs.extend_from_slice(extra_env);
+        Server::start(&["mcp-serve", "--config", config.to_str().unwrap()], &envs)
+    }
+
+    /// Plugin socket directories left in the plugins' TMPDIR.
+    fn leftover_sockets(&self) -> Vec<String> {
+        std::fs::read_dir(&self.tmp)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("awf-plugin-"))
+            .collect()
+    }
+}
+
+/// The pids of the live children of `parent` running `exe`.
+fn children_running(parent: i32, exe: &Path) -> Vec<i32> {
+    let exe = std::fs::canonicalize(exe).unwrap();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let ppid: Option<i32> = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok());
+        if ppid == Some(parent)
+            && std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == exe)
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn tool<'a>(tools: &'a [Value], name: &str) -> &'a Value {
+    tools
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no tool {name} in {tools:?}"))
+}
+
+/// Splits a plugin result into its text and the structured data after the blank line.
+fn text_and_data(result: &str) -> (&str, Value) {
+    let (text, data) = result
+        .rsplit_once("\n\n")
+        .unwrap_or_else(|| panic!("no data in {result:?}"));
+    (text, serde_json::from_str(data).unwrap())
+}
+
+#[test]
+fn plugin_operations_are_tools_with_their_schemas_and_results() {
+    let s = setup("calls");
+    let cfg = s.config(json!([
+        {"plugin": "notes", "expose": ["add", "search"]},
+        {"plugin": "faulty", "expose": ["fail", "panic"]}
+    ]));
+    let mut server = s.serve(&cfg, &[]);
+    server.initialize();
+
+    let listed = server.request("tools/list", json!({}));
+    let tools = listed["result"]["tools"].as_array().unwrap().clone();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    for expected in [
+        "Read",
+        "notes_add",
+        "notes_search",
+        "faulty_fail",
+        "faulty_panic",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    assert!(
+        !names.contains(&"faulty_crash"),
+        "not exposed, yet listed: {names:?}"
+    );
+    let add = tool(&tools, "notes_add");
+    assert_eq!(
+        add["description"],
+        "Store a note with optional tags and metadata"
+    );
+    assert_eq!(add["inputSchema"]["properties"]["tags"]["type"], "array");
+    assert_eq!(add["inputSchema"]["properties"]["meta"]["type"], "object");
+    assert_eq!(add["inputSchema"]["required"], json!(["text"]));
+
+    // Array and object inputs cross MCP and gRPC unchanged.
+    let text = server.ok(
+        "notes_add",
+        json!({"text": "buy milk", "tags": ["home", "shop"], "meta": {"source": "test", "n": "1"}}),
+    );
+    let (line, data) = text_and_data(&text);
+    assert_eq!(line, "added note 1");
+    assert_eq!(data["tags"], json!(["home", "shop"]));
+    assert_eq!(data["meta"], json!({"source": "test", "n": "1"}));
+    server.ok("notes_add", json!({"text": "buy bread", "tags": ["shop"]}));
+    server.ok("notes_add", json!({"text": "call mum", "tags": ["home"]}));
+    let text = server.ok(
+        "notes_search",
+        json!({"query": "BUY", "tags": ["shop"], "limit": 5}),
+    );
+    let (lines, data) = text_and_data(&text);
+    assert_eq!(lines, "#1 buy milk\n#2 buy bread");
+    assert_eq!(data.as_array().unwrap().len(), 2);
+    let text = server.ok("notes_search", json!({"query": "buy", "limit": 1}));
+    assert_eq!(text_and_data(&text).1.as_array().unwrap().len(), 1);
+
+    // Failures reported by the plugin are isError results with its reason.
+    assert_eq!(
+        server.err("faulty_fail", json!({"message": "nope, on purpose"})),
+        "nope, on purpose"
+    );
+    let text = server.err("faulty_panic", json!({}));
+    assert!(text.contains("panicked on purpose"), "{text}");
+    let text = server.err("notes_add", json!({"txt": "typo"}));
+    assert!(
+        text.contains("invalid arguments") && text.contains("txt"),
+        "{text}"
+    );
+    // ... and the plugin goes on working.
+    server.ok("notes_search", json!({"query": "mum"}));
+
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
+    // Plugin calls are audited like builtins, with their source.
+    let audit = audit_lines(&s.base.join("audit.jsonl"));
+    let calls: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.call").collect();
+    assert!(
+        calls
+            .iter()
+            .any(|r| r["tool"] == "notes_add" && r["source"] == "plugin:notes"),
+        "{calls:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|r| r["tool"] == "faulty_fail" && r["source"] == "plugin:faulty")
+    );
+    let failed = audit
+        .iter()
+        .find(|r| r["type"] == "tool.result" && r["tool"] == "faulty_fail");
+    assert!(failed.is_some(), "{audit:?}");
+    // Both plugins stopped cleanly and removed their sockets.
+    assert!(
+        s.leftover_sockets().is_empty(),
+        "{:?}",
+        s.leftover_sockets()
+    );
+}
+
+#[test]
+fn a_crash_mid_call_is_an_error_and_the_server_serves_on() {
+    let s = setup("crash");
+    let cfg = s.config(json!([
+        {"plugin": "faulty", "expose": ["crash", "fail"]},
+        {"plugin": "notes", "expose": ["add"]}
+    ]));
+    let mut server = s.serve(&cfg, &[]);
+    server.initialize();
+
+    let text = server.err("faulty_crash", json!({}));
+    assert!(
+        text.contains("plugin faulty crashed during this call to faulty_crash"),
+        "{text}"
+    );
+    assert!(text.contains("SIGABRT"), "{text}");
+    // Builtins and the other plugin still answer.
+    assert!(
+        server
+            .ok("Read", json!({"path": "hello.txt"}))
+            .contains("hello")
+    );
+    server.ok("notes_add", json!({"text": "still here", "tags": ["a"]}));
+    // Later calls to the crashed plugin say it is down, at once.
+    let text = server.err("faulty_fail", json!({"message": "x"}));
+    assert!(
+        text.contains("plugin faulty is down") && text.contains("SIGABRT"),
+        "{text}"
+    );
+    assert!(
+        server.stderr().contains("plugin faulty is down"),
+        "no log line: {}",
+        server.stderr()
+    );
+    // The dead plugin's socket directory was removed by the host.
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        s.leftover_sockets().is_empty(),
+        "{:?}",
+        s.leftover_sockets()
+    );
+}
+
+/// Runs `awf mcp-serve` that must fail at start-up; returns (exit code, stderr, the pids
+/// of the plugin processes it had started).
+fn failing_start(
+    s: &Setup,
+    cfg: &Path,
+    env: &[(&str, &str)],
+    exe: &str,
+) -> (i32, String, Vec<i32>) {
+    let server = s.serve(cfg, env);
+    let pid = server.pid();
+    let mut seen = Vec::new();
+    // Catch the plugin while awf waits for its handshake (it may already be gone).
+    let _ = eventually(|| {
+        for p in children_running(pid, &example(exe)) {
+            if !seen.contains(&p) {
+                seen.push(p);
+            }
+        }
+        !seen.is_empty() || dead(pid)
+    });
+    let (status, stderr) = server.wait();
+    (status.code().unwrap_or(-1), stderr, seen)
+}
+
+#[test]
+fn a_slow_start_is_killed_after_five_seconds_with_a_clear_error() {
+    let s = setup("slow");
+    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["fail"]}]));
+    let (code, stderr, pids) =
+        failing_start(&s, &cfg, &[("FAULTY_START_DELAY_MS", "30000")], "faulty");
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("plugin faulty")
+            && stderr.contains("printed no handshake line within 5 s and was killed")
+            && stderr.contains("EXECUTION.PLUGINS.START_FAILED"),
+        "{stderr}"
+    );
+    assert!(!pids.is_empty(), "never saw the plugin process");
+    for p in pids {
+        assert!(dead(p), "plugin {p} survived its failed start");
+    }
+}
+
+#[test]
+fn a_garbage_handshake_is_a_clear_error() {
+    let s = setup("garbage");
+    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["fail"]}]));
+    let (code, stderr, pids) = failing_start(&s, &cfg, &[("FAULTY_BAD_HANDSHAKE", "1")], "faulty");
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("plugin faulty")
+            && stderr.contains("failed its handshake")
+            && stderr.contains("hello, I am not a handshake"),
+        "{stderr}"
+    );
+    for p in pids {
+        assert!(dead(p), "plugin {p} survived its failed handshake");
+    }
+}
+
+#[test]
+fn bad_plugin_tools_are_fatal_before_serving_and_name_the_entry() {
+    let s = setup("config");
+    let cases = [
+        (
+            json!([{"plugin": "notes", "expose": ["add"]}, {"plugin": "nosuch", "expose": ["x"]}]),
+            "USER.MCP_PROXY.UNKNOWN_PLUGIN",
+            vec!["plugin_tools[1]", "\"nosuch\"", "found faulty, notes"],
+        ),
+        (
+            json!([{"plugin": "notes", "expose": ["add", "delete"]}]),
+            "USER.MCP_PROXY.UNKNOWN_OPERATION",
+            vec![
+                "plugin_tools[0]",
+                "plugin notes",
+                "\"delete\"",
+                "add, search",
+            ],
+        ),
+        (
+            json!([{"plugin": "notes", "expose": ["add"]}, {"plugin": "notes", "expose": ["search", "add"]}]),
+            "USER.MCP_PROXY.NAME_COLLISION",
+            vec!["plugin_tools[1]", "plugin_tools[0]", "\"notes_add\""],
+        ),
+    ];
+    for (plugin_tools, code, needles) in cases {
+        let cfg = s.config(plugin_tools.clone());
+        let server = s.serve(&cfg, &[]);
+        let (status, stderr) = server.wait();
+        assert_eq!(status.code(), Some(1), "{plugin_tools}: {stderr}");
+        assert!(stderr.contains(code), "{plugin_tools}: {stderr}");
+        assert!(stderr.contains(&cfg.display().to_string()), "{stderr}");
+        for n in needles {
+            assert!(stderr.contains(n), "{plugin_tools}: {n:?} not in {stderr}");
+        }
+    }
+    // A plugin directory with a broken manifest: the error names the file and the field.
+    std::fs::write(
+        s.plugins.join("notes/plugin.yaml"),
+        "name: notes\nversion: 1\n",
+    )
+    .unwrap();
+    let cfg = s.config(json!([{"plugin": "notes", "expose": ["add"]}]));
+    let (status, stderr) = s.serve(&cfg, &[]).wait();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("notes/plugin.yaml") && stderr.contains("`description`"),
+        "{stderr}"
+    );
+    assert!(
+        s.leftover_sockets().is_empty(),
+        "{:?}",
+        s.leftover_sockets()
+    );
+}
+
+#[test]
+fn no_plugin_outlives_a_sigkilled_mcp_serve() {
+    let s = setup("sigkill");
+    let cfg = s.config(json!([
+        {"plugin": "notes", "expose": ["add"]},
+        {"plugin": "faulty", "expose": ["sleep"]}
+    ]));
+    let mut server = s.serve(&cfg, &[]);
+    server.initialize();
+    server.ok("notes_add", json!({"text": "x"}));
+    let awf = server.pid();
+    let mut plugins = children_running(awf, &example("notes"));
+    plugins.extend(children_running(awf, &example("faulty")));
+    assert_eq!(plugins.len(), 2, "expected both plugins as children of awf");
+    // A call in flight must not keep the plugin alive either.
+    let _ = server.send_request(
+        "tools/call",
+        json!({"name": "faulty_sleep", "arguments": {"ms": 60000}}),
+    );
+    assert!(eventually(|| server.stderr().contains("sleeping 60000 ms")));
+    // SAFETY: kill(2) on the pid of a child we spawned.
+    assert_eq!(unsafe { libc::kill(awf, libc::SIGKILL) }, 0);
+    // Generous bound (see `eventually`): this is about "gone", not about speed.
+    for p in plugins {
+        assert!(eventually(|| dead(p)), "plugin {p} outlived awf");
+    }
+    server.wait();
+}
+
+#[test]
+fn plugins_list_reports_each_plugin_and_its_tools() {
+    let s = setup("list");
+    std::fs::create_dir_all(s.plugins.join("broken")).unwrap();
+    std::fs::write(
+        s.plugins.join("broken/plugin.yaml"),
+        "name: broken\nversion: 1\ndescription: x\nexecutabel: b\n",
+    )
+    .unwrap();
+    let out = Command::new(AWF)
+        .args(["plugins", "list", "--json"])
+        .envs(s.env())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["search_path"], json!([s.plugins]));
+    let plugins = report["plugins"].as_array().unwrap();
+    let by_state = |name: &str| {
+        plugins
+            .iter()
+            .find(|p| p["name"] == name || p["dir"].as_str().is_some_and(|d| d.ends_with(name)))
+            .unwrap_or_else(|| panic!("{name} not in {plugins:?}"))
+    };
+    let notes = by_state("notes");
+    assert_eq!(notes["state"], "ok");
+    assert_eq!(notes["version"], "0.1.0");
+    let tools: Vec<&str> = notes["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["tool"].as_str())
+        .collect();
+    assert_eq!(tools, ["notes_add", "notes_search"]);
+    assert_eq!(by_state("faulty")["state"], "ok");
+    let broken = by_state("broken");
+    assert_eq!(broken["state"], "invalid");
+    assert!(
+        broken["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `executabel`")
+    );
+
+    // A plugin that cannot start is listed as failed, with the reason.
+    let out = Command::new(AWF)
+        .args(["plugins", "list"])
+        .envs(s.env())
+        .env("FAULTY_BAD_HANDSHAKE", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("faulty 0.1.0  [failed]"), "{text}");
+    assert!(
+        text.contains("notes 0.1.0  [ok]") && text.contains("notes_search"),
+        "{text}"
+    );
+    assert!(
+        s.leftover_sockets().is_empty(),
+        "{:?}",
+        s.leftover_sockets()
+    );
+}
+
+#[test]
+fn tools_list_and_call_include_exposed_plugin_tools() {
+    let s = setup("cli");
+    let cfg = s.config(json!([{"plugin": "notes", "expose": ["add"]}]));
+    let out = Command::new(AWF)
+        .args(["tools", "list", "--config", cfg.to_str().unwrap()])
+        .envs(s.env())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("notes_add(text, tags?, meta?)"), "{text}");
+    assert!(text.contains("Read(path"), "{text}");
+
+    let out = Command::new(AWF)
+        .args([
+            "tools",
+            "call",
+            "notes_add",
+            r#"{"text": "hi", "tags": ["x", "y"]}"#,
+        ])
+        .args(["--config", cfg.to_str().unwrap(), "--json"])
+        .envs(s.env())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["is_error"], false);
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(text_and_data(text).1["tags"], json!(["x", "y"]));
+    assert!(
+        answer["audit"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["source"] == "plugin:notes"),
+        "{answer}"
+    );
+}
