@@ -527,7 +527,14 @@ fn strings_in(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) => out.push(s.clone()),
         Value::Array(a) => a.iter().for_each(|x| strings_in(x, out)),
-        Value::Object(o) => o.values().for_each(|x| strings_in(x, out)),
+        // A content part says what it is in `type`; only its payload is result text.
+        Value::Object(o) => match o.get("text") {
+            Some(Value::String(t)) => out.push(t.clone()),
+            _ => o
+                .iter()
+                .filter(|(k, _)| k.as_str() != "type")
+                .for_each(|(_, x)| strings_in(x, out)),
+        },
         _ => {}
     }
 }

@@ -1,0 +1,310 @@
+//! `claude`: Claude Code in print mode (`claude -p`). The per-step proxy is injected with
+//! `--mcp-config FILE --strict-mcp-config` (so no user or project MCP server joins in),
+//! `--allowedTools mcp__awf` (our tools run without a permission prompt) and, when builtins
+//! are intercepted, `--tools ""` (Claude Code's own file and shell tools are not offered).
+//! The output is `--output-format stream-json --verbose`, whose final `result` event
+//! carries the answer, the cost and the usage.
+//!
+//! This file also holds the option readers and output helpers the four CLI providers share.
+
+use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider, program_path};
+use crate::error::{AwfError, codes};
+use serde_json::{Map, Value, json};
+use std::path::Path;
+use std::process::ExitStatus;
+
+pub struct Claude;
+
+impl CliProvider for Claude {
+    fn name(&self) -> &'static str {
+        "claude"
+    }
+
+    fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {
+        let name = self.name();
+        let mut cmd = AgentCommand {
+            program: program_path(name, req.options),
+            ..AgentCommand::default()
+        };
+        let args = &mut cmd.args;
+        args.extend(["-p", "--output-format", "stream-json", "--verbose"].map(String::from));
+        if let Some(model) = opt_str(req.options, "model", name)? {
+            args.extend(["--model".to_string(), model]);
+        }
+        if let Some(proxy) = req.proxy {
+            let mut env = Map::new();
+            for (k, v) in &proxy.env {
+                env.insert(k.clone(), json!(v));
+            }
+            let config = json!({"mcpServers": {proxy.server_name.clone(): {
+                "type": "stdio",
+                "command": proxy.command,
+                "args": proxy.args,
+                "env": env,
+            }}});
+            let file = proxy.step_dir.join("claude-mcp.json");
+            write_private(&file, &serde_json::to_string_pretty(&config).expect("JSON"))?;
+            // `=` forms: these options take several values, and a bare value after them
+            // would swallow whatever follows.
+            args.push(format!("--mcp-config={}", file.display()));
+            args.push("--strict-mcp-config".to_string());
+            args.push(format!("--allowedTools=mcp__{}", proxy.server_name));
+            if proxy.intercept_builtins {
+                args.push("--tools=".to_string());
+            }
+            // Beside its own tools, Claude Code would hide MCP tools behind a ToolSearch
+            // tool (the model sees a placeholder until it searches); offer ours directly.
+            cmd.env.push(("ENABLE_TOOL_SEARCH".into(), "false".into()));
+        }
+        args.extend(extra_args(req.options, name)?);
+        args.push("--".to_string());
+        args.push(req.prompt.to_string());
+
+        if let Some(url) = opt_str(req.options, "base_url", name)? {
+            cmd.env.push(("ANTHROPIC_BASE_URL".into(), url));
+        }
+        if let Some(key) = api_key(req.options, name)? {
+            cmd.env.push(("ANTHROPIC_API_KEY".into(), key));
+        }
+        // No update checks, telemetry or other background calls from a workflow step.
+        cmd.env
+            .push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()));
+        Ok(cmd)
+    }
+
+    fn parse_output(
+        &self,
+        stdout: &str,
+        stderr: &str,
+        status: ExitStatus,
+    ) -> Result<AgentOutput, AwfError> {
+        let result = json_lines(stdout)
+            .filter(|v| v["type"] == "result")
+            .last();
+        let Some(result) = result else {
+            return Err(agent_failed(
+                "claude",
+                "printed no `result` event",
+                stderr,
+                status,
+            ));
+        };
+        let text = result["result"].as_str().unwrap_or("").to_string();
+        if result["is_error"].as_bool().unwrap_or(false)
+            || result["subtype"].as_str().is_some_and(|s| s != "success")
+        {
+            let why = format!(
+                "ended with {} : {}",
+                result["subtype"].as_str().unwrap_or("an error"),
+                excerpt(&text)
+            );
+            return Err(agent_failed("claude", &why, stderr, status));
+        }
+        if !status.success() {
+            return Err(agent_failed("claude", "exited with a failure", stderr, status));
+        }
+        Ok(AgentOutput {
+            text,
+            usage: result.get("usage").cloned(),
+            cost_usd: result["total_cost_usd"].as_f64(),
+        })
+    }
+}
+
+// ---- Shared by the CLI providers -------------------------------------------------------
+
+/// A string option, `None` when absent; any other type is a USER error naming the option.
+pub(super) fn opt_str(
+    options: &Map<String, Value>,
+    key: &str,
+    provider: &str,
+) -> Result<Option<String>, AwfError> {
+    match options.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(AwfError::new(
+            codes::AGENT_OPTION,
+            format!("option {key} of provider {provider} must be a string, not {other}"),
+        )),
+    }
+}
+
+/// `extra_args`: a list of strings appended to the CLI's arguments before the prompt.
+pub(super) fn extra_args(
+    options: &Map<String, Value>,
+    provider: &str,
+) -> Result<Vec<String>, AwfError> {
+    match options.get("extra_args") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str().map(String::from).ok_or_else(|| {
+                    AwfError::new(
+                        codes::AGENT_OPTION,
+                        format!(
+                            "option extra_args of provider {provider} must list strings; {v} is not one"
+                        ),
+                    )
+                })
+            })
+            .collect(),
+        Some(other) => Err(AwfError::new(
+            codes::AGENT_OPTION,
+            format!("option extra_args of provider {provider} must be a list of strings, not {other}"),
+        )),
+    }
+}
+
+/// The API key named by option `api_key_env` (the name of an environment variable, so the
+/// key itself never sits in a workflow file). `None` when the option is absent.
+pub(super) fn api_key(
+    options: &Map<String, Value>,
+    provider: &str,
+) -> Result<Option<String>, AwfError> {
+    let Some(var) = opt_str(options, "api_key_env", provider)? else {
+        return Ok(None);
+    };
+    match std::env::var(&var) {
+        Ok(v) if !v.is_empty() => Ok(Some(v)),
+        _ => Err(AwfError::new(
+            codes::AGENT_OPTION,
+            format!(
+                "provider {provider}: option api_key_env names {var}, but that environment variable is not set; export it or fix api_key_env"
+            ),
+        )),
+    }
+}
+
+/// Writes a generated per-step file readable by its owner only (it may hold keys).
+pub(super) fn write_private(path: &Path, contents: &str) -> Result<(), AwfError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io_err = |e: std::io::Error| {
+        AwfError::new(
+            codes::IO,
+            format!("cannot write the agent config {}: {e}", path.display()),
+        )
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io_err)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_err)?;
+    f.write_all(contents.as_bytes()).map_err(io_err)
+}
+
+/// The JSON objects among stdout's lines (CLIs mix in the odd non-JSON line).
+pub(super) fn json_lines(stdout: &str) -> impl Iterator<Item = Value> + '_ {
+    stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(Value::is_object)
+}
+
+/// The last 600 characters of a text, on one line, for error messages.
+pub(super) fn excerpt(text: &str) -> String {
+    let t = text.trim();
+    let chars: Vec<char> = t.chars().collect();
+    let start = chars.len().saturating_sub(600);
+    let tail: String = chars[start..].iter().collect();
+    let tail = tail.replace('\n', " | ");
+    if start > 0 { format!("…{tail}") } else { tail }
+}
+
+/// An EXECUTION error for a failed agent run, with the exit status and stderr's tail.
+pub(super) fn agent_failed(
+    provider: &str,
+    what: &str,
+    stderr: &str,
+    status: ExitStatus,
+) -> AwfError {
+    let err = excerpt(stderr);
+    AwfError::new(
+        codes::AGENT_FAILED,
+        format!(
+            "the {provider} agent {what} ({status}){}",
+            if err.is_empty() {
+                String::new()
+            } else {
+                format!("; stderr: {err}")
+            }
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::ProxyInjection;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn ok() -> ExitStatus {
+        ExitStatus::from_raw(0)
+    }
+
+    #[test]
+    fn command_injects_the_proxy_and_removes_builtins() {
+        let dir = std::env::temp_dir().join(format!("awf-claude-unit-{}", std::process::id()));
+        let proxy = ProxyInjection {
+            server_name: "awf".into(),
+            command: "/bin/awf".into(),
+            args: vec!["mcp-serve".into(), "--config".into(), "/s/c.json".into()],
+            env: vec![("TRACEPARENT".into(), "00-x".into())],
+            intercept_builtins: true,
+            tool_names: vec!["Read".into()],
+            step_dir: dir.clone(),
+        };
+        let options: Map<String, Value> =
+            serde_json::from_value(json!({"model": "m1", "base_url": "http://h", "extra_args": ["--x"]}))
+                .unwrap();
+        let req = AgentRequest {
+            state: "s",
+            prompt: "-do it",
+            options: &options,
+            workdir: Path::new("/w"),
+            proxy: Some(&proxy),
+        };
+        let cmd = Claude.command(&req).unwrap();
+        let file = dir.join("claude-mcp.json");
+        assert!(cmd.args.contains(&format!("--mcp-config={}", file.display())));
+        assert!(cmd.args.contains(&"--tools=".to_string()));
+        assert!(cmd.args.contains(&"--allowedTools=mcp__awf".to_string()));
+        assert_eq!(&cmd.args[cmd.args.len() - 3..], ["--x", "--", "-do it"]);
+        assert!(cmd.env.contains(&("ANTHROPIC_BASE_URL".into(), "http://h".into())));
+        let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(written["mcpServers"]["awf"]["args"][2], "/s/c.json");
+        assert_eq!(written["mcpServers"]["awf"]["env"]["TRACEPARENT"], "00-x");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn api_key_env_names_a_missing_variable() {
+        let options: Map<String, Value> =
+            serde_json::from_value(json!({"api_key_env": "AWF_TEST_SURELY_UNSET_KEY"})).unwrap();
+        let e = api_key(&options, "claude").unwrap_err();
+        assert_eq!(e.code(), codes::AGENT_OPTION);
+        assert!(e.message().contains("AWF_TEST_SURELY_UNSET_KEY"));
+    }
+
+    #[test]
+    fn parse_output_reads_the_result_event() {
+        let out = "{\"type\":\"system\"}\nnot json\n{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\",\"total_cost_usd\":0.5,\"usage\":{\"input_tokens\":3}}\n";
+        let o = Claude.parse_output(out, "", ok()).unwrap();
+        assert_eq!(o.text, "done");
+        assert_eq!(o.cost_usd, Some(0.5));
+        assert_eq!(o.usage.unwrap()["input_tokens"], 3);
+        let e = Claude
+            .parse_output("{\"type\":\"result\",\"subtype\":\"error_max_turns\",\"is_error\":true}", "boom", ok())
+            .unwrap_err();
+        assert_eq!(e.code(), codes::AGENT_FAILED);
+        assert!(e.message().contains("error_max_turns") && e.message().contains("boom"));
+        assert!(Claude.parse_output("", "", ok()).is_err());
+    }
+}

@@ -1,0 +1,241 @@
+//! `codex`: OpenAI Codex CLI in exec mode (`codex exec --json`). The per-step proxy is one
+//! `-c mcp_servers.awf={…}` override whose `env` table carries everything `awf mcp-serve`
+//! needs (Codex passes only HOME, PATH, LANG and a few more to MCP servers) and whose
+//! `default_tools_approval_mode = "approve"` lets our tools run without a prompt.
+//! `--ignore-user-config --strict-config` keep the user's own config out of the step.
+//! With intercepted builtins the shell, image viewer, goals, web search and sub-agents are
+//! disabled; what Codex cannot switch off is named in a warning. A `base_url` option
+//! becomes a model provider of its own (`wire_api = "responses"`).
+
+use super::claude::{agent_failed, api_key, extra_args, json_lines, opt_str};
+use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider, program_path};
+use crate::error::AwfError;
+use std::process::ExitStatus;
+
+pub struct Codex;
+
+/// Tools Codex 0.171 still offers with the shell and every switchable tool disabled; none
+/// reads or writes files or runs commands.
+pub const NON_REMOVABLE_TOOLS: &[&str] = &[
+    "list_mcp_resources",
+    "list_mcp_resource_templates",
+    "read_mcp_resource",
+    "request_user_input",
+];
+
+/// The id under which a `base_url` option is registered as a Codex model provider.
+const PROVIDER_ID: &str = "awf_model";
+
+impl CliProvider for Codex {
+    fn name(&self) -> &'static str {
+        "codex"
+    }
+
+    fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {
+        let name = self.name();
+        let mut cmd = AgentCommand {
+            program: program_path(name, req.options),
+            ..AgentCommand::default()
+        };
+        let args = &mut cmd.args;
+        args.extend(
+            [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--ephemeral",
+                "--ignore-user-config",
+                "--strict-config",
+            ]
+            .map(String::from),
+        );
+        if let Some(model) = opt_str(req.options, "model", name)? {
+            args.extend(["-m".to_string(), model]);
+        }
+        if let Some(url) = opt_str(req.options, "base_url", name)? {
+            let mut provider = format!(
+                "{{name={},base_url={},wire_api=\"responses\"",
+                toml_str("awf"),
+                toml_str(&url)
+            );
+            if let Some(var) = opt_str(req.options, "api_key_env", name)? {
+                // Checked here so a missing key fails before Codex starts.
+                api_key(req.options, name)?;
+                provider.push_str(&format!(",env_key={}", toml_str(&var)));
+            }
+            provider.push('}');
+            args.push("-c".into());
+            args.push(format!("model_providers.{PROVIDER_ID}={provider}"));
+            args.push("-c".into());
+            args.push(format!("model_provider={}", toml_str(PROVIDER_ID)));
+        }
+        if let Some(proxy) = req.proxy {
+            let env: Vec<String> = proxy
+                .env
+                .iter()
+                .map(|(k, v)| format!("{}={}", toml_str(k), toml_str(v)))
+                .collect();
+            let server_args: Vec<String> = proxy.args.iter().map(|a| toml_str(a)).collect();
+            args.push("-c".into());
+            args.push(format!(
+                "mcp_servers.{}={{command={},args=[{}],env={{{}}},default_tools_approval_mode=\"approve\"}}",
+                proxy.server_name,
+                toml_str(&proxy.command.to_string_lossy()),
+                server_args.join(","),
+                env.join(",")
+            ));
+            if proxy.intercept_builtins {
+                for feature in ["shell_tool", "view_image", "goals"] {
+                    args.extend(["--disable".to_string(), feature.to_string()]);
+                }
+                args.extend(
+                    ["-c", "web_search=\"disabled\"", "-c", "agents.enabled=false"]
+                        .map(String::from),
+                );
+                cmd.warnings.push(format!(
+                    "codex: with intercept_builtins, Codex still offers its non-file tools {} besides the awf tools; they cannot be disabled",
+                    NON_REMOVABLE_TOOLS.join(", ")
+                ));
+            }
+        }
+        args.extend(extra_args(req.options, name)?);
+        args.push("--".to_string());
+        args.push(req.prompt.to_string());
+        Ok(cmd)
+    }
+
+    fn parse_output(
+        &self,
+        stdout: &str,
+        stderr: &str,
+        status: ExitStatus,
+    ) -> Result<AgentOutput, AwfError> {
+        let mut text = None;
+        let mut usage = None;
+        let mut failure = None;
+        for ev in json_lines(stdout) {
+            match ev["type"].as_str() {
+                Some("item.completed") if ev["item"]["type"] == "agent_message" => {
+                    text = ev["item"]["text"].as_str().map(String::from);
+                }
+                Some("turn.completed") => usage = ev.get("usage").cloned(),
+                Some("turn.failed") => {
+                    failure = ev["error"]["message"].as_str().map(String::from);
+                }
+                Some("error") => {
+                    failure = ev["message"].as_str().map(String::from);
+                }
+                _ => {}
+            }
+        }
+        if let Some(f) = failure {
+            return Err(agent_failed(
+                "codex",
+                &format!("failed: {}", super::claude::excerpt(&f)),
+                stderr,
+                status,
+            ));
+        }
+        if !status.success() {
+            return Err(agent_failed("codex", "exited with a failure", stderr, status));
+        }
+        let Some(text) = text else {
+            return Err(agent_failed(
+                "codex",
+                "printed no agent message",
+                stderr,
+                status,
+            ));
+        };
+        Ok(AgentOutput {
+            text,
+            usage,
+            cost_usd: None,
+        })
+    }
+}
+
+/// A TOML basic string (what `-c key=value` parses), escaping what TOML requires.
+fn toml_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\u{:04X}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::ProxyInjection;
+    use serde_json::{Map, Value, json};
+    use std::os::unix::process::ExitStatusExt;
+    use std::path::Path;
+
+    #[test]
+    fn toml_strings_are_escaped() {
+        assert_eq!(toml_str("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+    }
+
+    #[test]
+    fn command_carries_the_server_env_and_disables_native_tools() {
+        let proxy = ProxyInjection {
+            server_name: "awf".into(),
+            command: "/bin/awf".into(),
+            args: vec!["mcp-serve".into(), "--config".into(), "/s/c.json".into()],
+            env: vec![("TRACEPARENT".into(), "00-x".into())],
+            intercept_builtins: true,
+            tool_names: vec!["Read".into()],
+            step_dir: "/s".into(),
+        };
+        let options: Map<String, Value> =
+            serde_json::from_value(json!({"model": "m", "base_url": "http://h/v1"})).unwrap();
+        let req = AgentRequest {
+            state: "s",
+            prompt: "p",
+            options: &options,
+            workdir: Path::new("/w"),
+            proxy: Some(&proxy),
+        };
+        let cmd = Codex.command(&req).unwrap();
+        assert!(cmd.args.contains(
+            &"mcp_servers.awf={command=\"/bin/awf\",args=[\"mcp-serve\",\"--config\",\"/s/c.json\"],env={\"TRACEPARENT\"=\"00-x\"},default_tools_approval_mode=\"approve\"}".to_string()
+        ));
+        assert!(cmd.args.contains(&"shell_tool".to_string()));
+        assert!(cmd.args.contains(&"model_provider=\"awf_model\"".to_string()));
+        assert_eq!(cmd.warnings.len(), 1);
+        assert!(cmd.warnings[0].contains("request_user_input"));
+    }
+
+    #[test]
+    fn parse_output_takes_the_last_agent_message() {
+        let out = r#"{"type":"thread.started"}
+{"type":"item.completed","item":{"type":"agent_message","text":"first"}}
+{"type":"item.completed","item":{"type":"mcp_tool_call"}}
+{"type":"item.completed","item":{"type":"agent_message","text":"last"}}
+{"type":"turn.completed","usage":{"input_tokens":5}}"#;
+        let o = Codex.parse_output(out, "", ExitStatus::from_raw(0)).unwrap();
+        assert_eq!(o.text, "last");
+        assert_eq!(o.usage.unwrap()["input_tokens"], 5);
+        let e = Codex
+            .parse_output(
+                r#"{"type":"turn.failed","error":{"message":"stream disconnected"}}"#,
+                "",
+                ExitStatus::from_raw(256),
+            )
+            .unwrap_err();
+        assert!(e.message().contains("stream disconnected"));
+    }
+}

@@ -1,0 +1,244 @@
+//! `opencode`: OpenCode's one-shot mode (`opencode run --format json`). The per-step proxy
+//! is a config file named by `OPENCODE_CONFIG` that declares the MCP server as a local
+//! server with an explicit environment, and, when builtins are intercepted, a permission
+//! table that denies every tool but ours (`awf_*`), which also keeps the denied tools out of
+//! what the model is offered. A `base_url` option becomes an OpenAI-compatible provider in
+//! the same file (`-m awf-model/<model>`).
+
+use super::claude::{
+    agent_failed, api_key, excerpt, extra_args, json_lines, opt_str, write_private,
+};
+use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider, program_path};
+use crate::error::{AwfError, codes};
+use serde_json::{Map, Value, json};
+use std::process::ExitStatus;
+
+pub struct OpenCode;
+
+/// The provider id a `base_url` option is registered under.
+const PROVIDER_ID: &str = "awf-model";
+
+impl CliProvider for OpenCode {
+    fn name(&self) -> &'static str {
+        "opencode"
+    }
+
+    fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {
+        let name = self.name();
+        let mut cmd = AgentCommand {
+            program: program_path(name, req.options),
+            ..AgentCommand::default()
+        };
+        let model = opt_str(req.options, "model", name)?;
+        let base_url = opt_str(req.options, "base_url", name)?;
+        let mut config = json!({"$schema": "https://opencode.ai/config.json"});
+        // The model id: with base_url, ours; else as given ("provider/model").
+        let model_ref = match (&base_url, &model) {
+            (Some(url), Some(m)) => {
+                let mut options = json!({"baseURL": url});
+                if let Some(var) = opt_str(req.options, "api_key_env", name)? {
+                    api_key(req.options, name)?;
+                    options["apiKey"] = json!(format!("{{env:{var}}}"));
+                }
+                config["provider"] = json!({PROVIDER_ID: {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "awf model",
+                    "options": options,
+                    "models": {m.clone(): {"name": m}},
+                }});
+                Some(format!("{PROVIDER_ID}/{m}"))
+            }
+            (Some(_), None) => {
+                return Err(AwfError::new(
+                    codes::AGENT_OPTION,
+                    "provider opencode: option base_url needs option model (the model id at that endpoint)",
+                ));
+            }
+            (None, m) => m.clone(),
+        };
+        if let Some(proxy) = req.proxy {
+            let mut environment = Map::new();
+            for (k, v) in &proxy.env {
+                environment.insert(k.clone(), json!(v));
+            }
+            let mut command = vec![proxy.command.to_string_lossy().into_owned()];
+            command.extend(proxy.args.iter().cloned());
+            config["mcp"] = json!({proxy.server_name.clone(): {
+                "type": "local",
+                "command": command,
+                "environment": environment,
+                "enabled": true,
+            }});
+            if proxy.intercept_builtins {
+                config["permission"] =
+                    json!({"*": "deny", format!("{}_*", proxy.server_name): "allow"});
+            }
+            let file = proxy.step_dir.join("opencode.json");
+            write_private(&file, &serde_json::to_string_pretty(&config).expect("JSON"))?;
+            cmd.env
+                .push(("OPENCODE_CONFIG".into(), file.to_string_lossy().into_owned()));
+        } else if config.get("provider").is_some() {
+            // No step dir without a proxy: the provider goes in through the environment.
+            cmd.env
+                .push(("OPENCODE_CONFIG_CONTENT".into(), config.to_string()));
+        }
+        // A workflow step must not update OpenCode or share sessions.
+        cmd.env
+            .push(("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()));
+        cmd.env.push(("OPENCODE_DISABLE_SHARE".into(), "1".into()));
+        cmd.args
+            .extend(["run", "--format", "json", "--title"].map(String::from));
+        cmd.args.push(format!("awf {}", req.state));
+        if let Some(m) = model_ref {
+            cmd.args.extend(["-m".to_string(), m]);
+        }
+        cmd.args.extend(extra_args(req.options, name)?);
+        cmd.args.push("--".to_string());
+        cmd.args.push(req.prompt.to_string());
+        Ok(cmd)
+    }
+
+    fn parse_output(
+        &self,
+        stdout: &str,
+        stderr: &str,
+        status: ExitStatus,
+    ) -> Result<AgentOutput, AwfError> {
+        // Text parts after the last tool call form the answer; step_finish parts carry
+        // tokens and cost, summed over the run's model calls.
+        let mut text = String::new();
+        let mut cost = None::<f64>;
+        let mut tokens: Option<Value> = None;
+        let mut failure = None;
+        let mut seen = false;
+        for ev in json_lines(stdout) {
+            seen = true;
+            match ev["type"].as_str() {
+                Some("text") => {
+                    if let Some(t) = ev["part"]["text"].as_str() {
+                        text.push_str(t);
+                    }
+                }
+                Some("tool_use") => text.clear(),
+                Some("step_finish") => {
+                    if let Some(c) = ev["part"]["cost"].as_f64() {
+                        *cost.get_or_insert(0.0) += c;
+                    }
+                    if let Some(t) = ev["part"].get("tokens") {
+                        tokens = Some(add_tokens(tokens.take(), t));
+                    }
+                }
+                Some("error") => {
+                    failure = Some(
+                        ev["error"]["data"]["message"]
+                            .as_str()
+                            .or_else(|| ev["error"]["message"].as_str())
+                            .map(String::from)
+                            .unwrap_or_else(|| ev["error"].to_string()),
+                    );
+                }
+                _ => {}
+            }
+        }
+        if let Some(f) = failure {
+            return Err(agent_failed(
+                "opencode",
+                &format!("failed: {}", excerpt(&f)),
+                stderr,
+                status,
+            ));
+        }
+        if !status.success() || !seen {
+            return Err(agent_failed(
+                "opencode",
+                if seen {
+                    "exited with a failure"
+                } else {
+                    "printed no JSON event"
+                },
+                stderr,
+                status,
+            ));
+        }
+        Ok(AgentOutput {
+            text,
+            usage: tokens,
+            cost_usd: cost,
+        })
+    }
+}
+
+/// Sums two token records field by field (numbers, nested objects such as `cache`).
+fn add_tokens(acc: Option<Value>, t: &Value) -> Value {
+    match (acc, t) {
+        (None, t) => t.clone(),
+        (Some(Value::Object(mut a)), Value::Object(b)) => {
+            for (k, v) in b {
+                let prev = a.remove(k);
+                a.insert(k.clone(), add_tokens(prev, v));
+            }
+            Value::Object(a)
+        }
+        (Some(Value::Number(a)), Value::Number(b)) => json!(
+            a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0)
+        ),
+        (Some(_), t) => t.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::ProxyInjection;
+    use std::os::unix::process::ExitStatusExt;
+    use std::path::Path;
+
+    #[test]
+    fn config_declares_the_server_the_permissions_and_the_provider() {
+        let dir = std::env::temp_dir().join(format!("awf-opencode-unit-{}", std::process::id()));
+        let proxy = ProxyInjection {
+            server_name: "awf".into(),
+            command: "/bin/awf".into(),
+            args: vec!["mcp-serve".into(), "--config".into(), "/c".into()],
+            env: vec![("AWF_LOG".into(), "debug".into())],
+            intercept_builtins: true,
+            tool_names: vec!["Read".into()],
+            step_dir: dir.clone(),
+        };
+        let options: Map<String, Value> =
+            serde_json::from_value(json!({"model": "m", "base_url": "http://h/v1"})).unwrap();
+        let req = AgentRequest {
+            state: "review",
+            prompt: "p",
+            options: &options,
+            workdir: Path::new("/w"),
+            proxy: Some(&proxy),
+        };
+        let cmd = OpenCode.command(&req).unwrap();
+        assert!(cmd.args.windows(2).any(|w| w == ["-m", "awf-model/m"]));
+        let c: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("opencode.json")).unwrap())
+                .unwrap();
+        assert_eq!(c["mcp"]["awf"]["command"], json!(["/bin/awf", "mcp-serve", "--config", "/c"]));
+        assert_eq!(c["mcp"]["awf"]["environment"]["AWF_LOG"], "debug");
+        assert_eq!(c["permission"], json!({"*": "deny", "awf_*": "allow"}));
+        assert_eq!(c["provider"]["awf-model"]["options"]["baseURL"], "http://h/v1");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn parse_output_sums_cost_and_keeps_the_final_text() {
+        let out = r#"{"type":"step_start","part":{}}
+{"type":"text","part":{"text":"thinking"}}
+{"type":"tool_use","part":{"tool":"awf_Read"}}
+{"type":"step_finish","part":{"cost":0.25,"tokens":{"input":3,"cache":{"read":1}}}}
+{"type":"text","part":{"text":"done"}}
+{"type":"step_finish","part":{"cost":0.5,"tokens":{"input":4,"cache":{"read":2}}}}"#;
+        let o = OpenCode
+            .parse_output(out, "", ExitStatus::from_raw(0))
+            .unwrap();
+        assert_eq!(o.text, "done");
+        assert_eq!(o.cost_usd, Some(0.75));
+        assert_eq!(o.usage.unwrap(), json!({"input": 7.0, "cache": {"read": 3.0}}));
+    }
+}

@@ -1,0 +1,75 @@
+//! Claude Code (the pinned CLI) with the `claude` provider's injection, against the fake
+//! model (Anthropic Messages) and a real `awf mcp-serve`: the model reads, greps and edits
+//! through our tools only.
+
+#[path = "fake_model/mod.rs"]
+mod fake_model;
+#[path = "fake_model/agent_harness.rs"]
+mod harness;
+
+use awf::providers::claude::Claude;
+use fake_model::FakeModel;
+use harness::*;
+use serde_json::json;
+
+fn claude_env() -> Vec<(&'static str, String)> {
+    // As root, Claude Code refuses its permission-skipping modes outside a sandbox; the
+    // test runs in CI containers as root.
+    vec![
+        ("ANTHROPIC_API_KEY", "sk-ant-fake".to_string()),
+        ("IS_SANDBOX", "1".to_string()),
+    ]
+}
+
+#[test]
+fn claude_reads_greps_and_edits_through_awf_only() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    let fake = FakeModel::start(read_grep_edit());
+    let step = Step::new("claude");
+    let run = run_cli(
+        &Claude,
+        &cli,
+        &step,
+        json!({"model": "claude-sonnet-4-5", "base_url": fake.base_url()}),
+        &step.injection(true),
+        &claude_env(),
+    );
+    assert_read_grep_edit(&step, &fake, &run, "mcp__awf__");
+    let offered = fake.offered_tools();
+    let ours: Vec<String> = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
+        .iter()
+        .map(|t| format!("mcp__awf__{t}"))
+        .collect();
+    assert!(
+        offered.iter().all(|t| ours.contains(t)),
+        "offered beyond awf: {offered:?}\n{}",
+        run.context(&fake)
+    );
+    eprintln!("claude offered: {offered:?}");
+    eprintln!("claude output: {:?}", run.output.as_ref().map(|o| (&o.text, o.cost_usd, &o.usage)));
+}
+
+#[test]
+fn claude_without_interception_offers_its_own_tools_beside_awf() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    let fake = FakeModel::start(read_grep_edit());
+    let step = Step::new("claude-both");
+    let run = run_cli(
+        &Claude,
+        &cli,
+        &step,
+        json!({"model": "claude-sonnet-4-5", "base_url": fake.base_url()}),
+        &step.injection(false),
+        &claude_env(),
+    );
+    assert_read_grep_edit(&step, &fake, &run, "mcp__awf__");
+    let offered = fake.offered_tools();
+    for t in ["mcp__awf__Read", "mcp__awf__Edit", "Read", "Edit", "Bash"] {
+        assert!(offered.contains(&t.to_string()), "{t} not offered: {offered:?}");
+    }
+    eprintln!("claude (no interception) offered: {offered:?}");
+}

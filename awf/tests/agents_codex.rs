@@ -1,0 +1,77 @@
+//! Codex (the pinned CLI) with the `codex` provider's injection, against the fake model
+//! (OpenAI Responses, namespaced MCP tools) and a real `awf mcp-serve`: the model reads,
+//! greps and edits through our tools; only Codex's few non-removable, non-file tools remain.
+
+#[path = "fake_model/mod.rs"]
+mod fake_model;
+#[path = "fake_model/agent_harness.rs"]
+mod harness;
+
+use awf::providers::codex::{Codex, NON_REMOVABLE_TOOLS};
+use fake_model::FakeModel;
+use harness::*;
+use serde_json::json;
+
+fn codex_env(step: &Step) -> Vec<(&'static str, String)> {
+    // Codex keeps its state in CODEX_HOME; the test's private one.
+    vec![("CODEX_HOME", step.home.join(".codex").to_string_lossy().into_owned())]
+}
+
+#[test]
+fn codex_reads_greps_and_edits_through_awf_with_its_shell_disabled() {
+    let Some(cli) = agent_cli("codex") else {
+        return;
+    };
+    let fake = FakeModel::start(read_grep_edit());
+    let step = Step::new("codex");
+    std::fs::create_dir_all(step.home.join(".codex")).unwrap();
+    let run = run_cli(
+        &Codex,
+        &cli,
+        &step,
+        json!({"model": "gpt-5-codex", "base_url": format!("{}/v1", fake.base_url())}),
+        &step.injection(true),
+        &codex_env(&step),
+    );
+    assert_read_grep_edit(&step, &fake, &run, "mcp__awf__");
+    let offered = fake.offered_tools();
+    eprintln!("codex offered: {offered:?}");
+    let ours: Vec<String> = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
+        .iter()
+        .map(|t| format!("mcp__awf__{t}"))
+        .collect();
+    let others: Vec<&String> = offered.iter().filter(|t| !ours.contains(t)).collect();
+    assert!(
+        others.iter().all(|t| NON_REMOVABLE_TOOLS.contains(&t.as_str())),
+        "codex offered native tools beyond the non-removable ones: {others:?}\n{}",
+        run.context(&fake)
+    );
+    assert_eq!(run.command.warnings.len(), 1);
+}
+
+#[test]
+fn codex_without_interception_offers_its_shell_beside_awf() {
+    let Some(cli) = agent_cli("codex") else {
+        return;
+    };
+    let fake = FakeModel::start(read_grep_edit());
+    let step = Step::new("codex-both");
+    std::fs::create_dir_all(step.home.join(".codex")).unwrap();
+    let run = run_cli(
+        &Codex,
+        &cli,
+        &step,
+        json!({"model": "gpt-5-codex", "base_url": format!("{}/v1", fake.base_url())}),
+        &step.injection(false),
+        &codex_env(&step),
+    );
+    assert_read_grep_edit(&step, &fake, &run, "mcp__awf__");
+    let offered = fake.offered_tools();
+    eprintln!("codex (no interception) offered: {offered:?}");
+    assert!(offered.contains(&"mcp__awf__Read".to_string()), "{offered:?}");
+    assert!(
+        offered.iter().any(|t| t == "shell" || t == "exec_command" || t == "shell_command"),
+        "no shell tool offered: {offered:?}"
+    );
+    assert!(run.command.warnings.is_empty());
+}

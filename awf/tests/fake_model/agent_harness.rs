@@ -1,0 +1,308 @@
+//! Shared harness of the `agents_*` tests: finds a pinned agent CLI, builds a work tree
+//! with fixtures, writes the `awf mcp-serve` config, runs the CLI the way a provider's
+//! [`AgentCommand`] says (against the fake model), and checks the step's outcome: the edit
+//! on disk, the audit pairs, the answer quoting the tool results, the tools offered.
+//! Included next to `fake_model` with `#[path = "fake_model/agent_harness.rs"]`.
+#![allow(dead_code)]
+
+use crate::fake_model::{FakeModel, Script};
+use awf::providers::{AgentCommand, AgentOutput, AgentRequest, CliProvider, ProxyInjection};
+use serde_json::{Map, Value, json};
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub const AWF: &str = env!("CARGO_BIN_EXE_awf");
+
+/// Per-run limit for one CLI: starts take seconds; this only stops a hung run.
+pub const RUN_LIMIT: Duration = Duration::from_secs(150);
+
+/// Text of the fixture file the model reads; the answer must quote it.
+pub const FIXTURE_TEXT: &str = "FIXTURE-LINE alpha-42: the model must quote this";
+/// What the model greps for; found in `src/needle.rs` only.
+pub const NEEDLE: &str = "NEEDLE_7731";
+
+/// The pinned CLI `name` under the tools dir, or `None` (with a message) when it is not
+/// installed; with CI=true a missing CLI fails the test instead.
+pub fn agent_cli(name: &str) -> Option<PathBuf> {
+    let tools = std::env::var_os("AWF_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
+    let path = tools.join("agents/node_modules/.bin").join(name);
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!(
+            "{name} is not installed at {}; .ci/run installs the pinned agent CLIs there",
+            path.display()
+        );
+    }
+    eprintln!(
+        "SKIP: {name} is not installed at {} (run .ci/run or npm install in .tools/agents)",
+        path.display()
+    );
+    None
+}
+
+/// A work tree, a private step dir and the mcp-serve config of one test.
+pub struct Step {
+    pub base: PathBuf,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub step_dir: PathBuf,
+    pub audit: PathBuf,
+    pub serve_config: PathBuf,
+}
+
+impl Step {
+    pub fn new(name: &str) -> Step {
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("awf-agents-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let root = base.join("root");
+        let home = base.join("home");
+        let step_dir = base.join("step");
+        for d in [&root, &home, &step_dir] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::set_permissions(&step_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::create_dir_all(root.join("docs")).unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join("docs/fixture.txt"), format!("{FIXTURE_TEXT}\n")).unwrap();
+        std::fs::write(
+            root.join("src/needle.rs"),
+            format!("// marker {NEEDLE} lives here\nfn main() {{}}\n"),
+        )
+        .unwrap();
+        std::fs::write(root.join("src/config.txt"), "mode = OLD_VALUE\n").unwrap();
+        let audit = base.join("audit.jsonl");
+        let serve_config = step_dir.join("serve.json");
+        std::fs::write(
+            &serve_config,
+            json!({"root": root, "audit_path": audit, "run_id": "agents-test", "step_id": name})
+                .to_string(),
+        )
+        .unwrap();
+        Step {
+            base,
+            root,
+            home,
+            step_dir,
+            audit,
+            serve_config,
+        }
+    }
+
+    pub fn injection(&self, intercept_builtins: bool) -> ProxyInjection {
+        ProxyInjection {
+            server_name: "awf".into(),
+            command: AWF.into(),
+            args: vec![
+                "mcp-serve".into(),
+                "--config".into(),
+                self.serve_config.to_string_lossy().into_owned(),
+            ],
+            env: vec![(
+                "TRACEPARENT".into(),
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+            )],
+            intercept_builtins,
+            tool_names: ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
+                .map(String::from)
+                .to_vec(),
+            step_dir: self.step_dir.clone(),
+        }
+    }
+
+    /// The audit records (JSONL).
+    pub fn audit_records(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.audit)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("audit line is JSON"))
+            .collect()
+    }
+}
+
+/// The script of every test: Read the fixture, Grep the tree, Edit a file, then answer.
+pub fn read_grep_edit() -> Script {
+    Script::new()
+        .call("Read", json!({"path": "docs/fixture.txt"}))
+        .call("Grep", json!({"pattern": NEEDLE, "output_mode": "content"}))
+        .call(
+            "Edit",
+            json!({"path": "src/config.txt", "old": "OLD_VALUE", "new": "NEW_VALUE"}),
+        )
+}
+
+/// What one CLI run left behind.
+pub struct Run {
+    pub command: AgentCommand,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub output: Result<AgentOutput, awf::error::AwfError>,
+}
+
+impl Run {
+    /// Everything a failing assertion should show.
+    pub fn context(&self, fake: &FakeModel) -> String {
+        format!(
+            "command: {:?} {:?}\nenv: {:?}\nstatus: {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- fake model ---\n{}",
+            self.command.program,
+            self.command.args,
+            self.command.env,
+            self.status,
+            tail(&self.stdout),
+            tail(&self.stderr),
+            fake.describe()
+        )
+    }
+}
+
+fn tail(s: &str) -> &str {
+    let mut start = s.len().saturating_sub(6000);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// Builds the provider's command and runs it in the work tree, as the runner does: own
+/// process group, stdin from /dev/null, HOME in the test's dir (no user config leaks in).
+pub fn run_cli(
+    provider: &dyn CliProvider,
+    program: &Path,
+    step: &Step,
+    options: Value,
+    proxy: &ProxyInjection,
+    extra_env: &[(&str, String)],
+) -> Run {
+    let options: Map<String, Value> = serde_json::from_value(options).unwrap();
+    let mut options = options;
+    options.insert("command".into(), json!(program));
+    let req = AgentRequest {
+        state: "edit",
+        prompt: "Read docs/fixture.txt, grep the tree for the needle, then edit src/config.txt.",
+        options: &options,
+        workdir: &step.root,
+        proxy: Some(proxy),
+    };
+    let command = provider.command(&req).expect("provider builds its command");
+    let mut cmd = Command::new(&command.program);
+    cmd.args(&command.args)
+        .current_dir(&step.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // A clean, private home: no user settings, sessions or credentials join the test.
+    cmd.env("HOME", &step.home)
+        .env("XDG_CONFIG_HOME", step.home.join(".config"))
+        .env("XDG_DATA_HOME", step.home.join(".local/share"))
+        .env("XDG_CACHE_HOME", step.home.join(".cache"))
+        .env("XDG_STATE_HOME", step.home.join(".local/state"))
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("TRACEPARENT");
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    for (k, v) in &command.env {
+        cmd.env(k, v);
+    }
+    for k in &command.env_remove {
+        cmd.env_remove(k);
+    }
+    let mut child = cmd.spawn().expect("spawn the agent CLI");
+    let pid = child.id() as i32;
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > RUN_LIMIT {
+            // SAFETY: signalling the process group this test created.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Whatever the CLI left in its group (an MCP server, a helper) goes with it.
+    // SAFETY: as above; ESRCH when the group is already gone is fine.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    let stdout = out_t.join().unwrap();
+    let stderr = err_t.join().unwrap();
+    let output = provider.parse_output(&stdout, &stderr, status);
+    Run {
+        command,
+        status,
+        stdout,
+        stderr,
+        output,
+    }
+}
+
+/// The checks every successful Read/Grep/Edit run must pass.
+pub fn assert_read_grep_edit(step: &Step, fake: &FakeModel, run: &Run, prefix_forms: &str) {
+    let ctx = run.context(fake);
+    let output = match &run.output {
+        Ok(o) => o,
+        Err(e) => panic!("the agent run failed: {e}\n{ctx}"),
+    };
+    // The model called our three tools, in order.
+    let calls: Vec<String> = fake.tool_calls().into_iter().map(|(n, _)| n).collect();
+    let expected: Vec<String> = ["Read", "Grep", "Edit"]
+        .iter()
+        .map(|t| format!("{prefix_forms}{t}"))
+        .collect();
+    assert_eq!(calls, expected, "tool calls\n{ctx}");
+    // The edit reached the disk.
+    let edited = std::fs::read_to_string(step.root.join("src/config.txt")).unwrap();
+    assert_eq!(edited, "mode = NEW_VALUE\n", "{ctx}");
+    // The audit file holds the three call/result pairs.
+    let records = step.audit_records();
+    let calls: Vec<&Value> = records.iter().filter(|r| r["type"] == "tool.call").collect();
+    let results: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "tool.result")
+        .collect();
+    let names: Vec<&str> = calls.iter().map(|r| r["tool"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Read", "Grep", "Edit"], "audit: {records:#?}\n{ctx}");
+    assert_eq!(results.len(), 3, "audit: {records:#?}");
+    for (c, r) in calls.iter().zip(&results) {
+        assert_eq!(c["call_id"], r["call_id"], "audit pair");
+        assert_eq!(r["outcome"], "ok", "audit result: {r}");
+    }
+    // The final answer quotes what the tools returned.
+    assert!(
+        output.text.contains("FAKE-MODEL-FINAL"),
+        "answer: {:?}\n{ctx}",
+        output.text
+    );
+    assert!(
+        output.text.contains(FIXTURE_TEXT),
+        "answer lacks the Read result: {:?}\n{ctx}",
+        output.text
+    );
+    assert!(
+        output.text.contains("needle.rs"),
+        "answer lacks the Grep result: {:?}\n{ctx}",
+        output.text
+    );
+}
