@@ -41,6 +41,28 @@ pub enum Cmd {
     /// Inspect the installed plugins (AWF_PLUGINS_PATH, else .awf/plugins and the XDG data dir).
     #[command(subcommand)]
     Plugins(PluginsCmd),
+    /// Check a workflow file and report every problem (code, path, line, hint).
+    Validate {
+        /// The workflow YAML file.
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        format: String,
+    },
+    /// Run a workflow: its states from `initial`, agent steps with their tool proxy.
+    Run {
+        /// The workflow YAML file.
+        file: PathBuf,
+        /// An input value, KEY=VALUE (repeatable).
+        #[arg(long = "input", value_name = "KEY=VALUE")]
+        inputs: Vec<String>,
+        /// Summary format on stdout.
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        output: String,
+        /// Directory for the steps' audit files (default: <tmp>/awf-runs/<run id>).
+        #[arg(long, value_name = "DIR")]
+        audit_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -116,6 +138,20 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             Ok(0)
         }
         Cmd::Tools(ToolsCmd::List { source, json }) => tools_list(&source, json, cli.log_format),
+        Cmd::Validate { file, format } => crate::workflow::validate_command(&file, format == "json"),
+        Cmd::Run {
+            file,
+            inputs,
+            output,
+            audit_dir,
+        } => crate::run::run(
+            &file,
+            &crate::run::RunOptions {
+                inputs,
+                json: output == "json",
+                audit_dir,
+            },
+        ),
         Cmd::Plugins(PluginsCmd::List { root, json }) => {
             crate::plugins::list::run(root.as_deref().unwrap_or(Path::new(".")), json)
         }

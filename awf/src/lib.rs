@@ -15,5 +15,8 @@ pub mod error;
 pub mod mcp_serve;
 pub mod plugins;
 pub mod providers;
+pub mod proxy;
+pub mod run;
 pub mod telemetry;
 pub mod tools;
+pub mod workflow;

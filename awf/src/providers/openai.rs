@@ -1,2 +1,399 @@
 //! `openai_compatible`: an agent step over HTTP Chat Completions, with the tools served
-//! in-process by the same ToolRouter that `awf mcp-serve` uses.
+//! in-process by the same [`ToolRouter`] that `awf mcp-serve` uses (same sandbox, spans,
+//! log lines and audit records; transport `inproc`). No subprocess, no MCP: the tool list
+//! goes in the request's `tools[]`, and the multi-turn loop runs here:
+//! model → `tool_calls` → one `role: "tool"` message per call → model, until it answers
+//! with text or the turn limit (option `max_tool_turns`, default 25) is reached.
+//!
+//! The HTTP client is ureq (blocking, no runtime). It is built without TLS to keep the
+//! dependency tree small: `base_url` must be `http://` (local servers, gateways); an
+//! `https://` URL is refused with an error saying so.
+
+use super::AgentOutput;
+use crate::error::AwfError;
+use crate::tools::{CallMeta, Cancellation, ToolRouter};
+use serde_json::{Map, Value, json};
+use std::time::{Duration, Instant};
+
+pub mod codes {
+    pub const BAD_OPTION: &str = "USER.OPENAI.BAD_OPTION";
+    pub const MISSING_KEY: &str = "USER.OPENAI.MISSING_API_KEY";
+    pub const TOO_MANY_TURNS: &str = "USER.OPENAI.TOO_MANY_TOOL_TURNS";
+    pub const HTTP: &str = "EXECUTION.OPENAI.HTTP_ERROR";
+    pub const TIMEOUT: &str = "EXECUTION.OPENAI.TIMEOUT";
+    pub const UNREACHABLE: &str = "EXECUTION.OPENAI.UNREACHABLE";
+    pub const BAD_RESPONSE: &str = "EXECUTION.OPENAI.BAD_RESPONSE";
+    pub const CANCELLED: &str = "EXECUTION.OPENAI.CANCELLED";
+}
+
+pub const DEFAULT_MAX_TOOL_TURNS: usize = 25;
+const OPTION_KEYS: &[&str] = &[
+    "base_url",
+    "model",
+    "api_key_env",
+    "system_prompt",
+    "temperature",
+    "max_completion_tokens",
+    "max_tool_turns",
+];
+
+/// The state's options, checked.
+#[derive(Debug, Clone)]
+pub struct OpenAiOptions {
+    pub base_url: String,
+    pub model: String,
+    /// The API key's value (read from the variable `api_key_env` names), if any.
+    pub api_key: Option<String>,
+    pub system_prompt: Option<String>,
+    pub temperature: Option<f64>,
+    pub max_completion_tokens: Option<u64>,
+    pub max_tool_turns: usize,
+}
+
+fn bad(state: &str, msg: String) -> AwfError {
+    AwfError::new(codes::BAD_OPTION, format!("state {state:?}: {msg}"))
+}
+
+impl OpenAiOptions {
+    pub fn from_map(state: &str, o: &Map<String, Value>) -> Result<OpenAiOptions, AwfError> {
+        if let Some(k) = o.keys().find(|k| !OPTION_KEYS.contains(&k.as_str())) {
+            return Err(bad(
+                state,
+                format!(
+                    "openai_compatible has no option {k:?}; its options are {}",
+                    OPTION_KEYS.join(", ")
+                ),
+            ));
+        }
+        let text = |k: &str| -> Result<Option<String>, AwfError> {
+            match o.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(v) => Err(bad(state, format!("option {k} must be text, found {v}"))),
+            }
+        };
+        let base_url = text("base_url")?.ok_or_else(|| {
+            bad(
+                state,
+                "openai_compatible needs options.base_url, e.g. http://127.0.0.1:11434/v1".into(),
+            )
+        })?;
+        if !base_url.starts_with("http://") {
+            return Err(bad(
+                state,
+                format!(
+                    "base_url {base_url:?} is not an http:// URL; this build of awf speaks plain \
+                     HTTP only (use a local gateway for https endpoints)"
+                ),
+            ));
+        }
+        let model = text("model")?
+            .ok_or_else(|| bad(state, "openai_compatible needs options.model".into()))?;
+        let api_key = match text("api_key_env")? {
+            Some(var) => match std::env::var(&var) {
+                Ok(v) if !v.is_empty() => Some(v),
+                _ => {
+                    return Err(AwfError::new(
+                        codes::MISSING_KEY,
+                        format!(
+                            "state {state:?}: the environment variable {var} (options.api_key_env) \
+                             is not set; export it with the API key"
+                        ),
+                    ));
+                }
+            },
+            // No variable named: the conventional one when present, else no key (local servers).
+            None => std::env::var("OPENAI_API_KEY").ok().filter(|v| !v.is_empty()),
+        };
+        let temperature = match o.get("temperature") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_f64().ok_or_else(|| {
+                bad(state, format!("option temperature must be a number, found {v}"))
+            })?),
+        };
+        let count = |k: &str| -> Result<Option<u64>, AwfError> {
+            match o.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => v.as_u64().filter(|n| *n > 0).map(Some).ok_or_else(|| {
+                    bad(state, format!("option {k} must be a positive integer, found {v}"))
+                }),
+            }
+        };
+        Ok(OpenAiOptions {
+            base_url,
+            model,
+            api_key,
+            system_prompt: text("system_prompt")?,
+            temperature,
+            max_completion_tokens: count("max_completion_tokens")?,
+            max_tool_turns: count("max_tool_turns")?
+                .map_or(DEFAULT_MAX_TOOL_TURNS, |n| n as usize),
+        })
+    }
+
+    fn url(&self) -> String {
+        let b = self.base_url.trim_end_matches('/');
+        if b.ends_with("/chat/completions") {
+            b.to_string()
+        } else {
+            format!("{b}/chat/completions")
+        }
+    }
+}
+
+/// The tools of `router` as Chat Completions `tools[]`.
+pub fn tool_definitions(router: &ToolRouter) -> Vec<Value> {
+    router
+        .tools()
+        .map(|t| {
+            json!({"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.input_schema}})
+        })
+        .collect()
+}
+
+/// Runs the conversation. `deadline` bounds every request; `cancel` is checked between
+/// turns and passed to tools.
+pub fn run(
+    prompt: &str,
+    opts: &OpenAiOptions,
+    router: Option<&ToolRouter>,
+    deadline: Option<Instant>,
+    cancel: &Cancellation,
+) -> Result<AgentOutput, AwfError> {
+    let mut messages = Vec::new();
+    if let Some(s) = &opts.system_prompt {
+        messages.push(json!({"role": "system", "content": s}));
+    }
+    messages.push(json!({"role": "user", "content": prompt}));
+    let tools = router.map(tool_definitions).unwrap_or_default();
+    let url = opts.url();
+    let mut usage = Usage::default();
+    let mut turns = 0usize;
+    loop {
+        if cancel.is_cancelled() {
+            return Err(AwfError::new(
+                codes::CANCELLED,
+                "the conversation was stopped (timeout or interrupt)",
+            ));
+        }
+        let mut body = json!({"model": opts.model, "messages": messages, "stream": false});
+        if !tools.is_empty() {
+            body["tools"] = json!(tools);
+            body["tool_choice"] = json!("auto");
+        }
+        if let Some(t) = opts.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(n) = opts.max_completion_tokens {
+            body["max_completion_tokens"] = json!(n);
+        }
+        let answer = post(&url, opts.api_key.as_deref(), &body, deadline)?;
+        usage.add(&answer["usage"]);
+        let message = answer["choices"][0]["message"].clone();
+        if !message.is_object() {
+            return Err(AwfError::new(
+                codes::BAD_RESPONSE,
+                format!(
+                    "{url} answered without choices[0].message: {}",
+                    excerpt(&answer.to_string())
+                ),
+            ));
+        }
+        let calls = message["tool_calls"].as_array().cloned().unwrap_or_default();
+        if calls.is_empty() {
+            return Ok(AgentOutput {
+                text: content_text(&message["content"]),
+                usage: usage.to_json(),
+                cost_usd: None,
+            });
+        }
+        turns += 1;
+        if turns > opts.max_tool_turns {
+            return Err(AwfError::new(
+                codes::TOO_MANY_TURNS,
+                format!(
+                    "the model asked for tools in more than {} consecutive turns; raise \
+                     options.max_tool_turns or make the prompt more direct",
+                    opts.max_tool_turns
+                ),
+            ));
+        }
+        // The assistant turn goes back verbatim (with its tool_calls), then one answer per call.
+        let mut assistant = json!({"role": "assistant", "tool_calls": calls});
+        assistant["content"] = message.get("content").cloned().unwrap_or(Value::Null);
+        messages.push(assistant);
+        for call in &calls {
+            let id = call["id"].as_str().unwrap_or_default().to_string();
+            let name = call["function"]["name"].as_str().unwrap_or_default();
+            let raw = &call["function"]["arguments"];
+            let content = match parse_arguments(raw) {
+                Err(why) => format!(
+                    "ERROR: the arguments of {name} are not a JSON object ({why}); call it again \
+                     with valid JSON arguments"
+                ),
+                Ok(args) => match router {
+                    None => format!("ERROR: no tools are available in this step (tool {name})"),
+                    Some(r) => {
+                        let meta = CallMeta {
+                            request_id: Some(id.clone()),
+                            protocol_version: None,
+                            traceparent: None,
+                            transport: "inproc",
+                        };
+                        let out = r.call(name, &args, meta, cancel);
+                        if out.is_error {
+                            format!("ERROR: {}", out.text)
+                        } else {
+                            out.text
+                        }
+                    }
+                },
+            };
+            messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+        }
+    }
+}
+
+fn parse_arguments(raw: &Value) -> Result<Value, String> {
+    let v = match raw {
+        Value::String(s) if s.trim().is_empty() => json!({}),
+        Value::String(s) => serde_json::from_str(s).map_err(|e| e.to_string())?,
+        // Some servers send the object itself rather than its JSON text.
+        Value::Object(_) => raw.clone(),
+        Value::Null => json!({}),
+        other => return Err(format!("found {other}")),
+    };
+    if v.is_object() {
+        Ok(v)
+    } else {
+        Err(format!("found {v}"))
+    }
+}
+
+/// `content` is a string, or (newer servers) a list of `{type: "text", text}` parts.
+fn content_text(c: &Value) -> String {
+    match c {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+#[derive(Default)]
+struct Usage {
+    prompt: u64,
+    completion: u64,
+    seen: bool,
+}
+
+impl Usage {
+    fn add(&mut self, u: &Value) {
+        if let (Some(p), Some(c)) = (u["prompt_tokens"].as_u64(), u["completion_tokens"].as_u64()) {
+            self.prompt += p;
+            self.completion += c;
+            self.seen = true;
+        }
+    }
+    fn to_json(&self) -> Option<Value> {
+        self.seen.then(|| {
+            json!({"prompt_tokens": self.prompt, "completion_tokens": self.completion,
+                   "total_tokens": self.prompt + self.completion})
+        })
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let t = text.trim();
+    let cut = crate::builtins::bound::floor_char_boundary(t, 500);
+    if cut < t.len() {
+        format!("{}…", &t[..cut])
+    } else {
+        t.to_string()
+    }
+}
+
+fn post(url: &str, key: Option<&str>, body: &Value, deadline: Option<Instant>) -> Result<Value, AwfError> {
+    // Without a state timeout, one request may take up to 10 minutes (slow local models).
+    let timeout = deadline
+        .map(|d| d.saturating_duration_since(Instant::now()))
+        .unwrap_or(Duration::from_secs(600));
+    if timeout.is_zero() {
+        return Err(AwfError::new(codes::TIMEOUT, format!("no time left to call {url}")));
+    }
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut req = agent.post(url).header("Content-Type", "application/json");
+    if let Some(k) = key {
+        req = req.header("Authorization", format!("Bearer {k}"));
+    }
+    let resp = req.send(body.to_string()).map_err(|e| match e {
+        ureq::Error::Timeout(_) => AwfError::new(
+            codes::TIMEOUT,
+            format!("{url} did not answer within {:.0?} (the state's timeout)", timeout),
+        ),
+        other => AwfError::new(codes::UNREACHABLE, format!("cannot reach {url}: {other}")),
+    })?;
+    let status = resp.status().as_u16();
+    let text = resp.into_body().read_to_string().map_err(|e| match e {
+        ureq::Error::Timeout(_) => AwfError::new(
+            codes::TIMEOUT,
+            format!("{url} did not finish its answer within {:.0?}", timeout),
+        ),
+        other => AwfError::new(codes::BAD_RESPONSE, format!("reading the answer of {url}: {other}")),
+    })?;
+    if !(200..300).contains(&status) {
+        return Err(AwfError::new(
+            codes::HTTP,
+            format!("{url} answered HTTP {status}: {}", excerpt(&text)),
+        ));
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        AwfError::new(
+            codes::BAD_RESPONSE,
+            format!("{url} answered HTTP {status} with invalid JSON ({e}): {}", excerpt(&text)),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_checked() {
+        let m = |v: Value| v.as_object().unwrap().clone();
+        let o = OpenAiOptions::from_map(
+            "s",
+            &m(json!({"base_url": "http://h/v1/", "model": "m", "temperature": 0.2})),
+        )
+        .unwrap();
+        assert_eq!(o.url(), "http://h/v1/chat/completions");
+        assert_eq!(o.max_tool_turns, DEFAULT_MAX_TOOL_TURNS);
+        let e = OpenAiOptions::from_map("s", &m(json!({"base_url": "http://h", "model": "m", "modle": 1})))
+            .unwrap_err();
+        assert!(e.message().contains("modle"), "{e}");
+        let e = OpenAiOptions::from_map(
+            "s",
+            &m(json!({"base_url": "http://h", "model": "m", "api_key_env": "AWF_TEST_SURELY_UNSET"})),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), codes::MISSING_KEY);
+        assert!(OpenAiOptions::from_map("s", &m(json!({"model": "m"}))).is_err());
+    }
+
+    #[test]
+    fn arguments_must_be_objects() {
+        assert!(parse_arguments(&json!("{\"a\":1}")).is_ok());
+        assert!(parse_arguments(&json!("{bad")).is_err());
+        assert!(parse_arguments(&json!("[1]")).is_err());
+        assert_eq!(parse_arguments(&json!("")).unwrap(), json!({}));
+    }
+}

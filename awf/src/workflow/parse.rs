@@ -486,6 +486,21 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
     };
     let timeout = get("timeout").and_then(|v| cx.timeout(v, &join(path, "timeout")));
     let mcp_proxy = get("mcp_proxy").and_then(|v| parse_proxy(cx, v, &join(path, "mcp_proxy")));
+    if let Some(p) = &mcp_proxy
+        && p.enable
+        && ty.as_str() != Some("agent")
+    {
+        cx.push(
+            codes::UNSUPPORTED_PROVIDER,
+            &p.path,
+            p.line,
+            format!(
+                "state {name:?} is a {} state: only agent states can use mcp_proxy",
+                ty.as_str().unwrap_or("")
+            ),
+            "remove mcp_proxy from this state, or make it an agent state",
+        );
+    }
     let kind = match ty.as_str() {
         Some("agent") => {
             let provider = require(cx, "provider", "add `provider: claude` (or gemini, codex, opencode, openai_compatible)");
@@ -568,21 +583,6 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
             })
         }
     };
-    if let Some(p) = &mcp_proxy
-        && p.enable
-        && !matches!(kind, StateKind::Agent(_))
-    {
-        cx.push(
-            codes::UNSUPPORTED_PROVIDER,
-            &p.path,
-            p.line,
-            format!(
-                "state {name:?} is a {} state: only agent states can use mcp_proxy",
-                kind.type_name()
-            ),
-            "remove mcp_proxy from this state, or make it an agent state",
-        );
-    }
     Some(State {
         name: name.to_string(),
         line: node.line,

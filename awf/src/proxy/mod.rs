@@ -1,0 +1,290 @@
+//! `ToolProxyService`: the per-step lifecycle of tool interception (ADR 017). `start`
+//! resolves and checks the step's tool set (fatal `USER.MCP_PROXY.*` before any agent
+//! starts), writes the private `awf mcp-serve` config (0600 in a 0700 per-step directory)
+//! and builds the [`ProxyInjection`] a provider puts into its CLI. `close` guarantees that
+//! nothing outlives the step (agent group and any `awf mcp-serve` left: SIGTERM, 5 s,
+//! SIGKILL), removes the per-step files and summarises the step's audit records, reporting
+//! a server that started but never ended (a crash). The in-process variant for
+//! `openai_compatible` builds the same router, with the same telemetry, in this process.
+
+use crate::error::{AwfError, codes};
+use crate::mcp_serve::{self, PluginTools, ServeConfig};
+use crate::providers::ProxyInjection;
+use crate::run::process;
+use crate::workflow::McpProxy;
+use crate::workflow::check::{PluginCatalog, check_with};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+/// Per-run settings of the service.
+pub struct ToolProxyService {
+    /// The awf executable the agent CLI spawns as `awf mcp-serve`.
+    pub exe: PathBuf,
+    pub run_id: String,
+    /// Private (0700) directory holding the per-step directories.
+    pub run_dir: PathBuf,
+    /// Where the audit files go (kept after the run).
+    pub audit_dir: PathBuf,
+    /// The sandbox root of the tools (the run's working directory).
+    pub root: PathBuf,
+}
+
+/// One started proxy.
+pub struct ProxySession {
+    pub state: String,
+    pub injection: ProxyInjection,
+    pub config_path: PathBuf,
+    pub audit_path: PathBuf,
+    pub traceparent: String,
+    serve_config: ServeConfig,
+}
+
+/// What `close` found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ProxyReport {
+    /// Calls per tool name.
+    pub tool_calls: BTreeMap<String, u64>,
+    /// Calls that ended in an error, per tool name.
+    pub tool_errors: BTreeMap<String, u64>,
+    /// Sessions (`awf mcp-serve` processes) that wrote `session.start` but no `session.end`.
+    pub crashed_sessions: Vec<String>,
+    pub sessions: usize,
+    /// Pids that needed SIGKILL at teardown.
+    pub killed: Vec<i32>,
+    pub audit_file: String,
+}
+
+/// A 0700 directory (created with its parents).
+pub fn private_dir(p: &Path) -> Result<(), AwfError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(p)
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot create {}: {e}", p.display())))
+}
+
+/// A fresh W3C traceparent for a step: a new trace unless `parent` (awf run's own
+/// TRACEPARENT) names one to join.
+pub fn new_traceparent(parent: Option<&str>) -> String {
+    let trace = parent
+        .and_then(crate::telemetry::otel::parse_traceparent)
+        .map(|p| p.trace_id().to_string())
+        .unwrap_or_else(|| {
+            format!(
+                "{}{}",
+                crate::telemetry::new_session_id(),
+                crate::telemetry::new_session_id()
+            )
+        });
+    format!("00-{trace}-{}-01", crate::telemetry::new_session_id())
+}
+
+impl ToolProxyService {
+    fn serve_config(&self, state: &str, seq: usize, proxy: &McpProxy, audit: &Path, tp: &str) -> ServeConfig {
+        let mut cfg = ServeConfig::for_root(self.root.clone());
+        cfg.intercept_builtins = proxy.intercept_builtins;
+        cfg.plugin_tools = proxy
+            .plugin_tools
+            .iter()
+            .map(|p| PluginTools {
+                plugin: p.plugin.clone(),
+                expose: p.expose.clone(),
+            })
+            .collect();
+        cfg.audit_path = Some(audit.to_path_buf());
+        cfg.run_id = Some(self.run_id.clone());
+        cfg.step_id = Some(format!("{seq}-{state}"));
+        cfg.traceparent = Some(tp.to_string());
+        cfg.origin = format!("mcp_proxy of state {state:?}");
+        cfg
+    }
+
+    /// Checks the step's proxy, writes its config and returns the session.
+    pub fn start(
+        &self,
+        state: &str,
+        seq: usize,
+        proxy: &McpProxy,
+        plugins: &mut dyn PluginCatalog,
+    ) -> Result<ProxySession, AwfError> {
+        check_proxy(state, proxy, plugins)?;
+        let step_dir = self.run_dir.join(format!("step-{seq}-{state}"));
+        private_dir(&step_dir)?;
+        private_dir(&self.audit_dir)?;
+        let audit_path = self.audit_dir.join(format!("{seq}-{state}.audit.jsonl"));
+        let traceparent = new_traceparent(std::env::var("TRACEPARENT").ok().as_deref());
+        let cfg = self.serve_config(state, seq, proxy, &audit_path, &traceparent);
+        let config_path = step_dir.join("mcp-serve.json");
+        let json = serde_json::json!({
+            "root": cfg.root,
+            "intercept_builtins": cfg.intercept_builtins,
+            "plugin_tools": proxy.plugin_tools.iter()
+                .map(|p| serde_json::json!({"plugin": p.plugin, "expose": p.expose}))
+                .collect::<Vec<_>>(),
+            "audit_path": audit_path,
+            "run_id": cfg.run_id,
+            "step_id": cfg.step_id,
+            "traceparent": traceparent,
+        });
+        write_private(&config_path, &serde_json::to_vec_pretty(&json).expect("JSON"))?;
+        let mut tool_names: Vec<String> = Vec::new();
+        if proxy.intercept_builtins {
+            tool_names.extend(
+                crate::builtins::NAMES.iter().map(|s| s.to_string()),
+            );
+        }
+        for p in &proxy.plugin_tools {
+            for op in &p.expose {
+                tool_names.push(crate::plugins::adapter::tool_name(&p.plugin, op));
+            }
+        }
+        let mut env = vec![("TRACEPARENT".to_string(), traceparent.clone())];
+        for k in ["AWF_LOG", "AWF_PLUGINS_PATH", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SERVICE_NAME"] {
+            if let Ok(v) = std::env::var(k) {
+                env.push((k.to_string(), v));
+            }
+        }
+        let injection = ProxyInjection {
+            server_name: "awf".into(),
+            command: self.exe.clone(),
+            args: vec![
+                "mcp-serve".into(),
+                "--config".into(),
+                config_path.display().to_string(),
+            ],
+            env,
+            intercept_builtins: proxy.intercept_builtins,
+            tool_names,
+            step_dir,
+        };
+        Ok(ProxySession {
+            state: state.to_string(),
+            injection,
+            config_path,
+            audit_path,
+            traceparent,
+            serve_config: cfg,
+        })
+    }
+
+    /// Builds the in-process router for `openai_compatible` (same sandbox and telemetry as
+    /// `awf mcp-serve`); the caller ends its session with `session_end`.
+    pub fn inproc(&self, session: &ProxySession) -> Result<mcp_serve::Prepared, AwfError> {
+        let prepared = mcp_serve::prepare(&session.serve_config)?;
+        let tools: Vec<String> = prepared.router.tools().map(|t| t.name.clone()).collect();
+        prepared
+            .telemetry
+            .session_start(&prepared.root.display().to_string(), &tools);
+        Ok(prepared)
+    }
+
+    /// Tears the step down: the agent's group (`leader` is its Child, when there is one)
+    /// and any `awf mcp-serve` still running with this step's config, then the files.
+    pub fn close(&self, session: ProxySession, group: Option<i32>, leader: Option<&mut Child>) -> ProxyReport {
+        let needle = session.config_path.display().to_string();
+        let strays = process::pids_with_arg(&needle);
+        let killed = process::terminate(group, &strays, leader, process::GRACE);
+        // Servers that escaped the group and were started after the scan above.
+        let late = process::pids_with_arg(&needle);
+        let mut killed = killed;
+        killed.extend(process::terminate(None, &late, None, process::GRACE));
+        let mut report = summarise_audit(&session.audit_path);
+        report.killed = killed;
+        if let Err(e) = std::fs::remove_dir_all(&session.injection.step_dir) {
+            tracing::warn!(
+                "cannot remove the step directory {}: {e}",
+                session.injection.step_dir.display()
+            );
+        }
+        for s in &report.crashed_sessions {
+            tracing::error!(
+                state = %session.state, session = %s,
+                "awf mcp-serve crashed during the step (session.start without session.end in {})",
+                session.audit_path.display()
+            );
+        }
+        report
+    }
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AwfError> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot create {}: {e}", path.display())))?;
+    f.write_all(bytes)
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot write {}: {e}", path.display())))
+}
+
+/// The proxy rules for one state, as an error (the first fatal problem) for the runner.
+pub fn check_proxy(state: &str, proxy: &McpProxy, plugins: &mut dyn PluginCatalog) -> Result<(), AwfError> {
+    let wf = crate::workflow::Workflow {
+        name: String::new(),
+        version: None,
+        description: None,
+        inputs: Vec::new(),
+        initial: state.to_string(),
+        states: vec![crate::workflow::State {
+            name: state.to_string(),
+            line: proxy.line,
+            kind: crate::workflow::StateKind::Agent(crate::workflow::AgentState {
+                provider: crate::providers::OPENAI_COMPATIBLE.into(),
+                prompt: crate::workflow::Prompt::Inline(String::new()),
+                options: Default::default(),
+                timeout: None,
+                mcp_proxy: Some(proxy.clone()),
+                on_success: Some(state.to_string()),
+                on_failure: None,
+            }),
+        }],
+        path: PathBuf::new(),
+    };
+    match check_with(&wf, plugins).into_iter().next() {
+        None => Ok(()),
+        Some(d) => Err(AwfError::new(
+            d.code,
+            format!("{} ({}): {}", d.message, d.path, d.hint),
+        )),
+    }
+}
+
+/// Counts of calls by tool, errors, and crashed sessions, from an audit file.
+pub fn summarise_audit(path: &Path) -> ProxyReport {
+    let mut r = ProxyReport {
+        audit_file: path.display().to_string(),
+        ..Default::default()
+    };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return r;
+    };
+    let mut started: Vec<String> = Vec::new();
+    let mut ended: Vec<String> = Vec::new();
+    for rec in text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+        let tool = rec["tool"].as_str().unwrap_or("?").to_string();
+        let sid = rec["session_id"].as_str().unwrap_or("").to_string();
+        match rec["type"].as_str() {
+            Some("session.start") => started.push(sid),
+            Some("session.end") => ended.push(sid),
+            Some("tool.call") => *r.tool_calls.entry(tool).or_default() += 1,
+            Some("tool.result") if rec["is_error"] == true => {
+                *r.tool_errors.entry(tool).or_default() += 1
+            }
+            _ => {}
+        }
+    }
+    r.sessions = started.len();
+    r.crashed_sessions = started.into_iter().filter(|s| !ended.contains(s)).collect();
+    r
+}
+
+/// Live counts for progress: calls per tool so far.
+pub fn live_counts(path: &Path) -> BTreeMap<String, u64> {
+    summarise_audit(path).tool_calls
+}

@@ -1,0 +1,319 @@
+//! The semantic checks of a parsed workflow: the state graph (initial state, transition
+//! targets), providers, prompt files, template references, and the `mcp_proxy` rules
+//! (the six `USER.MCP_PROXY.*` codes). The proxy rules are also what
+//! `ToolProxyService::start` relies on, so a run fails on them before any agent starts.
+
+use super::parse::join;
+use super::template::{self, Ref};
+use super::*;
+use crate::error::codes as ecodes;
+use crate::providers::PROVIDER_NAMES;
+use std::collections::HashMap;
+
+/// What the proxy checks need to know about installed plugins.
+pub trait PluginCatalog {
+    /// Ok(operations) when the plugin is installed and answered; Err(code, message) else.
+    fn operations(&mut self, plugin: &str) -> Result<Vec<String>, (&'static str, String)>;
+}
+
+/// The installed plugins, found through the plugin host's discovery (`AWF_PLUGINS_PATH`,
+/// else `<root>/.awf/plugins` and the XDG data dir). A plugin is started once to learn its
+/// operations, then stopped.
+pub struct InstalledPlugins {
+    root: PathBuf,
+    discovery: Option<crate::plugins::Discovery>,
+    cache: HashMap<String, Result<Vec<String>, (&'static str, String)>>,
+}
+
+impl InstalledPlugins {
+    pub fn new(root: &Path) -> Self {
+        InstalledPlugins {
+            root: root.to_path_buf(),
+            discovery: None,
+            cache: HashMap::new(),
+        }
+    }
+}
+
+impl PluginCatalog for InstalledPlugins {
+    fn operations(&mut self, plugin: &str) -> Result<Vec<String>, (&'static str, String)> {
+        if let Some(r) = self.cache.get(plugin) {
+            return r.clone();
+        }
+        let discovery = self.discovery.get_or_insert_with(|| {
+            crate::plugins::Discovery::scan(crate::plugins::discovery::search_path(&self.root))
+        });
+        let result = match discovery.get(plugin) {
+            None => {
+                let known: Vec<&str> = discovery.plugins().map(|m| m.name.as_str()).collect();
+                let why = discovery
+                    .invalid(plugin)
+                    .map(|e| format!(" (its directory is invalid: {})", e.message()))
+                    .unwrap_or_default();
+                Err((
+                    ecodes::UNKNOWN_PLUGIN,
+                    format!(
+                        "no plugin named {plugin:?} is installed{why}; searched {}; found {}",
+                        discovery.search_path_text(),
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ))
+            }
+            Some(manifest) => {
+                let started = crate::plugins::PluginRuntime::new().map(|rt| {
+                    crate::plugins::start_all(&[manifest], &std::sync::Arc::new(rt))
+                        .pop()
+                        .expect("one result per manifest")
+                });
+                match started.and_then(|r| r) {
+                    Ok(p) => Ok(p.operations().iter().map(|o| o.name.clone()).collect()),
+                    Err(e) => Err((e.code(), e.message().to_string())),
+                }
+            }
+        };
+        self.cache.insert(plugin.to_string(), result.clone());
+        result
+    }
+}
+
+/// All semantic checks, plugins looked up under `plugin_root`.
+pub fn check(wf: &Workflow, plugin_root: &Path) -> Vec<Diagnostic> {
+    check_with(wf, &mut InstalledPlugins::new(plugin_root))
+}
+
+pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnostic> {
+    let mut d = Vec::new();
+    let mut push = |code, path: String, line: usize, message: String, hint: String| {
+        d.push(Diagnostic {
+            code,
+            message,
+            path,
+            line: Some(line),
+            hint,
+        })
+    };
+    let names: Vec<&str> = wf.states.iter().map(|s| s.name.as_str()).collect();
+    let list = names.join(", ");
+    if !wf.initial.is_empty() && wf.state(&wf.initial).is_none() {
+        push(
+            codes::MISSING_INITIAL,
+            "states.initial".into(),
+            1,
+            format!("the initial state {:?} is not defined", wf.initial),
+            format!("name one of the states: {list}"),
+        );
+    }
+    for s in &wf.states {
+        let path = join("states", &s.name);
+        let mut texts: Vec<(String, String)> = Vec::new();
+        let mut targets: Vec<(&str, &Option<String>)> = Vec::new();
+        match &s.kind {
+            StateKind::Agent(a) => {
+                targets.push(("on_success", &a.on_success));
+                targets.push(("on_failure", &a.on_failure));
+                let proxied = a.mcp_proxy.as_ref().is_some_and(|p| p.enable);
+                if !a.provider.is_empty() && !PROVIDER_NAMES.contains(&a.provider.as_str()) {
+                    let (code, msg) = if proxied {
+                        (
+                            codes::UNSUPPORTED_PROVIDER,
+                            format!(
+                                "provider {:?} of state {:?} cannot take the MCP proxy",
+                                a.provider, s.name
+                            ),
+                        )
+                    } else {
+                        (
+                            codes::UNKNOWN_PROVIDER,
+                            format!("state {:?} uses the unknown provider {:?}", s.name, a.provider),
+                        )
+                    };
+                    push(
+                        code,
+                        join(&path, "provider"),
+                        s.line,
+                        msg,
+                        format!("use one of: {}", PROVIDER_NAMES.join(", ")),
+                    );
+                }
+                match &a.prompt {
+                    Prompt::Inline(p) => texts.push((join(&path, "prompt"), p.clone())),
+                    Prompt::File(f) => match std::fs::read_to_string(f) {
+                        Ok(t) => texts.push((join(&path, "prompt_file"), t)),
+                        Err(e) => push(
+                            codes::PROMPT_FILE,
+                            join(&path, "prompt_file"),
+                            s.line,
+                            format!("cannot read the prompt file {}: {e}", f.display()),
+                            "prompt_file is relative to the workflow file's directory".into(),
+                        ),
+                    },
+                }
+                if let Some(p) = &a.mcp_proxy
+                    && p.enable
+                {
+                    d_extend_proxy(&mut push, p, plugins);
+                }
+            }
+            StateKind::Step(st) => {
+                targets.push(("on_success", &st.on_success));
+                targets.push(("on_failure", &st.on_failure));
+                texts.push((join(&path, "command"), st.command.clone()));
+                if let Some(dir) = &st.dir {
+                    texts.push((join(&path, "dir"), dir.clone()));
+                }
+            }
+            StateKind::Terminal(t) => {
+                if let Some(m) = &t.message {
+                    texts.push((join(&path, "message"), m.clone()));
+                }
+            }
+        }
+        if !matches!(s.kind, StateKind::Terminal(_)) && targets[0].1.is_none() {
+            push(
+                codes::MISSING_FIELD,
+                join(&path, "on_success"),
+                s.line,
+                format!("state {:?} has no on_success: the run would not know where to go", s.name),
+                format!("add `on_success: <state>`; states: {list}"),
+            );
+        }
+        for (key, target) in targets {
+            if let Some(t) = target
+                && wf.state(t).is_none()
+            {
+                push(
+                    codes::UNKNOWN_STATE,
+                    join(&path, key),
+                    s.line,
+                    format!("{key} of state {:?} goes to {t:?}, which is not defined", s.name),
+                    format!("name one of the states: {list}"),
+                );
+            }
+        }
+        for (tpath, text) in texts {
+            for r in template::refs(&text) {
+                let problem = match &r {
+                    Ok(Ref::Input(n)) if !wf.inputs.iter().any(|i| &i.name == n) => Some((
+                        format!("{{{{.inputs.{n}}}}} names no declared input"),
+                        format!(
+                            "declare it under inputs (declared: {})",
+                            if wf.inputs.is_empty() {
+                                "none".to_string()
+                            } else {
+                                wf.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
+                            }
+                        ),
+                    )),
+                    Ok(Ref::State(st, _)) if wf.state(st).is_none() => Some((
+                        format!("{{{{.states.{st}...}}}} names no state"),
+                        format!("name one of the states: {list}"),
+                    )),
+                    Ok(Ref::State(st, f)) if !template::STATE_FIELDS.contains(&f.as_str()) => Some((
+                        format!("{{{{.states.{st}.{f}}}}}: a state has no field {f:?}"),
+                        format!("use one of {}", template::STATE_FIELDS.join(", ")),
+                    )),
+                    Err(e) => Some((
+                        format!("{{{{{e}}}}} is not a supported template expression"),
+                        "use {{.inputs.NAME}} or {{.states.STATE.Output}}".to_string(),
+                    )),
+                    _ => None,
+                };
+                if let Some((msg, hint)) = problem {
+                    push(codes::TEMPLATE, tpath.clone(), s.line, msg, hint);
+                }
+            }
+        }
+    }
+    d
+}
+
+/// The proxy rules of one enabled `mcp_proxy` block.
+fn d_extend_proxy(
+    push: &mut dyn FnMut(&'static str, String, usize, String, String),
+    p: &McpProxy,
+    plugins: &mut dyn PluginCatalog,
+) {
+    if !p.intercept_builtins && p.plugin_tools.is_empty() {
+        push(
+            ecodes::EMPTY_PROXY,
+            p.path.clone(),
+            p.line,
+            "mcp_proxy is enabled with intercept_builtins: false and no plugin_tools, so the agent \
+             would get no tool from it"
+                .into(),
+            "expose plugin operations under plugin_tools, set intercept_builtins: true, or \
+             remove mcp_proxy"
+                .into(),
+        );
+    }
+    let mut seen_plugins: HashMap<&str, usize> = HashMap::new();
+    let mut seen_tools: HashMap<String, String> = HashMap::new();
+    for e in &p.plugin_tools {
+        let epath = format!("{}.plugin_tools[{}]", p.path, e.index);
+        if let Some(first) = seen_plugins.insert(e.plugin.as_str(), e.index) {
+            push(
+                ecodes::NAME_COLLISION,
+                join(&epath, "plugin"),
+                e.line,
+                format!(
+                    "plugin {:?} is listed twice (plugin_tools[{first}] and plugin_tools[{}])",
+                    e.plugin, e.index
+                ),
+                "list each plugin once, with all its operations under one expose".into(),
+            );
+            continue;
+        }
+        for (j, op) in e.expose.iter().enumerate() {
+            let tool = crate::plugins::adapter::tool_name(&e.plugin, op);
+            let opath = format!("{epath}.expose[{j}]");
+            if let Some(first) = seen_tools.insert(tool.clone(), opath.clone()) {
+                push(
+                    ecodes::NAME_COLLISION,
+                    opath.clone(),
+                    e.expose_lines[j],
+                    format!("the tool {tool:?} is exposed twice ({first} and {opath})"),
+                    "expose each operation once".into(),
+                );
+            }
+        }
+        match plugins.operations(&e.plugin) {
+            Err((code, msg)) => push(
+                code,
+                join(&epath, "plugin"),
+                e.line,
+                msg,
+                if code == ecodes::UNKNOWN_PLUGIN {
+                    "install it as <plugins dir>/<name>/plugin.yaml plus its executable, or fix \
+                     the name (see `awf plugins list`)"
+                        .into()
+                } else {
+                    "run `awf plugins list` to see why the plugin does not start".into()
+                },
+            ),
+            Ok(ops) => {
+                for (j, op) in e.expose.iter().enumerate() {
+                    if !ops.contains(op) {
+                        push(
+                            ecodes::UNKNOWN_OPERATION,
+                            format!("{epath}.expose[{j}]"),
+                            e.expose_lines[j],
+                            format!("plugin {:?} has no operation {op:?}", e.plugin),
+                            format!(
+                                "it offers: {}",
+                                if ops.is_empty() {
+                                    "none".to_string()
+                                } else {
+                                    ops.join(", ")
+                                }
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
