@@ -11,9 +11,8 @@
 //! -32600 for batches, -32602 for unknown tools, an error for an over-long line). Their
 //! `about` text says so.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -116,6 +115,9 @@ pub struct CheckResult {
     pub status: Status,
     /// Empty for a pass.
     pub message: String,
+    /// For a failure: the end of what the server wrote to stderr (often says why).
+    pub stderr: String,
+    pub elapsed: Duration,
 }
 
 impl CheckResult {
@@ -129,7 +131,8 @@ impl CheckResult {
     }
 
     pub fn to_json(&self) -> Value {
-        json!({"name": self.name, "status": self.status.as_str(), "message": self.message})
+        json!({"name": self.name, "status": self.status.as_str(), "message": self.message,
+               "stderr": self.stderr, "elapsed_ms": self.elapsed.as_millis() as u64})
     }
 }
 
@@ -158,15 +161,30 @@ impl Selection {
     }
 }
 
-/// What a check gets: the configuration and its deadline.
+/// What a check gets: the configuration and its deadline; it keeps the stderr of the
+/// servers it started, for the report of a failure.
 struct Ctx<'a> {
     config: &'a Config,
     deadline: Instant,
+    stderr: Mutex<Vec<Arc<Mutex<Vec<u8>>>>>,
 }
 
 impl Ctx<'_> {
     fn spawn(&self) -> Result<ServerProcess, Verdict> {
-        Ok(ServerProcess::spawn(&self.config.command, self.deadline)?)
+        let server = ServerProcess::spawn(&self.config.command, self.deadline)?;
+        self.stderr.lock().unwrap().push(server.stderr_handle());
+        Ok(server)
+    }
+
+    /// The end of what the servers of this check wrote to stderr.
+    fn stderr_tail(&self) -> String {
+        let mut all = Vec::new();
+        for buffer in self.stderr.lock().unwrap().iter() {
+            all.extend_from_slice(&buffer.lock().unwrap());
+        }
+        let text = String::from_utf8_lossy(&all);
+        let chars: Vec<char> = text.chars().collect();
+        chars[chars.len().saturating_sub(2000)..].iter().collect()
     }
 
     fn started(&self) -> Result<ServerProcess, Verdict> {
@@ -207,6 +225,8 @@ pub fn run_with(config: &Config, selection: &Selection, mut report: impl FnMut(&
                             name: check.name,
                             status: Status::Skip,
                             message: "skipped by --skip".into(),
+                            stderr: String::new(),
+                            elapsed: Duration::ZERO,
                         }
                     } else {
                         run_one(config, check)
@@ -237,16 +257,25 @@ fn run_one(config: &Config, check: &Check) -> CheckResult {
     let ctx = Ctx {
         config,
         deadline: Instant::now() + config.timeout,
+        stderr: Mutex::new(Vec::new()),
     };
+    let started = Instant::now();
     let (status, message) = match (check.run)(&ctx) {
         Ok(()) => (Status::Pass, String::new()),
         Err(Verdict::Fail(m)) => (Status::Fail, m),
         Err(Verdict::Skip(m)) => (Status::Skip, m),
     };
+    let stderr = if status == Status::Fail {
+        ctx.stderr_tail()
+    } else {
+        String::new()
+    };
     CheckResult {
         name: check.name,
         status,
         message,
+        stderr,
+        elapsed: started.elapsed(),
     }
 }
 
@@ -512,26 +541,22 @@ fn ping(s: &mut ServerProcess, after: &str) -> Outcome {
 }
 
 /// Sends `payload` as it is, then a ping; returns what answered the payload (every answer
-/// that came before the ping's), and fails unless the ping is answered (serving goes on).
-/// Answers are objects without `method`, or arrays (a batch answer).
-fn answers_before_ping(
+/// that came before the ping's) and, when the ping was not answered (the server exited or
+/// fell silent), why. Answers are objects without `method`, or arrays (a batch answer).
+fn collect_answers(
     s: &mut ServerProcess,
     payload: &[u8],
-    what: &str,
-) -> Result<Vec<Value>, Verdict> {
+) -> Result<(Vec<Value>, Option<SessionError>), Verdict> {
     s.send_raw(payload.to_vec())?;
     let ping_id = s.request("ping", None)?;
     let mut answers = Vec::new();
     loop {
         let message = match s.next_message_any() {
             Ok(m) => m,
-            Err(e) => fail!(
-                "expected the server to go on serving after {what} (a ping answered), but: {e}"
-            ),
+            Err(e) => return Ok((answers, Some(e))),
         };
         if message.get("id") == Some(&ping_id) && message.get("method").is_none() {
-            result_of(&message, &format!("ping after {what}"))?;
-            return Ok(answers);
+            return Ok((answers, None));
         }
         if message.is_array() || (message.is_object() && message.get("method").is_none()) {
             answers.push(message);
@@ -539,24 +564,31 @@ fn answers_before_ping(
     }
 }
 
-/// `payload` must get exactly one error answer with `code`, whose id is null or
-/// `allowed_id`.
-fn expect_single_error(
+/// [`collect_answers`], failing unless the server goes on serving.
+fn answers_before_ping(
     s: &mut ServerProcess,
     payload: &[u8],
-    code: i64,
-    allowed_id: Option<&Value>,
     what: &str,
-) -> Outcome {
-    let answers = answers_before_ping(s, payload, what)?;
-    let [answer] = answers.as_slice() else {
+) -> Result<Vec<Value>, Verdict> {
+    match collect_answers(s, payload)? {
+        (answers, None) => Ok(answers),
+        (_, Some(e)) => {
+            fail!("expected the server to go on serving after {what} (a ping answered), but: {e}")
+        }
+    }
+}
+
+/// `answers` must be exactly one error object with `code`, whose id is null or
+/// `allowed_id` (and present: a JSON-RPC response always has an id).
+fn single_error(answers: &[Value], code: i64, allowed_id: Option<&Value>, what: &str) -> Outcome {
+    let [answer] = answers else {
         if answers.is_empty() {
             fail!("expected error {code} for {what}, got no answer")
         }
         fail!(
             "expected one error {code} for {what}, got {} answers: {}",
             answers.len(),
-            brief(&Value::Array(answers.clone()))
+            brief(&Value::Array(answers.to_vec()))
         )
     };
     if answer.is_array() {
@@ -566,7 +598,12 @@ fn expect_single_error(
         )
     }
     error_of(answer, Some(code), what)?;
-    let id = answer.get("id").unwrap_or(&Value::Null);
+    let Some(id) = answer.get("id") else {
+        fail!(
+            "expected \"id\": null in the error for {what} (a response always has an id), got {}",
+            brief(answer)
+        )
+    };
     if !id.is_null() && Some(id) != allowed_id {
         let allowed = allowed_id.map_or(String::new(), |v| format!(" or {v}"));
         fail!(
@@ -575,6 +612,19 @@ fn expect_single_error(
         )
     }
     Ok(())
+}
+
+/// `payload` must get exactly one error answer with `code` (see [`single_error`]), and the
+/// server must go on serving.
+fn expect_single_error(
+    s: &mut ServerProcess,
+    payload: &[u8],
+    code: i64,
+    allowed_id: Option<&Value>,
+    what: &str,
+) -> Outcome {
+    let answers = answers_before_ping(s, payload, what)?;
+    single_error(&answers, code, allowed_id, what)
 }
 
 /// All tools over all pages (at most 1000 pages), checking each page's shape.
@@ -1109,20 +1159,9 @@ const MALFORMED: &[u8] = b"{\"jsonrpc\": \"2.0\", \"id\": 77, \"method\": \"ping
 
 fn parse_error_null_id(ctx: &Ctx) -> Outcome {
     let mut s = ctx.started()?;
-    s.send_raw(MALFORMED.to_vec())?;
-    let answer = s.next_response().map_err(|e| {
-        Verdict::Fail(format!(
-            "expected error -32700 for malformed JSON, but: {e}"
-        ))
-    })?;
-    error_of(&answer, Some(-32700), "malformed JSON")?;
-    if answer.get("id") != Some(&Value::Null) {
-        fail!(
-            "expected \"id\": null in the parse error, got {}",
-            brief(&answer)
-        )
-    }
-    Ok(())
+    // Whether serving goes on is the next check's business: judge what came, either way.
+    let (answers, _) = collect_answers(&mut s, MALFORMED)?;
+    single_error(&answers, -32700, None, "malformed JSON")
 }
 
 fn parse_error_keeps_serving(ctx: &Ctx) -> Outcome {

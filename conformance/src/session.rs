@@ -423,6 +423,11 @@ impl ServerProcess {
         self.transcript.lock().unwrap().clone()
     }
 
+    /// A handle on the server's stderr buffer that outlives the session.
+    pub fn stderr_handle(&self) -> Arc<Mutex<Vec<u8>>> {
+        Arc::clone(&self.stderr)
+    }
+
     /// Everything the server wrote to stderr so far (lossy UTF-8).
     pub fn stderr_text(&self) -> String {
         String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()

@@ -1,6 +1,7 @@
 //! `mcp-conformance`: runs the MCP 2024-11-05 conformance checks against a stdio server
 //! command and prints one line per check, then a summary; exits 1 when a check fails.
 
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -108,10 +109,13 @@ fn main() -> ExitCode {
         max_line_bytes: cli.max_line_bytes,
         jobs: cli.jobs,
     };
+    // Write errors (a closed pipe, as with `| head`) are ignored: the exit status still
+    // tells the outcome.
+    let mut out = std::io::stdout().lock();
     let mut results = Vec::new();
     checks::run_with(&config, &selection, |result| {
         if !cli.json {
-            println!("{}", result.line());
+            let _ = writeln!(out, "{}", result.line()).and_then(|_| out.flush());
         }
         results.push(result.clone());
     });
