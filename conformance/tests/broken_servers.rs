@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Mutex;
 
-use common::{Outcome, cargo_example, check_names, run_suite};
+use common::{Outcome, cargo_example, check_names, run_suite_with_timeout};
 
 const OPTIONS: &[&str] = &[
     "--slow-tool",
@@ -26,7 +26,10 @@ fn reference(broken: Option<&str>) -> Vec<Outcome> {
     if let Some(check) = broken {
         command.extend(["--break".to_string(), check.to_string()]);
     }
-    run_suite(OPTIONS, &command)
+    // The reference server starts in a millisecond, so a shorter hang guard than for
+    // third-party servers still never fires on a healthy run; it bounds the broken
+    // modes whose fault is silence.
+    run_suite_with_timeout("15", OPTIONS, &command)
 }
 
 #[test]

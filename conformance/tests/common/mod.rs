@@ -21,6 +21,12 @@ pub enum Launch {
         example: &'static str,
         args: &'static [&'static str],
     },
+    /// A binary of this workspace: built by the test itself, then run with `args`.
+    CargoBin {
+        package: &'static str,
+        bin: &'static str,
+        args: &'static [&'static str],
+    },
     /// A Node script under `$AWF_TOOLS_DIR/node/node_modules`, run with the pinned Node 22.
     Node {
         script: &'static str,
@@ -156,8 +162,17 @@ pub fn python() -> Option<PathBuf> {
 /// Builds a cargo example (same cargo, profile and target dir as this test) once per test
 /// process, and returns its executable.
 pub fn cargo_example(package: &str, example: &str) -> PathBuf {
+    cargo_artifact(package, "--example", example)
+}
+
+/// Builds a binary of the workspace, like [`cargo_example`].
+pub fn cargo_bin(package: &str, bin: &str) -> PathBuf {
+    cargo_artifact(package, "--bin", bin)
+}
+
+fn cargo_artifact(package: &str, kind: &str, name: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<BTreeMap<String, PathBuf>>> = OnceLock::new();
-    let key = format!("{package}/{example}");
+    let (example, key) = (name, format!("{package} {kind} {name}"));
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
     if let Some(path) = built.get(&key) {
         return path.clone();
@@ -176,7 +191,7 @@ pub fn cargo_example(package: &str, example: &str) -> PathBuf {
         .expect("run cargo build");
     assert!(
         output.status.success(),
-        "cargo build -p {package} --example {example} failed:\n{}",
+        "cargo build -p {package} {kind} {example} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     let executable = String::from_utf8_lossy(&output.stdout)
@@ -184,9 +199,7 @@ pub fn cargo_example(package: &str, example: &str) -> PathBuf {
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == example)
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| {
-            panic!("cargo build -p {package} --example {example} named no executable")
-        });
+        .unwrap_or_else(|| panic!("cargo build -p {package} {kind} {example} named no executable"));
     built.insert(key, executable.clone());
     executable
 }
@@ -202,6 +215,11 @@ pub fn command(target: &Target) -> Option<Vec<String>> {
             args,
         } => {
             let mut c = vec![text(&cargo_example(package, example))];
+            c.extend(args.iter().map(|a| a.to_string()));
+            return Some(c);
+        }
+        Launch::CargoBin { package, bin, args } => {
+            let mut c = vec![text(&cargo_bin(package, bin))];
             c.extend(args.iter().map(|a| a.to_string()));
             return Some(c);
         }
@@ -234,8 +252,17 @@ pub const TIMEOUT_SECS: &str = "60";
 
 /// Runs the `mcp-conformance` binary with `options` against `command`.
 pub fn run_suite(options: &[&str], command: &[String]) -> Vec<Outcome> {
+    run_suite_with_timeout(TIMEOUT_SECS, options, command)
+}
+
+/// [`run_suite`] with another per-check deadline.
+pub fn run_suite_with_timeout(
+    timeout_secs: &str,
+    options: &[&str],
+    command: &[String],
+) -> Vec<Outcome> {
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
-        .args(["--json", "--timeout", TIMEOUT_SECS])
+        .args(["--json", "--timeout", timeout_secs])
         .args(options)
         .arg("--")
         .args(command)
