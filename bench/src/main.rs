@@ -30,7 +30,10 @@ use session::{ServerSpec, Session, Workload};
 use sys::Pinned;
 
 #[derive(Parser, Debug)]
-#[command(version, about = "Speed and memory of MCP stdio servers, ours against baselines in the same run")]
+#[command(
+    version,
+    about = "Speed and memory of MCP stdio servers, ours against baselines in the same run"
+)]
 struct Cli {
     /// Rounds; every figure is the median over rounds.
     #[arg(long, default_value_t = 5)]
@@ -168,7 +171,8 @@ fn builtin_servers() -> io::Result<Vec<ServerSpec>> {
 }
 
 fn resolve_servers(cli: &Cli) -> Result<Vec<ServerSpec>, String> {
-    let mut servers = builtin_servers().map_err(|e| format!("cannot find this program's own path: {e}"))?;
+    let mut servers =
+        builtin_servers().map_err(|e| format!("cannot find this program's own path: {e}"))?;
     for s in &cli.servers {
         let (name, cmd) = s
             .split_once('=')
@@ -192,7 +196,10 @@ fn resolve_servers(cli: &Cli) -> Result<Vec<ServerSpec>, String> {
         for o in &cli.only {
             if !servers.iter().any(|s| &s.name == o) {
                 let names: Vec<_> = servers.iter().map(|s| s.name.as_str()).collect();
-                return Err(format!("--only {o}: no such server; known: {}", names.join(", ")));
+                return Err(format!(
+                    "--only {o}: no such server; known: {}",
+                    names.join(", ")
+                ));
             }
         }
         servers.retain(|s| cli.only.contains(&s.name));
@@ -202,17 +209,28 @@ fn resolve_servers(cli: &Cli) -> Result<Vec<ServerSpec>, String> {
         if is_path && !s.program.exists() {
             let hint = match s.name.as_str() {
                 "mcpserver" => "build it: cargo build --release -p mcpserver --example echo",
-                "floor" | "mcport" | "rmcp" | "pipe" => "build it: cargo build --release -p mcp-bench --bins",
+                "floor" | "mcport" | "rmcp" | "pipe" => {
+                    "build it: cargo build --release -p mcp-bench --bins"
+                }
                 _ => "check the path given with --server",
             };
-            return Err(format!("server `{}`: {} does not exist; {hint}", s.name, s.program.display()));
+            return Err(format!(
+                "server `{}`: {} does not exist; {hint}",
+                s.name,
+                s.program.display()
+            ));
         }
     }
     Ok(servers)
 }
 
 /// Startup figures: spawn → initialize, RSS after it, exit after end of input.
-fn startup_run(spec: &ServerSpec, work: &Workload, spawns: usize, out: &mut Figures) -> io::Result<()> {
+fn startup_run(
+    spec: &ServerSpec,
+    work: &Workload,
+    spawns: usize,
+    out: &mut Figures,
+) -> io::Result<()> {
     let (mut up, mut rss, mut exit) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..spawns {
         let mut s = Session::start(spec, work, None)?;
@@ -229,7 +247,13 @@ fn startup_run(spec: &ServerSpec, work: &Workload, spawns: usize, out: &mut Figu
 }
 
 /// Sequential latency with the server and this thread on one CPU.
-fn latency_run(spec: &ServerSpec, work: &Workload, cpu: usize, calls: usize, out: &mut Figures) -> io::Result<()> {
+fn latency_run(
+    spec: &ServerSpec,
+    work: &Workload,
+    cpu: usize,
+    calls: usize,
+    out: &mut Figures,
+) -> io::Result<()> {
     let _pin = Pinned::to(cpu)?;
     let mut s = Session::start(spec, work, Some(cpu))?;
     s.checked_call(None, work.expect_text.as_deref())?;
@@ -290,10 +314,17 @@ fn run(cli: &Cli) -> Result<(), String> {
     if servers.is_empty() {
         return Err("no server to run".into());
     }
-    let args: serde_json::Value = serde_json::from_str(&cli.args)
-        .map_err(|e| format!("--args {:?} is not JSON ({e}); give an object such as '{{\"text\":\"hello\"}}'", cli.args))?;
+    let args: serde_json::Value = serde_json::from_str(&cli.args).map_err(|e| {
+        format!(
+            "--args {:?} is not JSON ({e}); give an object such as '{{\"text\":\"hello\"}}'",
+            cli.args
+        )
+    })?;
     if !args.is_object() {
-        return Err(format!("--args {:?}: the arguments must be a JSON object", cli.args));
+        return Err(format!(
+            "--args {:?}: the arguments must be a JSON object",
+            cli.args
+        ));
     }
     let is_echo = cli.tool == "echo";
     let expect_text = if is_echo {
@@ -318,13 +349,19 @@ fn run(cli: &Cli) -> Result<(), String> {
     }
 
     if cfg!(debug_assertions) {
-        eprintln!("warning: mcp-bench was built without --release: its own cost inflates every figure");
+        eprintln!(
+            "warning: mcp-bench was built without --release: its own cost inflates every figure"
+        );
     }
     eprintln!(
         "mcp-bench: {} rounds; {} servers: {}; tool {} {}; pinned runs on CPU {}",
         cli.rounds,
         servers.len(),
-        servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+        servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
         cli.tool,
         work.args,
         cli.cpu
@@ -334,24 +371,52 @@ fn run(cli: &Cli) -> Result<(), String> {
         // Rotate the order each round so no server always follows the same one.
         let mut order: Vec<&ServerSpec> = servers.iter().collect();
         order.rotate_left(round % servers.len());
-        let mut figs: BTreeMap<&str, Figures> = order.iter().map(|s| (s.name.as_str(), Figures::new())).collect();
+        let mut figs: BTreeMap<&str, Figures> = order
+            .iter()
+            .map(|s| (s.name.as_str(), Figures::new()))
+            .collect();
         let err = |e: io::Error| e.to_string();
         for s in &order {
-            startup_run(s, &work, cli.spawns, figs.get_mut(s.name.as_str()).unwrap()).map_err(err)?;
+            startup_run(s, &work, cli.spawns, figs.get_mut(s.name.as_str()).unwrap())
+                .map_err(err)?;
         }
         if cli.calls > 0 {
             for s in &order {
-                latency_run(s, &work, cli.cpu, cli.calls, figs.get_mut(s.name.as_str()).unwrap()).map_err(err)?;
+                latency_run(
+                    s,
+                    &work,
+                    cli.cpu,
+                    cli.calls,
+                    figs.get_mut(s.name.as_str()).unwrap(),
+                )
+                .map_err(err)?;
             }
         }
         if cli.flood > 0 {
             for s in &order {
-                flood_run(s, &work, None, &batch, cli.flood, big, figs.get_mut(s.name.as_str()).unwrap()).map_err(err)?;
+                flood_run(
+                    s,
+                    &work,
+                    None,
+                    &batch,
+                    cli.flood,
+                    big,
+                    figs.get_mut(s.name.as_str()).unwrap(),
+                )
+                .map_err(err)?;
             }
             if !cli.no_pinned_flood {
                 for s in &order {
-                    flood_run(s, &work, Some(cli.cpu), &batch, cli.flood, None, figs.get_mut(s.name.as_str()).unwrap())
-                        .map_err(err)?;
+                    flood_run(
+                        s,
+                        &work,
+                        Some(cli.cpu),
+                        &batch,
+                        cli.flood,
+                        None,
+                        figs.get_mut(s.name.as_str()).unwrap(),
+                    )
+                    .map_err(err)?;
                 }
             }
         }
@@ -390,19 +455,36 @@ fn fmt(v: f64) -> String {
     }
 }
 
-fn print_report(cli: &Cli, servers: &[ServerSpec], rounds: &BTreeMap<String, Vec<Figures>>, big: bool) {
+fn print_report(
+    cli: &Cli,
+    servers: &[ServerSpec],
+    rounds: &BTreeMap<String, Vec<Figures>>,
+    big: bool,
+) {
     let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
-    let ours = names.iter().any(|n| *n == cli.ours).then_some(cli.ours.as_str());
+    let ours = names
+        .iter()
+        .any(|n| *n == cli.ours)
+        .then_some(cli.ours.as_str());
     let others: Vec<&str> = names.iter().copied().filter(|n| Some(*n) != ours).collect();
     let figs: Vec<Fig> = Fig::ALL
         .into_iter()
         .filter(|f| names.iter().any(|n| summary(&rounds[*n], *f).is_some()))
         .collect();
     let big_label = format!("{} KiB echo (ms)", cli.big_size / 1024);
-    let label = |f: Fig| if f == Fig::Big && big { big_label.clone() } else { f.label().to_string() };
+    let label = |f: Fig| {
+        if f == Fig::Big && big {
+            big_label.clone()
+        } else {
+            f.label().to_string()
+        }
+    };
 
     println!();
-    println!("Medians over {} rounds (servers alternating within each round):", cli.rounds);
+    println!(
+        "Medians over {} rounds (servers alternating within each round):",
+        cli.rounds
+    );
     let mut header = format!("{:<34}", "figure");
     for n in &names {
         header.push_str(&format!(" {n:>10}"));
@@ -425,7 +507,9 @@ fn print_report(cli: &Cli, servers: &[ServerSpec], rounds: &BTreeMap<String, Vec
             for n in &others {
                 let theirs = summary(&rounds[*n], f).map(|x| x.0);
                 let cell = match (mine, theirs) {
-                    (Some(a), Some(b)) if b > 0.0 && a.is_finite() && b.is_finite() => format!("{:.2}", a / b),
+                    (Some(a), Some(b)) if b > 0.0 && a.is_finite() && b.is_finite() => {
+                        format!("{:.2}", a / b)
+                    }
                     _ => "-".into(),
                 };
                 row.push_str(&format!(" {cell:>14}"));
@@ -434,13 +518,16 @@ fn print_report(cli: &Cli, servers: &[ServerSpec], rounds: &BTreeMap<String, Vec
         println!("{row}");
     }
     println!();
-    println!("Ratios are {}/baseline: below 1 is better for times and memory, above 1 for calls/s.",
-        ours.unwrap_or("ours"));
+    println!(
+        "Ratios are {}/baseline: below 1 is better for times and memory, above 1 for calls/s.",
+        ours.unwrap_or("ours")
+    );
     println!("Spread over rounds (min–max):");
     for &f in &figs {
         let mut row = format!("{:<34}", label(f));
         for n in &names {
-            let cell = summary(&rounds[*n], f).map_or("-".into(), |(_, lo, hi)| format!("{}–{}", fmt(lo), fmt(hi)));
+            let cell = summary(&rounds[*n], f)
+                .map_or("-".into(), |(_, lo, hi)| format!("{}–{}", fmt(lo), fmt(hi)));
             row.push_str(&format!(" {n}={cell}"));
         }
         println!("{row}");
@@ -457,16 +544,34 @@ fn print_targets(ours: &str, rounds: &BTreeMap<String, Vec<Figures>>) {
     println!();
     println!("Targets for {ours}:");
     if rounds.contains_key("mcport") {
-        for f in [Fig::P50, Fig::P99, Fig::Tput, Fig::TputPinned, Fig::Peak, Fig::Big] {
+        for f in [
+            Fig::P50,
+            Fig::P99,
+            Fig::Tput,
+            Fig::TputPinned,
+            Fig::Peak,
+            Fig::Big,
+        ] {
             if let (Some(a), Some(b)) = (get(ours, f), get("mcport", f)) {
                 let ok = if f.higher_is_better() { a >= b } else { a <= b };
-                println!("  {:<34} {} vs mcport {}: {}", f.label(), fmt(a), fmt(b), if ok { "met" } else { "MISSED" });
+                println!(
+                    "  {:<34} {} vs mcport {}: {}",
+                    f.label(),
+                    fmt(a),
+                    fmt(b),
+                    if ok { "met" } else { "MISSED" }
+                );
             }
         }
     }
     for (f, limit) in [(Fig::RssInit, 3.0), (Fig::Exit, 2.0)] {
         if let Some(a) = get(ours, f) {
-            println!("  {:<34} {} ≤ {limit}: {}", f.label(), fmt(a), if a <= limit { "met" } else { "MISSED" });
+            println!(
+                "  {:<34} {} ≤ {limit}: {}",
+                f.label(),
+                fmt(a),
+                if a <= limit { "met" } else { "MISSED" }
+            );
         }
     }
 }

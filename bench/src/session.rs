@@ -84,11 +84,11 @@ fn fail(spec: &ServerSpec, what: impl std::fmt::Display) -> io::Error {
 }
 
 fn shorten(line: &[u8]) -> String {
-    let s = String::from_utf8_lossy(line);
-    if s.len() > 300 {
-        format!("{}… ({} bytes)", &s[..s.floor_char_boundary(300)], line.len())
+    if line.len() > 300 {
+        let head = String::from_utf8_lossy(&line[..300]);
+        format!("{head}… ({} bytes)", line.len())
     } else {
-        s.into_owned()
+        String::from_utf8_lossy(line).into_owned()
     }
 }
 
@@ -142,11 +142,17 @@ impl<'w> Session<'w> {
         s.startup = t0.elapsed();
         if !spec.raw {
             let v: Value = serde_json::from_slice(&answer).map_err(|e| {
-                fail(spec, format_args!("initialize answer is not JSON ({e}): {}", shorten(&answer)))
+                fail(
+                    spec,
+                    format_args!("initialize answer is not JSON ({e}): {}", shorten(&answer)),
+                )
             })?;
             if v.get("result").is_none() {
                 s.kill();
-                return Err(fail(spec, format_args!("initialize failed: {}", shorten(&answer))));
+                return Err(fail(
+                    spec,
+                    format_args!("initialize failed: {}", shorten(&answer)),
+                ));
             }
             s.stdin
                 .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")?;
@@ -187,7 +193,10 @@ impl<'w> Session<'w> {
             })?
         };
         if n == 0 {
-            return Err(fail(spec, "its output ended before the answer (did it crash? rerun with --server-stderr)"));
+            return Err(fail(
+                spec,
+                "its output ended before the answer (did it crash? rerun with --server-stderr)",
+            ));
         }
         Ok(&self.line)
     }
@@ -213,14 +222,22 @@ impl<'w> Session<'w> {
     }
 
     /// One call whose answer is fully parsed and compared with what echo must return.
-    pub fn checked_call(&mut self, args: Option<&str>, expect_text: Option<&str>) -> io::Result<Duration> {
+    pub fn checked_call(
+        &mut self,
+        args: Option<&str>,
+        expect_text: Option<&str>,
+    ) -> io::Result<Duration> {
         let took = self.call(args)?;
         if self.spec.raw {
             return Ok(took);
         }
         let id = self.next_id - 1;
-        let v: Value = serde_json::from_slice(&self.line)
-            .map_err(|e| fail(&self.spec, format_args!("answer is not JSON ({e}): {}", shorten(&self.line))))?;
+        let v: Value = serde_json::from_slice(&self.line).map_err(|e| {
+            fail(
+                &self.spec,
+                format_args!("answer is not JSON ({e}): {}", shorten(&self.line)),
+            )
+        })?;
         let problem = if v.get("id").and_then(Value::as_u64) != Some(id) {
             Some("the id does not match the request's")
         } else if v.pointer("/result/isError") == Some(&Value::Bool(true)) {
@@ -233,7 +250,10 @@ impl<'w> Session<'w> {
             None
         };
         match problem {
-            Some(p) => Err(fail(&self.spec, format_args!("{p}: {}", shorten(&self.line)))),
+            Some(p) => Err(fail(
+                &self.spec,
+                format_args!("{p}: {}", shorten(&self.line)),
+            )),
             None => Ok(took),
         }
     }
@@ -254,7 +274,10 @@ impl<'w> Session<'w> {
             while need > 1 {
                 let buf = stdout.fill_buf()?;
                 if buf.is_empty() {
-                    return Err(fail(&spec, format_args!("output ended with {need} answers missing")));
+                    return Err(fail(
+                        &spec,
+                        format_args!("output ended with {need} answers missing"),
+                    ));
                 }
                 let mut used = buf.len();
                 let mut at = 0;
@@ -279,7 +302,10 @@ impl<'w> Session<'w> {
             Ok(took)
         })?;
         if !raw && !contains(&last, b"\"result\"") {
-            return Err(fail(&self.spec, format_args!("a flood answer failed: {}", shorten(&last))));
+            return Err(fail(
+                &self.spec,
+                format_args!("a flood answer failed: {}", shorten(&last)),
+            ));
         }
         Ok(took)
     }
@@ -313,7 +339,10 @@ impl<'w> Session<'w> {
             Ok((t1, status)) => {
                 let status = status?;
                 if !status.success() && !spec.raw {
-                    eprintln!("note: server `{}` exited with {status} after end of input", spec.name);
+                    eprintln!(
+                        "note: server `{}` exited with {status} after end of input",
+                        spec.name
+                    );
                 }
                 Some(t1 - t0)
             }

@@ -52,7 +52,10 @@ fn answer(line: &[u8]) -> Option<Value> {
             let text = params
                 .and_then(|p| p.pointer("/arguments/text"))
                 .and_then(Value::as_str);
-            match (params.and_then(|p| p.get("name")).and_then(Value::as_str), text) {
+            match (
+                params.and_then(|p| p.get("name")).and_then(Value::as_str),
+                text,
+            ) {
                 (Some("echo"), Some(text)) => {
                     json!({"content": [{"type": "text", "text": text}], "isError": false})
                 }

@@ -1,0 +1,103 @@
+//! Proves the benchmark program works end to end: a quick run (few calls, one round)
+//! against the hand-written floor server must print every figure, and a server that
+//! fails must make the program fail with a message naming it. No timing is asserted.
+
+use std::process::Command;
+
+fn bench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
+}
+
+const QUICK: [&str; 12] = [
+    "--rounds",
+    "1",
+    "--calls",
+    "50",
+    "--flood",
+    "200",
+    "--spawns",
+    "1",
+    "--big-runs",
+    "1",
+    "--big-size",
+    "70000",
+];
+
+#[test]
+fn quick_run_against_the_floor_prints_every_figure() {
+    let floor = env!("CARGO_BIN_EXE_floor_echo");
+    let out = bench()
+        .args(QUICK)
+        .args(["--only", "floor", "--server", &format!("floor={floor}")])
+        .output()
+        .expect("run mcp-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "mcp-bench failed:\n{stderr}\n{stdout}"
+    );
+    for label in [
+        "spawn → initialize answer (ms)",
+        "RSS after initialize (MiB)",
+        "echo p50, pinned (µs)",
+        "echo p99, pinned (µs)",
+        "pipelined calls/s, unpinned (k)",
+        "pipelined calls/s, pinned (k)",
+        "peak RSS in flood, VmHWM (MiB)",
+        "68 KiB echo (ms)",
+        "exit after end of input (ms)",
+    ] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no row {label:?} in:\n{stdout}"));
+        let value = row[label.len()..].split_whitespace().next().unwrap_or("");
+        let number: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("row {label:?} has no figure: {row:?}"));
+        assert!(number > 0.0, "row {label:?}: {row:?}");
+    }
+}
+
+#[test]
+fn a_server_that_does_not_answer_fails_the_run_by_name() {
+    let out = bench()
+        .args(QUICK)
+        .args(["--only", "mute", "--server", "mute=/bin/true"])
+        .output()
+        .expect("run mcp-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a mute server must fail the run");
+    assert!(
+        stderr.contains("server `mute`") && stderr.contains("output ended"),
+        "the error should name the server and the problem: {stderr}"
+    );
+}
+
+#[test]
+fn a_server_that_answers_with_errors_fails_the_run() {
+    // The floor knows no tool named `nope`: every call gets an error, not a result.
+    let floor = env!("CARGO_BIN_EXE_floor_echo");
+    let out = bench()
+        .args(QUICK)
+        .args([
+            "--only",
+            "floor",
+            "--server",
+            &format!("floor={floor}"),
+            "--tool",
+            "nope",
+        ])
+        .output()
+        .expect("run mcp-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "calls answered with errors must fail the run"
+    );
+    assert!(
+        stderr.contains("server `floor`") && stderr.contains("-32602"),
+        "{stderr}"
+    );
+}
