@@ -584,3 +584,91 @@ fn tools_list_and_call_include_exposed_plugin_tools() {
         "{answer}"
     );
 }
+
+fn thread_names(pid: i32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn the_plugin_runtime_exists_only_with_plugins_and_sigterm_stops_them() {
+    let s = setup("sigterm");
+    // No plugin tools: no plugin host, no async runtime thread.
+    let mut plain = s.serve(&s.config(json!([])), &[]);
+    plain.initialize();
+    let names = thread_names(plain.pid());
+    assert!(!names.iter().any(|n| n == "awf-plugins"), "{names:?}");
+    let (status, _, stderr) = plain.finish();
+    assert!(status.success(), "{stderr}");
+
+    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["sleep"]}]));
+    let mut server = s.serve(&cfg, &[]);
+    server.initialize();
+    let names = thread_names(server.pid());
+    assert_eq!(
+        names.iter().filter(|n| *n == "awf-plugins").count(),
+        1,
+        "{names:?}"
+    );
+    let plugin = children_running(server.pid(), &example("faulty"));
+    assert_eq!(plugin.len(), 1);
+    // A call in flight when SIGTERM arrives is answered (cancelled), then all stops.
+    let id = server.send_request(
+        "tools/call",
+        json!({"name": "faulty_sleep", "arguments": {"ms": 60000}}),
+    );
+    assert!(eventually(|| server.stderr().contains("sleeping 60000 ms")));
+    // SAFETY: kill(2) on the pid of a child we spawned.
+    assert_eq!(unsafe { libc::kill(server.pid(), libc::SIGTERM) }, 0);
+    let answer = server.answer(id);
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("faulty_sleep was cancelled"),
+        "{answer}"
+    );
+    let (status, stderr) = server.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    // awf waited for its plugin (shutdown rpc, then signals), so it is gone now.
+    assert!(dead(plugin[0]), "plugin outlived a clean stop");
+    assert!(
+        s.leftover_sockets().is_empty(),
+        "{:?}",
+        s.leftover_sockets()
+    );
+}
+
+#[test]
+fn a_cancelled_plugin_call_stops_waiting_and_the_server_goes_on() {
+    let s = setup("cancel");
+    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["sleep"]}]));
+    let mut server = s.serve(&cfg, &[]);
+    server.initialize();
+    let id = server.send_request(
+        "tools/call",
+        json!({"name": "faulty_sleep", "arguments": {"ms": 60000}}),
+    );
+    assert!(eventually(|| server.stderr().contains("sleeping 60000 ms")));
+    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}));
+    // Meanwhile the server and the plugin go on answering.
+    assert_eq!(
+        server.ok("faulty_sleep", json!({"ms": 1})),
+        "slept 1 ms\n\n{\"slept_ms\":1}"
+    );
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
+    let audit = audit_lines(&s.base.join("audit.jsonl"));
+    let cancelled = audit
+        .iter()
+        .find(|r| r["type"] == "tool.result" && r["outcome"] == "cancelled")
+        .unwrap_or_else(|| panic!("no cancelled call in {audit:?}"));
+    // Not a speed check: a call that waited for the plugin would have taken the full 60 s.
+    let waited = cancelled["duration_ms"].as_f64().unwrap();
+    assert!(waited < 30_000.0, "the cancelled call waited {waited} ms");
+}
