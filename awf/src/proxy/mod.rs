@@ -231,9 +231,11 @@ pub fn check_proxy(state: &str, proxy: &McpProxy, plugins: &mut dyn PluginCatalo
         description: None,
         inputs: Vec::new(),
         initial: state.to_string(),
+        initial_line: proxy.line,
         states: vec![crate::workflow::State {
             name: state.to_string(),
             line: proxy.line,
+            field_lines: Vec::new(),
             kind: crate::workflow::StateKind::Agent(crate::workflow::AgentState {
                 provider: crate::providers::OPENAI_COMPATIBLE.into(),
                 prompt: crate::workflow::Prompt::Inline(String::new()),

@@ -102,14 +102,14 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
         push(
             codes::MISSING_INITIAL,
             "states.initial".into(),
-            1,
+            wf.initial_line,
             format!("the initial state {:?} is not defined", wf.initial),
             format!("name one of the states: {list}"),
         );
     }
     for s in &wf.states {
         let path = join("states", &s.name);
-        let mut texts: Vec<(String, String)> = Vec::new();
+        let mut texts: Vec<(String, String, usize)> = Vec::new();
         let mut targets: Vec<(&str, &Option<String>)> = Vec::new();
         match &s.kind {
             StateKind::Agent(a) => {
@@ -134,19 +134,19 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     push(
                         code,
                         join(&path, "provider"),
-                        s.line,
+                        s.line_of("provider"),
                         msg,
                         format!("use one of: {}", PROVIDER_NAMES.join(", ")),
                     );
                 }
                 match &a.prompt {
-                    Prompt::Inline(p) => texts.push((join(&path, "prompt"), p.clone())),
+                    Prompt::Inline(p) => texts.push((join(&path, "prompt"), p.clone(), s.line_of("prompt"))),
                     Prompt::File(f) => match std::fs::read_to_string(f) {
-                        Ok(t) => texts.push((join(&path, "prompt_file"), t)),
+                        Ok(t) => texts.push((join(&path, "prompt_file"), t, s.line_of("prompt_file"))),
                         Err(e) => push(
                             codes::PROMPT_FILE,
                             join(&path, "prompt_file"),
-                            s.line,
+                            s.line_of("prompt_file"),
                             format!("cannot read the prompt file {}: {e}", f.display()),
                             "prompt_file is relative to the workflow file's directory".into(),
                         ),
@@ -161,14 +161,14 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
             StateKind::Step(st) => {
                 targets.push(("on_success", &st.on_success));
                 targets.push(("on_failure", &st.on_failure));
-                texts.push((join(&path, "command"), st.command.clone()));
+                texts.push((join(&path, "command"), st.command.clone(), s.line_of("command")));
                 if let Some(dir) = &st.dir {
-                    texts.push((join(&path, "dir"), dir.clone()));
+                    texts.push((join(&path, "dir"), dir.clone(), s.line_of("dir")));
                 }
             }
             StateKind::Terminal(t) => {
                 if let Some(m) = &t.message {
-                    texts.push((join(&path, "message"), m.clone()));
+                    texts.push((join(&path, "message"), m.clone(), s.line_of("message")));
                 }
             }
         }
@@ -188,13 +188,13 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 push(
                     codes::UNKNOWN_STATE,
                     join(&path, key),
-                    s.line,
+                    s.line_of(key),
                     format!("{key} of state {:?} goes to {t:?}, which is not defined", s.name),
                     format!("name one of the states: {list}"),
                 );
             }
         }
-        for (tpath, text) in texts {
+        for (tpath, text, tline) in texts {
             for r in template::refs(&text) {
                 let problem = match &r {
                     Ok(Ref::Input(n)) if !wf.inputs.iter().any(|i| &i.name == n) => Some((
@@ -223,7 +223,7 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     _ => None,
                 };
                 if let Some((msg, hint)) = problem {
-                    push(codes::TEMPLATE, tpath.clone(), s.line, msg, hint);
+                    push(codes::TEMPLATE, tpath.clone(), tline, msg, hint);
                 }
             }
         }

@@ -62,10 +62,22 @@ pub struct Workflow {
     pub description: Option<String>,
     pub inputs: Vec<InputDef>,
     pub initial: String,
+    /// Line of `initial` (or of `states` when it is missing).
+    pub initial_line: usize,
     /// In file order.
     pub states: Vec<State>,
     /// The workflow file; relative `prompt_file`s are resolved from its directory.
     pub path: PathBuf,
+}
+
+impl State {
+    /// The line of `field` when given, else the state's.
+    pub fn line_of(&self, field: &str) -> usize {
+        self.field_lines
+            .iter()
+            .find(|(f, _)| f == field)
+            .map_or(self.line, |(_, l)| *l)
+    }
 }
 
 impl Workflow {
@@ -98,6 +110,8 @@ pub struct InputDef {
 pub struct State {
     pub name: String,
     pub line: usize,
+    /// Line of each field given, for messages about it.
+    pub field_lines: Vec<(String, usize)>,
     pub kind: StateKind,
 }
 

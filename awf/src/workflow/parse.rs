@@ -268,7 +268,7 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
         .map(|n| parse_inputs(&mut cx, n))
         .unwrap_or_default();
     let wf_dir = path.parent().unwrap_or(Path::new("."));
-    let (initial, states) = match get("states") {
+    let (initial, initial_line, states) = match get("states") {
         Some(n) => parse_states(&mut cx, n, wf_dir),
         None => {
             cx.push(
@@ -278,10 +278,11 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
                 "the workflow has no `states`".into(),
                 "add `states:` with `initial: <state>` and the states",
             );
-            (String::new(), Vec::new())
+            (String::new(), root.line, Vec::new())
         }
     };
     let wf = Workflow {
+        initial_line,
         name,
         version,
         description,
@@ -391,16 +392,18 @@ fn parse_inputs(cx: &mut Ctx, node: &Node) -> Vec<InputDef> {
     out
 }
 
-fn parse_states(cx: &mut Ctx, node: &Node, wf_dir: &Path) -> (String, Vec<State>) {
+fn parse_states(cx: &mut Ctx, node: &Node, wf_dir: &Path) -> (String, usize, Vec<State>) {
     let Some(fields) = cx.fields(node, "states", &[], codes::UNKNOWN_KEY) else {
-        return (String::new(), Vec::new());
+        return (String::new(), node.line, Vec::new());
     };
     let mut initial = None;
+    let mut initial_line = node.line;
     let mut states = Vec::new();
     for (key, n) in fields {
         let path = join("states", key);
         if key == "initial" {
             initial = cx.string(n, &path);
+            initial_line = n.line;
             continue;
         }
         if let Some(s) = parse_state(cx, key, n, &path, wf_dir) {
@@ -426,7 +429,7 @@ fn parse_states(cx: &mut Ctx, node: &Node, wf_dir: &Path) -> (String, Vec<State>
             String::new()
         }
     };
-    (initial, states)
+    (initial, initial_line, states)
 }
 
 fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path) -> Option<State> {
@@ -586,6 +589,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
     Some(State {
         name: name.to_string(),
         line: node.line,
+        field_lines: fields.iter().map(|(k, v)| (k.to_string(), v.line)).collect(),
         kind,
     })
 }

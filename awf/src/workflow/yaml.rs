@@ -112,7 +112,15 @@ impl Builder {
                 Kind::Seq(items) => items.push(node),
                 Kind::Map(entries) => match pending.take() {
                     None => *pending = Some(node),
-                    Some(key) => entries.push((key, node)),
+                    Some(key) => {
+                        // A map or list value is located at the key that names it (the
+                        // parser marks its start at its first item, a line later).
+                        let mut node = node;
+                        if !matches!(node.kind, Kind::Scalar(..)) {
+                            node.line = key.line;
+                        }
+                        entries.push((key, node))
+                    }
                 },
                 Kind::Scalar(..) => unreachable!("scalars are never open"),
             },

@@ -1,0 +1,279 @@
+//! `awf validate` over the fixture workflows in tests/fixtures/workflows/: each problem
+//! code with its message, path, line and the process exit code, through the real binary.
+//! The plugin cases install the plugin-sdk `notes` example as a user would (a directory
+//! with `plugin.yaml` and the executable, found through AWF_PLUGINS_PATH).
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+const AWF: &str = env!("CARGO_BIN_EXE_awf");
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/workflows")
+        .join(name)
+}
+
+/// A scratch directory (the validation's working directory, so no `.awf/plugins` of the
+/// repository is picked up).
+fn scratch(tag: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("awf-validate-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A plugins directory holding the `notes` example (built once per test binary).
+fn plugins_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let target_dir = exe.ancestors().nth(3).unwrap().to_path_buf();
+        let out = Command::new(env!("CARGO"))
+            .args(["build", "-p", "plugin-sdk", "--example", "notes", "--message-format=json"])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run cargo to build the notes plugin");
+        assert!(out.status.success(), "building the notes plugin failed");
+        let built: HashMap<String, PathBuf> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|m| {
+                Some((
+                    m["target"]["name"].as_str()?.to_string(),
+                    PathBuf::from(m["executable"].as_str()?),
+                ))
+            })
+            .collect();
+        let dir = scratch("plugins").join("plugins");
+        let notes = dir.join("notes");
+        std::fs::create_dir_all(&notes).unwrap();
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugin-sdk/examples/notes/plugin.yaml"),
+            notes.join("plugin.yaml"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&built["notes"], notes.join("notes")).unwrap();
+        dir
+    })
+    .clone()
+}
+
+struct Validated {
+    code: i32,
+    json: Value,
+    stderr: String,
+}
+
+fn validate(name: &str, plugins: Option<&Path>) -> Validated {
+    let cwd = scratch(name.trim_end_matches(".yaml"));
+    let empty = cwd.join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let plugins = plugins.map_or(empty, Path::to_path_buf);
+    let out = Command::new(AWF)
+        .args(["validate", "--format", "json"])
+        .arg(fixture(name))
+        .current_dir(&cwd)
+        .env("AWF_PLUGINS_PATH", &plugins)
+        .output()
+        .unwrap();
+    let human = Command::new(AWF)
+        .arg("validate")
+        .arg(fixture(name))
+        .current_dir(&cwd)
+        .env("AWF_PLUGINS_PATH", &plugins)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), human.status.code(), "both formats exit alike");
+    Validated {
+        code: out.status.code().unwrap(),
+        json: serde_json::from_slice(&out.stdout).expect("validate --format json prints JSON"),
+        stderr: String::from_utf8_lossy(&human.stderr).into_owned(),
+    }
+}
+
+impl Validated {
+    fn problems(&self) -> &Vec<Value> {
+        self.json["problems"].as_array().unwrap()
+    }
+
+    /// The only problem, checked for its code, path and line.
+    fn single(&self, code: &str, path: &str, line: u64) -> &Value {
+        let p = self.problems();
+        assert_eq!(p.len(), 1, "exactly one problem expected: {:#}", self.json);
+        let p = &p[0];
+        assert_eq!(p["code"], code, "{p:#}");
+        assert_eq!(p["path"], path, "{p:#}");
+        assert_eq!(p["line"], line, "{p:#}");
+        assert!(!p["hint"].as_str().unwrap().is_empty(), "{p:#}");
+        // The human form names the same code and path.
+        assert!(self.stderr.contains(code) && self.stderr.contains(path), "{}", self.stderr);
+        p
+    }
+
+    fn message(&self) -> &str {
+        self.problems()[0]["message"].as_str().unwrap()
+    }
+}
+
+#[test]
+fn a_clean_workflow_exits_zero() {
+    let v = validate("valid_steps.yaml", None);
+    assert_eq!(v.code, 0, "{:#}", v.json);
+    assert_eq!(v.json["valid"], true);
+    assert!(v.problems().is_empty());
+}
+
+#[test]
+fn unknown_key_under_mcp_proxy() {
+    let v = validate("proxy_unknown_key.yaml", None);
+    assert_eq!(v.code, 1);
+    let p = v.single(
+        "USER.MCP_PROXY.UNKNOWN_KEY",
+        "states.review.mcp_proxy.intercept_builtin",
+        10,
+    );
+    assert!(v.message().contains("intercept_builtin"));
+    assert!(p["hint"].as_str().unwrap().contains("did you mean `intercept_builtins`"));
+}
+
+#[test]
+fn unknown_key_in_a_plugin_tools_entry() {
+    let v = validate("proxy_unknown_key_entry.yaml", Some(&plugins_dir()));
+    assert_eq!(v.code, 1);
+    v.single(
+        "USER.MCP_PROXY.UNKNOWN_KEY",
+        "states.review.mcp_proxy.plugin_tools[0].exposes",
+        13,
+    );
+}
+
+#[test]
+fn empty_proxy() {
+    let v = validate("proxy_empty.yaml", None);
+    assert_eq!(v.code, 1);
+    v.single("USER.MCP_PROXY.EMPTY_PROXY", "states.review.mcp_proxy", 8);
+    assert!(v.message().contains("intercept_builtins: false"), "{}", v.message());
+}
+
+#[test]
+fn a_plugin_listed_twice_is_a_name_collision() {
+    let v = validate("proxy_name_collision.yaml", Some(&plugins_dir()));
+    assert_eq!(v.code, 1);
+    v.single(
+        "USER.MCP_PROXY.NAME_COLLISION",
+        "states.review.mcp_proxy.plugin_tools[1].plugin",
+        13,
+    );
+    assert!(v.message().contains("\"notes\" is listed twice"), "{}", v.message());
+}
+
+#[test]
+fn unknown_plugin_names_the_search_path() {
+    let v = validate("proxy_unknown_plugin.yaml", None);
+    assert_eq!(v.code, 1);
+    v.single(
+        "USER.MCP_PROXY.UNKNOWN_PLUGIN",
+        "states.review.mcp_proxy.plugin_tools[0].plugin",
+        11,
+    );
+    assert!(v.message().contains("\"jira\"") && v.message().contains("no-plugins"), "{}", v.message());
+}
+
+#[test]
+fn unknown_operation_lists_what_the_plugin_offers() {
+    let v = validate("proxy_unknown_operation.yaml", Some(&plugins_dir()));
+    assert_eq!(v.code, 1);
+    let p = v.single(
+        "USER.MCP_PROXY.UNKNOWN_OPERATION",
+        "states.review.mcp_proxy.plugin_tools[0].expose[1]",
+        12,
+    );
+    assert!(v.message().contains("\"delete\""), "{}", v.message());
+    let hint = p["hint"].as_str().unwrap();
+    assert!(hint.contains("add") && hint.contains("search"), "{hint}");
+}
+
+#[test]
+fn proxy_on_a_step_state_is_unsupported() {
+    let v = validate("proxy_unsupported_provider.yaml", None);
+    assert_eq!(v.code, 1);
+    v.single("USER.MCP_PROXY.UNSUPPORTED_PROVIDER", "states.build.mcp_proxy", 7);
+}
+
+#[test]
+fn bad_yaml_is_a_workflow_error_with_its_line() {
+    let v = validate("bad_yaml.yaml", None);
+    assert_eq!(v.code, 2);
+    let p = &v.problems()[0];
+    assert_eq!(p["code"], "WORKFLOW.PARSE.SYNTAX");
+    let line = p["line"].as_u64().unwrap();
+    assert!((6..=8).contains(&line), "the line of the unclosed list: {p:#}");
+}
+
+#[test]
+fn unknown_key_elsewhere_is_a_workflow_error() {
+    let v = validate("unknown_key.yaml", None);
+    assert_eq!(v.code, 2);
+    // The typo, and the missing `command` it causes.
+    let codes: Vec<&str> = v.problems().iter().map(|p| p["code"].as_str().unwrap()).collect();
+    assert!(codes.contains(&"WORKFLOW.PARSE.UNKNOWN_KEY"), "{codes:?}");
+    let p = v.problems().iter().find(|p| p["code"] == "WORKFLOW.PARSE.UNKNOWN_KEY").unwrap();
+    assert_eq!(p["path"], "states.build.comand");
+    assert_eq!(p["line"], 6);
+    assert!(p["hint"].as_str().unwrap().contains("did you mean `command`"));
+}
+
+#[test]
+fn missing_initial_state() {
+    let v = validate("missing_initial.yaml", None);
+    assert_eq!(v.code, 2);
+    let p = v.single("WORKFLOW.STATE.MISSING_INITIAL", "states.initial", 2);
+    assert!(p["hint"].as_str().unwrap().contains("initial: build"));
+}
+
+#[test]
+fn transition_to_a_missing_state() {
+    let v = validate("unknown_target.yaml", None);
+    assert_eq!(v.code, 2);
+    v.single("WORKFLOW.STATE.UNKNOWN_TARGET", "states.build.on_success", 7);
+    assert!(v.message().contains("\"deploy\""));
+}
+
+#[test]
+fn every_problem_is_reported_at_once_and_the_worst_category_wins() {
+    let v = validate("many_problems.yaml", None);
+    let mut got: Vec<(String, String)> = v
+        .problems()
+        .iter()
+        .map(|p| (p["code"].as_str().unwrap().into(), p["path"].as_str().unwrap().into()))
+        .collect();
+    got.sort();
+    let want = [
+        ("USER.MCP_PROXY.EMPTY_PROXY", "states.review.mcp_proxy"),
+        ("WORKFLOW.PARSE.INVALID_VALUE", "states.test.timeout"),
+        ("WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE", "states.review.prompt"),
+    ];
+    assert_eq!(
+        got,
+        want.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>()
+    );
+    assert_eq!(v.code, 2, "WORKFLOW (2) is more severe than USER (1)");
+}
+
+#[test]
+fn a_missing_file_is_a_user_error() {
+    let out = Command::new(AWF)
+        .args(["validate", "/nonexistent/wf.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/wf.yaml"));
+}
