@@ -1,0 +1,239 @@
+//! `awf run` with `step` and `terminal` states through the real binary: transitions,
+//! templates, inputs, exit codes, the JSON summary, and that no process a step started
+//! outlives it — for a normal end, a timeout and SIGINT (checked in /proc).
+
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const AWF: &str = env!("CARGO_BIN_EXE_awf");
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("awf-run-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn awf_run(dir: &Path, wf: &Path, extra: &[&str]) -> Output {
+    Command::new(AWF)
+        .arg("run")
+        .arg(wf)
+        .args(["--output", "json"])
+        .args(extra)
+        .current_dir(dir)
+        .env("AWF_PLUGINS_PATH", "")
+        .output()
+        .unwrap()
+}
+
+fn summary(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON summary ({e}): stdout {} stderr {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn state<'a>(s: &'a Value, name: &str) -> &'a Value {
+    s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["state"] == name)
+        .unwrap_or_else(|| panic!("no state {name} in {s:#}"))
+}
+
+/// True while `pid` is a live (non-zombie) process.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rfind(')').is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z')))
+}
+
+fn pids(file: &Path) -> Vec<i32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+#[test]
+fn steps_run_to_a_success_terminal_with_templates() {
+    let dir = scratch("ok");
+    let wf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/valid_steps.yaml");
+    let out = awf_run(&dir, &wf, &["--input", "who=bob"]);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    assert_eq!(s["status"], "success");
+    assert_eq!(state(&s, "greet")["output"], "hello bob");
+    assert_eq!(state(&s, "greet")["exit_code"], 0);
+    assert_eq!(state(&s, "shout")["output"], "HELLO BOB");
+    assert_eq!(state(&s, "done")["output"], "HELLO BOB");
+    let order: Vec<&str> = s["states"].as_array().unwrap().iter().map(|x| x["state"].as_str().unwrap()).collect();
+    assert_eq!(order, ["greet", "shout", "done"]);
+    // Progress on stderr names each state.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("→ greet (step)") && err.contains("→ done (terminal)"), "{err}");
+}
+
+#[test]
+fn a_failing_step_follows_on_failure_and_the_failure_terminal_exits_3() {
+    let dir = scratch("fail");
+    let wf = dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        r#"
+name: fails
+states:
+  initial: check
+  check:
+    type: step
+    command: echo checking; echo broken >&2; exit 4
+    on_success: done
+    on_failure: failed
+  done:
+    type: terminal
+  failed:
+    type: terminal
+    status: failure
+    message: "check said {{.states.check.Output}} and exited {{.states.check.ExitCode}}"
+"#,
+    )
+    .unwrap();
+    let out = awf_run(&dir, &wf, &[]);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(3), "{s:#}");
+    assert_eq!(state(&s, "check")["status"], "failure");
+    assert_eq!(state(&s, "check")["exit_code"], 4);
+    assert!(state(&s, "check")["error"]["message"].as_str().unwrap().contains("broken"));
+    assert_eq!(state(&s, "failed")["output"], "check said checking and exited 4");
+    assert_eq!(s["error"]["code"], "EXECUTION.RUN.TERMINAL_FAILURE");
+}
+
+#[test]
+fn inputs_are_checked_before_anything_runs() {
+    let dir = scratch("inputs");
+    let wf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/valid_steps.yaml");
+    let out = awf_run(&dir, &wf, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("USER.INPUT.MISSING"));
+    let out = awf_run(&dir, &wf, &["--input", "who=x", "--input", "whom=y"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("USER.INPUT.UNKNOWN"));
+}
+
+#[test]
+fn an_invalid_workflow_runs_nothing() {
+    let dir = scratch("invalid");
+    let wf = dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        "name: x\nstates:\n  initial: a\n  a:\n    type: step\n    command: touch ran\n    on_success: nowhere\n",
+    )
+    .unwrap();
+    let out = awf_run(&dir, &wf, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("WORKFLOW.STATE.UNKNOWN_TARGET"));
+    assert!(!dir.join("ran").exists());
+}
+
+fn background_workflow(dir: &Path, timeout: &str, body: &str) -> PathBuf {
+    let wf = dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            r#"
+name: background
+states:
+  initial: work
+  work:
+    type: step
+    command: |
+{body}
+    timeout: {timeout}
+    on_success: done
+  done:
+    type: terminal
+"#
+        ),
+    )
+    .unwrap();
+    wf
+}
+
+#[test]
+fn a_normal_end_leaves_no_background_process() {
+    let dir = scratch("bg");
+    // The step exits at once but leaves a sleeper behind in its process group.
+    let wf = background_workflow(&dir, "60s", "      sleep 300 &\n      echo $! > pids\n      echo started");
+    let out = awf_run(&dir, &wf, &[]);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    assert_eq!(state(&s, "work")["output"], "started");
+    let p = pids(&dir.join("pids"));
+    assert_eq!(p.len(), 1);
+    assert!(!alive(p[0]), "the background sleep {} outlived its step", p[0]);
+}
+
+#[test]
+fn a_timeout_stops_the_whole_group_even_when_it_ignores_sigterm() {
+    let dir = scratch("timeout");
+    // The shell and its child ignore SIGTERM: only the SIGKILL after the grace period ends them.
+    let wf = background_workflow(
+        &dir,
+        "1s",
+        "      trap '' TERM\n      echo $$ > pids\n      sleep 300 &\n      echo $! >> pids\n      wait",
+    );
+    let out = awf_run(&dir, &wf, &[]);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(3), "{s:#}");
+    assert_eq!(state(&s, "work")["status"], "timeout");
+    assert_eq!(s["error"]["code"], "EXECUTION.RUN.TIMEOUT");
+    let p = pids(&dir.join("pids"));
+    assert_eq!(p.len(), 2);
+    for pid in p {
+        assert!(!alive(pid), "pid {pid} outlived the timed-out step");
+    }
+}
+
+#[test]
+fn sigint_stops_the_step_and_the_run() {
+    let dir = scratch("sigint");
+    let wf = background_workflow(
+        &dir,
+        "10m",
+        "      echo $$ > pids\n      sleep 300 &\n      echo $! >> pids\n      wait",
+    );
+    let mut child = Command::new(AWF)
+        .arg("run")
+        .arg(&wf)
+        .args(["--output", "json"])
+        .current_dir(&dir)
+        .env("AWF_PLUGINS_PATH", "")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (no deadline: the step writes both pids first thing) until the step runs.
+    while pids(&dir.join("pids")).len() < 2 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(status.code(), Some(3), "{s:#}");
+    assert_eq!(state(&s, "work")["status"], "interrupted");
+    assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");
+    for pid in pids(&dir.join("pids")) {
+        assert!(!alive(pid), "pid {pid} outlived the interrupted step");
+    }
+}
