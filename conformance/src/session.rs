@@ -85,8 +85,12 @@ impl ServerProcess {
         let (program, args) = command.split_first().ok_or_else(|| {
             SessionError::Io("no server command given (put it after `--`)".into())
         })?;
+        // Its own process group, so that a wrapper (a shell, npx, uv run) and the server it
+        // starts can be killed together.
+        use std::os::unix::process::CommandExt;
         let mut child = Command::new(program)
             .args(args)
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -361,9 +365,9 @@ impl ServerProcess {
         self.writer = None;
     }
 
-    /// Reads until the server closes stdout (or the deadline), returning every response
-    /// not consumed yet.
-    pub fn drain_responses(&mut self) -> Result<Vec<Value>, SessionError> {
+    /// Reads until the server closes stdout, returning every response not consumed yet,
+    /// and an error when the deadline came first (with the responses that came until then).
+    pub fn drain_responses(&mut self) -> (Vec<Value>, Result<(), SessionError>) {
         let mut out: Vec<Value> = self.inbox.drain(..).filter(is_response).collect();
         loop {
             match self.next_message("the server to close its stdout") {
@@ -372,8 +376,8 @@ impl ServerProcess {
                         out.push(message);
                     }
                 }
-                Err(SessionError::Closed(_)) => return Ok(out),
-                Err(e) => return Err(e),
+                Err(SessionError::Closed(_)) => return (out, Ok(())),
+                Err(e) => return (out, Err(e)),
             }
         }
     }
@@ -391,8 +395,12 @@ impl ServerProcess {
                     return Ok(status);
                 }
                 Ok(None) if Instant::now() >= self.deadline => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
+                    self.kill_group();
+                    self.exit = Some(
+                        self.child
+                            .wait()
+                            .map_err(|e| SessionError::Io(e.to_string()))?,
+                    );
                     return Err(SessionError::Timeout("the server to exit".into()));
                 }
                 Ok(None) => thread::sleep(Duration::from_millis(10)),
@@ -434,12 +442,23 @@ impl ServerProcess {
     }
 }
 
+impl ServerProcess {
+    /// SIGKILL to the server's whole process group, then reap it.
+    fn kill_group(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.pid())])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.writer = None;
-        if self.exit.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if self.exit.is_none() && !matches!(self.child.try_wait(), Ok(Some(_))) {
+            self.kill_group();
         }
     }
 }
