@@ -48,7 +48,10 @@ fn claude_reads_greps_and_edits_through_awf_only() {
         run.context(&fake)
     );
     eprintln!("claude offered: {offered:?}");
-    eprintln!("claude output: {:?}", run.output.as_ref().map(|o| (&o.text, o.cost_usd, &o.usage)));
+    eprintln!(
+        "claude output: {:?}",
+        run.output.as_ref().map(|o| (&o.text, o.cost_usd, &o.usage))
+    );
 }
 
 #[test]
@@ -69,7 +72,10 @@ fn claude_without_interception_offers_its_own_tools_beside_awf() {
     assert_read_grep_edit(&step, &fake, &run, "mcp__awf__");
     let offered = fake.offered_tools();
     for t in ["mcp__awf__Read", "mcp__awf__Edit", "Read", "Edit", "Bash"] {
-        assert!(offered.contains(&t.to_string()), "{t} not offered: {offered:?}");
+        assert!(
+            offered.contains(&t.to_string()),
+            "{t} not offered: {offered:?}"
+        );
     }
     eprintln!("claude (no interception) offered: {offered:?}");
 }

@@ -14,7 +14,10 @@ use serde_json::json;
 
 fn codex_env(step: &Step) -> Vec<(&'static str, String)> {
     // Codex keeps its state in CODEX_HOME; the test's private one.
-    vec![("CODEX_HOME", step.home.join(".codex").to_string_lossy().into_owned())]
+    vec![(
+        "CODEX_HOME",
+        step.home.join(".codex").to_string_lossy().into_owned(),
+    )]
 }
 
 #[test]
@@ -42,7 +45,9 @@ fn codex_reads_greps_and_edits_through_awf_with_its_shell_disabled() {
         .collect();
     let others: Vec<&String> = offered.iter().filter(|t| !ours.contains(t)).collect();
     assert!(
-        others.iter().all(|t| NON_REMOVABLE_TOOLS.contains(&t.as_str())),
+        others
+            .iter()
+            .all(|t| NON_REMOVABLE_TOOLS.contains(&t.as_str())),
         "codex offered native tools beyond the non-removable ones: {others:?}\n{}",
         run.context(&fake)
     );
@@ -68,9 +73,14 @@ fn codex_without_interception_offers_its_shell_beside_awf() {
     assert_read_grep_edit(&step, &fake, &run, "mcp__awf__");
     let offered = fake.offered_tools();
     eprintln!("codex (no interception) offered: {offered:?}");
-    assert!(offered.contains(&"mcp__awf__Read".to_string()), "{offered:?}");
     assert!(
-        offered.iter().any(|t| t == "shell" || t == "exec_command" || t == "shell_command"),
+        offered.contains(&"mcp__awf__Read".to_string()),
+        "{offered:?}"
+    );
+    assert!(
+        offered
+            .iter()
+            .any(|t| t == "shell" || t == "exec_command" || t == "shell_command"),
         "no shell tool offered: {offered:?}"
     );
     assert!(run.command.warnings.is_empty());

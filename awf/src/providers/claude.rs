@@ -67,8 +67,10 @@ impl CliProvider for Claude {
             cmd.env.push(("ANTHROPIC_API_KEY".into(), key));
         }
         // No update checks, telemetry or other background calls from a workflow step.
-        cmd.env
-            .push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()));
+        cmd.env.push((
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+            "1".into(),
+        ));
         Ok(cmd)
     }
 
@@ -78,9 +80,7 @@ impl CliProvider for Claude {
         stderr: &str,
         status: ExitStatus,
     ) -> Result<AgentOutput, AwfError> {
-        let result = json_lines(stdout)
-            .filter(|v| v["type"] == "result")
-            .last();
+        let result = json_lines(stdout).filter(|v| v["type"] == "result").last();
         let Some(result) = result else {
             return Err(agent_failed(
                 "claude",
@@ -101,7 +101,12 @@ impl CliProvider for Claude {
             return Err(agent_failed("claude", &why, stderr, status));
         }
         if !status.success() {
-            return Err(agent_failed("claude", "exited with a failure", stderr, status));
+            return Err(agent_failed(
+                "claude",
+                "exited with a failure",
+                stderr,
+                status,
+            ));
         }
         Ok(AgentOutput {
             text,
@@ -215,7 +220,11 @@ pub(super) fn excerpt(text: &str) -> String {
     let start = chars.len().saturating_sub(600);
     let tail: String = chars[start..].iter().collect();
     let tail = tail.replace('\n', " | ");
-    if start > 0 { format!("…{tail}") } else { tail }
+    if start > 0 {
+        format!("…{tail}")
+    } else {
+        tail
+    }
 }
 
 /// An EXECUTION error for a failed agent run, with the exit status and stderr's tail.
@@ -261,9 +270,10 @@ mod tests {
             tool_names: vec!["Read".into()],
             step_dir: dir.clone(),
         };
-        let options: Map<String, Value> =
-            serde_json::from_value(json!({"model": "m1", "base_url": "http://h", "extra_args": ["--x"]}))
-                .unwrap();
+        let options: Map<String, Value> = serde_json::from_value(
+            json!({"model": "m1", "base_url": "http://h", "extra_args": ["--x"]}),
+        )
+        .unwrap();
         let req = AgentRequest {
             state: "s",
             prompt: "-do it",
@@ -273,12 +283,19 @@ mod tests {
         };
         let cmd = Claude.command(&req).unwrap();
         let file = dir.join("claude-mcp.json");
-        assert!(cmd.args.contains(&format!("--mcp-config={}", file.display())));
+        assert!(
+            cmd.args
+                .contains(&format!("--mcp-config={}", file.display()))
+        );
         assert!(cmd.args.contains(&"--tools=".to_string()));
         assert!(cmd.args.contains(&"--allowedTools=mcp__awf".to_string()));
         assert_eq!(&cmd.args[cmd.args.len() - 3..], ["--x", "--", "-do it"]);
-        assert!(cmd.env.contains(&("ANTHROPIC_BASE_URL".into(), "http://h".into())));
-        let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert!(
+            cmd.env
+                .contains(&("ANTHROPIC_BASE_URL".into(), "http://h".into()))
+        );
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(written["mcpServers"]["awf"]["args"][2], "/s/c.json");
         assert_eq!(written["mcpServers"]["awf"]["env"]["TRACEPARENT"], "00-x");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -301,7 +318,11 @@ mod tests {
         assert_eq!(o.cost_usd, Some(0.5));
         assert_eq!(o.usage.unwrap()["input_tokens"], 3);
         let e = Claude
-            .parse_output("{\"type\":\"result\",\"subtype\":\"error_max_turns\",\"is_error\":true}", "boom", ok())
+            .parse_output(
+                "{\"type\":\"result\",\"subtype\":\"error_max_turns\",\"is_error\":true}",
+                "boom",
+                ok(),
+            )
             .unwrap_err();
         assert_eq!(e.code(), codes::AGENT_FAILED);
         assert!(e.message().contains("error_max_turns") && e.message().contains("boom"));

@@ -89,8 +89,13 @@ impl CliProvider for Codex {
                     args.extend(["--disable".to_string(), feature.to_string()]);
                 }
                 args.extend(
-                    ["-c", "web_search=\"disabled\"", "-c", "agents.enabled=false"]
-                        .map(String::from),
+                    [
+                        "-c",
+                        "web_search=\"disabled\"",
+                        "-c",
+                        "agents.enabled=false",
+                    ]
+                    .map(String::from),
                 );
                 cmd.warnings.push(format!(
                     "codex: with intercept_builtins, Codex still offers its non-file tools {} besides the awf tools; they cannot be disabled",
@@ -137,7 +142,12 @@ impl CliProvider for Codex {
             ));
         }
         if !status.success() {
-            return Err(agent_failed("codex", "exited with a failure", stderr, status));
+            return Err(agent_failed(
+                "codex",
+                "exited with a failure",
+                stderr,
+                status,
+            ));
         }
         let Some(text) = text else {
             return Err(agent_failed(
@@ -214,7 +224,10 @@ mod tests {
             &"mcp_servers.awf={command=\"/bin/awf\",args=[\"mcp-serve\",\"--config\",\"/s/c.json\"],env={\"TRACEPARENT\"=\"00-x\"},default_tools_approval_mode=\"approve\"}".to_string()
         ));
         assert!(cmd.args.contains(&"shell_tool".to_string()));
-        assert!(cmd.args.contains(&"model_provider=\"awf_model\"".to_string()));
+        assert!(
+            cmd.args
+                .contains(&"model_provider=\"awf_model\"".to_string())
+        );
         assert_eq!(cmd.warnings.len(), 1);
         assert!(cmd.warnings[0].contains("request_user_input"));
     }
@@ -226,7 +239,9 @@ mod tests {
 {"type":"item.completed","item":{"type":"mcp_tool_call"}}
 {"type":"item.completed","item":{"type":"agent_message","text":"last"}}
 {"type":"turn.completed","usage":{"input_tokens":5}}"#;
-        let o = Codex.parse_output(out, "", ExitStatus::from_raw(0)).unwrap();
+        let o = Codex
+            .parse_output(out, "", ExitStatus::from_raw(0))
+            .unwrap();
         assert_eq!(o.text, "last");
         assert_eq!(o.usage.unwrap()["input_tokens"], 5);
         let e = Codex

@@ -5,7 +5,9 @@
 //! would change the user's own settings. A model is always passed, because without `-m`
 //! Gemini CLI first makes a routing call.
 
-use super::claude::{agent_failed, api_key, excerpt, extra_args, json_lines, opt_str, write_private};
+use super::claude::{
+    agent_failed, api_key, excerpt, extra_args, json_lines, opt_str, write_private,
+};
 use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider, program_path};
 use crate::error::AwfError;
 use serde_json::{Map, json};
@@ -30,9 +32,8 @@ impl CliProvider for Gemini {
         let model = opt_str(req.options, "model", name)?.unwrap_or_else(|| DEFAULT_MODEL.into());
         // `--prompt=` keeps a prompt that starts with `-` from being read as an option.
         cmd.args.push(format!("--prompt={}", req.prompt));
-        cmd.args.extend(
-            ["--output-format", "stream-json", "--skip-trust", "-m"].map(String::from),
-        );
+        cmd.args
+            .extend(["--output-format", "stream-json", "--skip-trust", "-m"].map(String::from));
         cmd.args.push(model);
         if let Some(proxy) = req.proxy {
             let mut env = Map::new();
@@ -64,8 +65,10 @@ impl CliProvider for Gemini {
                 &home.join(".gemini").join("settings.json"),
                 &serde_json::to_string_pretty(&settings).expect("JSON"),
             )?;
-            cmd.env
-                .push(("GEMINI_CLI_HOME".into(), home.to_string_lossy().into_owned()));
+            cmd.env.push((
+                "GEMINI_CLI_HOME".into(),
+                home.to_string_lossy().into_owned(),
+            ));
         }
         cmd.args.extend(extra_args(req.options, name)?);
         if let Some(url) = opt_str(req.options, "base_url", name)? {
@@ -121,7 +124,12 @@ impl CliProvider for Gemini {
             ));
         }
         if !status.success() {
-            return Err(agent_failed("gemini", "exited with a failure", stderr, status));
+            return Err(agent_failed(
+                "gemini",
+                "exited with a failure",
+                stderr,
+                status,
+            ));
         }
         Ok(AgentOutput {
             text,
@@ -162,7 +170,10 @@ mod tests {
         let cmd = Gemini.command(&req).unwrap();
         assert!(cmd.args.contains(&DEFAULT_MODEL.to_string()));
         let home = dir.join("gemini-home");
-        assert!(cmd.env.contains(&("GEMINI_CLI_HOME".into(), home.to_string_lossy().into())));
+        assert!(
+            cmd.env
+                .contains(&("GEMINI_CLI_HOME".into(), home.to_string_lossy().into()))
+        );
         let s: Value = serde_json::from_str(
             &std::fs::read_to_string(home.join(".gemini/settings.json")).unwrap(),
         )
@@ -181,7 +192,9 @@ mod tests {
 {"type":"message","role":"assistant","content":"the ","delta":true}
 {"type":"message","role":"assistant","content":"answer","delta":true}
 {"type":"result","status":"success","stats":{"total_tokens":9}}"#;
-        let o = Gemini.parse_output(out, "", ExitStatus::from_raw(0)).unwrap();
+        let o = Gemini
+            .parse_output(out, "", ExitStatus::from_raw(0))
+            .unwrap();
         assert_eq!(o.text, "the answer");
         assert_eq!(o.usage.unwrap()["total_tokens"], 9);
     }

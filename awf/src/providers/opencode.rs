@@ -31,7 +31,9 @@ impl CliProvider for OpenCode {
         };
         let model = opt_str(req.options, "model", name)?;
         let base_url = opt_str(req.options, "base_url", name)?;
-        let mut config = json!({"$schema": "https://opencode.ai/config.json"});
+        // No undo snapshots: OpenCode would copy the work tree into a git store in its data
+        // dir at every start, which costs seconds and disk for nothing in a one-shot step.
+        let mut config = json!({"$schema": "https://opencode.ai/config.json", "snapshot": false});
         // The model id: with base_url, ours; else as given ("provider/model").
         let model_ref = match (&base_url, &model) {
             (Some(url), Some(m)) => {
@@ -75,8 +77,13 @@ impl CliProvider for OpenCode {
             }
             let file = proxy.step_dir.join("opencode.json");
             write_private(&file, &serde_json::to_string_pretty(&config).expect("JSON"))?;
+            cmd.env.push((
+                "OPENCODE_CONFIG".into(),
+                file.to_string_lossy().into_owned(),
+            ));
+            let xdg = seed_config_home(&proxy.step_dir)?;
             cmd.env
-                .push(("OPENCODE_CONFIG".into(), file.to_string_lossy().into_owned()));
+                .push(("XDG_CONFIG_HOME".into(), xdg.to_string_lossy().into_owned()));
         } else if config.get("provider").is_some() {
             // No step dir without a proxy: the provider goes in through the environment.
             cmd.env
@@ -86,9 +93,23 @@ impl CliProvider for OpenCode {
         cmd.env
             .push(("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()));
         cmd.env.push(("OPENCODE_DISABLE_SHARE".into(), "1".into()));
+        if base_url.is_some() {
+            // The model is fully described here: no need for the models.dev catalogue,
+            // which OpenCode would otherwise fetch at start.
+            cmd.env
+                .push(("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()));
+        }
         cmd.args
             .extend(["run", "--format", "json", "--title"].map(String::from));
         cmd.args.push(format!("awf {}", req.state));
+        // OpenCode takes its project directory from PWD, which the runner's own process
+        // passes on unchanged: name the step's directory explicitly.
+        cmd.args.extend([
+            "--dir".to_string(),
+            req.workdir.to_string_lossy().into_owned(),
+        ]);
+        cmd.env
+            .push(("PWD".into(), req.workdir.to_string_lossy().into_owned()));
         if let Some(m) = model_ref {
             cmd.args.extend(["-m".to_string(), m]);
         }
@@ -168,6 +189,45 @@ impl CliProvider for OpenCode {
     }
 }
 
+/// A private config home for the step, so OpenCode reads no global config and installs
+/// nothing. At every start OpenCode installs its plugin helper package
+/// (`@opencode-ai/plugin`, with ~25 MB of dependencies, from the npm registry) into each
+/// config folder whose `package.json`/`package-lock.json` do not both list it, in the
+/// background; a one-shot run exits before it finishes, so it starts over at every step
+/// and needs the network. A folder that lists it in both files, with a `node_modules`
+/// folder, is left alone. Nothing here needs the package itself: it serves user-written
+/// OpenCode plugins, and the step's config names none. Credentials saved by
+/// `opencode auth login` live in the data dir, which stays the user's.
+fn seed_config_home(step_dir: &std::path::Path) -> Result<std::path::PathBuf, AwfError> {
+    let home = step_dir.join("opencode-config-home");
+    let dir = home.join("opencode");
+    let io_err = |e: std::io::Error| {
+        AwfError::new(
+            codes::IO,
+            format!(
+                "cannot prepare OpenCode's config folder {}: {e}",
+                dir.display()
+            ),
+        )
+    };
+    std::fs::create_dir_all(dir.join("node_modules")).map_err(io_err)?;
+    let deps = json!({HELPER_PACKAGE: HELPER_VERSION});
+    write_private(
+        &dir.join("package.json"),
+        &json!({"dependencies": deps}).to_string(),
+    )?;
+    write_private(
+        &dir.join("package-lock.json"),
+        &json!({"lockfileVersion": 3, "packages": {"": {"dependencies": deps}}}).to_string(),
+    )?;
+    Ok(home)
+}
+
+/// The helper package OpenCode wants in every config folder, and the version it asks for
+/// (its own, 1.18.33 when pinned; any listed version satisfies its check).
+const HELPER_PACKAGE: &str = "@opencode-ai/plugin";
+const HELPER_VERSION: &str = "*";
+
 /// Sums two token records field by field (numbers, nested objects such as `cache`).
 fn add_tokens(acc: Option<Value>, t: &Value) -> Value {
     match (acc, t) {
@@ -179,9 +239,9 @@ fn add_tokens(acc: Option<Value>, t: &Value) -> Value {
             }
             Value::Object(a)
         }
-        (Some(Value::Number(a)), Value::Number(b)) => json!(
-            a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0)
-        ),
+        (Some(Value::Number(a)), Value::Number(b)) => {
+            json!(a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0))
+        }
         (Some(_), t) => t.clone(),
     }
 }
@@ -219,10 +279,23 @@ mod tests {
         let c: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("opencode.json")).unwrap())
                 .unwrap();
-        assert_eq!(c["mcp"]["awf"]["command"], json!(["/bin/awf", "mcp-serve", "--config", "/c"]));
+        assert_eq!(
+            c["mcp"]["awf"]["command"],
+            json!(["/bin/awf", "mcp-serve", "--config", "/c"])
+        );
         assert_eq!(c["mcp"]["awf"]["environment"]["AWF_LOG"], "debug");
         assert_eq!(c["permission"], json!({"*": "deny", "awf_*": "allow"}));
-        assert_eq!(c["provider"]["awf-model"]["options"]["baseURL"], "http://h/v1");
+        assert_eq!(
+            c["provider"]["awf-model"]["options"]["baseURL"],
+            "http://h/v1"
+        );
+        let seeded = dir.join("opencode-config-home/opencode");
+        assert!(seeded.join("node_modules").is_dir());
+        let lock: Value = serde_json::from_str(
+            &std::fs::read_to_string(seeded.join("package-lock.json")).unwrap(),
+        )
+        .unwrap();
+        assert!(lock["packages"][""]["dependencies"]["@opencode-ai/plugin"].is_string());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -239,6 +312,9 @@ mod tests {
             .unwrap();
         assert_eq!(o.text, "done");
         assert_eq!(o.cost_usd, Some(0.75));
-        assert_eq!(o.usage.unwrap(), json!({"input": 7.0, "cache": {"read": 3.0}}));
+        assert_eq!(
+            o.usage.unwrap(),
+            json!({"input": 7.0, "cache": {"read": 3.0}})
+        );
     }
 }

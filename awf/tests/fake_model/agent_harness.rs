@@ -277,13 +277,20 @@ pub fn assert_read_grep_edit(step: &Step, fake: &FakeModel, run: &Run, prefix_fo
     assert_eq!(edited, "mode = NEW_VALUE\n", "{ctx}");
     // The audit file holds the three call/result pairs.
     let records = step.audit_records();
-    let calls: Vec<&Value> = records.iter().filter(|r| r["type"] == "tool.call").collect();
+    let calls: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "tool.call")
+        .collect();
     let results: Vec<&Value> = records
         .iter()
         .filter(|r| r["type"] == "tool.result")
         .collect();
     let names: Vec<&str> = calls.iter().map(|r| r["tool"].as_str().unwrap()).collect();
-    assert_eq!(names, ["Read", "Grep", "Edit"], "audit: {records:#?}\n{ctx}");
+    assert_eq!(
+        names,
+        ["Read", "Grep", "Edit"],
+        "audit: {records:#?}\n{ctx}"
+    );
     assert_eq!(results.len(), 3, "audit: {records:#?}");
     for (c, r) in calls.iter().zip(&results) {
         assert_eq!(c["call_id"], r["call_id"], "audit pair");

@@ -237,7 +237,9 @@ impl FakeModel {
                     r.main,
                     r.tools.iter().map(OfferedTool::flat).collect::<Vec<_>>(),
                     r.answered_call,
-                    r.answered_text.as_deref().map(|t| t.chars().take(80).collect::<String>())
+                    r.answered_text
+                        .as_deref()
+                        .map(|t| t.chars().take(80).collect::<String>())
                 )
             })
             .collect::<Vec<_>>()
@@ -462,8 +464,7 @@ fn offered_tools(wire: Wire, body: &Value) -> Vec<OfferedTool> {
                         namespace: None,
                         name: n.to_string(),
                     });
-                } else if let (Some(ns), Some(sub)) = (t["name"].as_str(), t["tools"].as_array())
-                {
+                } else if let (Some(ns), Some(sub)) = (t["name"].as_str(), t["tools"].as_array()) {
                     // Codex groups an MCP server's tools under a namespace.
                     for s in sub {
                         if let Some(n) = s["name"].as_str() {
@@ -509,8 +510,7 @@ fn resolve(bare: &str, offered: &[OfferedTool]) -> Option<OfferedTool> {
     }
     if let Some(t) = offered.iter().find(|t| {
         t.name == bare
-            && t
-                .namespace
+            && t.namespace
                 .as_deref()
                 .is_some_and(|ns| ns.trim_end_matches(['_', '.']).ends_with("awf"))
     }) {
@@ -770,7 +770,10 @@ fn tool_call_reply(
         }
         Wire::Gemini => {
             let args: Value = serde_json::from_str(arguments).unwrap_or(json!({}));
-            gemini_reply(json!([{"functionCall": {"name": tool.name, "args": args}}]), model)
+            gemini_reply(
+                json!([{"functionCall": {"name": tool.name, "args": args}}]),
+                model,
+            )
         }
         Wire::Other => Reply::json(json!({})),
     }
@@ -924,8 +927,9 @@ fn side_reply(
         Wire::Gemini if !path.contains(":streamGenerateContent") => {
             // Gemini CLI's JSON side questions (next speaker, routing): a JSON text that
             // answers both.
-            let text = json!({"reasoning": "fake model", "next_speaker": "user", "model_choice": "flash"})
-                .to_string();
+            let text =
+                json!({"reasoning": "fake model", "next_speaker": "user", "model_choice": "flash"})
+                    .to_string();
             rec.answered_text = None;
             Reply::json(json!({
                 "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
@@ -942,7 +946,9 @@ fn side_reply(
             } else if p.contains(":countTokens") {
                 Reply::json(json!({"totalTokens": 11}))
             } else if method == "GET" && p.ends_with("/models") {
-                Reply::json(json!({"object": "list", "data": [{"id": model, "object": "model", "created": 1, "owned_by": "fake"}], "models": []}))
+                Reply::json(
+                    json!({"object": "list", "data": [{"id": model, "object": "model", "created": 1, "owned_by": "fake"}], "models": []}),
+                )
             } else {
                 Reply::json(Value::Object(Map::new()))
             }
