@@ -1,0 +1,270 @@
+//! The per-step proxy lifecycle through `awf run`: an agent state with `mcp_proxy` whose
+//! "CLI" is tests/fixtures/workflows/fake_agent.py (run as the `claude` provider via
+//! options.command), which starts the real `awf mcp-serve` from the injected config and
+//! calls Read. Checked: the call reaches the step's audit file and summary, the per-step
+//! files are removed, and no process (agent, server, a server that escaped the group)
+//! outlives the step for a normal end, a timeout and SIGINT; a server killed mid-step is
+//! reported as a crash.
+
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const AWF: &str = env!("CARGO_BIN_EXE_awf");
+
+fn python_available() -> bool {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "python3 is required in CI");
+        eprintln!("skipping: python3 not found (the fake agent CLI is a Python script)");
+    }
+    ok
+}
+
+struct Case {
+    dir: PathBuf,
+    wf: PathBuf,
+    pids: PathBuf,
+    audit_dir: PathBuf,
+}
+
+fn case(tag: &str, timeout: &str) -> Case {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("awf-proxy-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("input.txt"), "the input text\n").unwrap();
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/fake_agent.py");
+    let wf = dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            r#"
+name: proxied
+states:
+  initial: review
+  review:
+    type: agent
+    provider: claude
+    prompt: Read input.txt
+    timeout: {timeout}
+    options:
+      command: {agent}
+    mcp_proxy:
+      enable: true
+    on_success: done
+  done:
+    type: terminal
+    message: "{{{{.states.review.Output}}}}"
+"#,
+            agent = agent.display()
+        ),
+    )
+    .unwrap();
+    Case {
+        pids: dir.join("pids"),
+        audit_dir: dir.join("audit"),
+        dir,
+        wf,
+    }
+}
+
+impl Case {
+    fn command(&self, mode: &str) -> Command {
+        let mut c = Command::new(AWF);
+        c.arg("run")
+            .arg(&self.wf)
+            .args(["--output", "json", "--audit-dir"])
+            .arg(&self.audit_dir)
+            .current_dir(self.dir.join("work"))
+            .env("AWF_PLUGINS_PATH", "")
+            .env("FAKE_AGENT_MODE", mode)
+            .env("FAKE_AGENT_PIDS", &self.pids)
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("TRACEPARENT");
+        c
+    }
+
+    fn run(&self, mode: &str) -> (Output, Value) {
+        let out = self.command(mode).output().unwrap();
+        let s = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "no JSON summary ({e}): {} / {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out, s)
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(&self.pids)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Nothing the step started is alive, and no process still names its config.
+    fn assert_nothing_left(&self) {
+        let pids = self.pids();
+        assert!(pids.len() >= 2, "the fake agent recorded its pids: {pids:?}");
+        for pid in pids {
+            assert!(!alive(pid), "pid {pid} outlived the step");
+        }
+        assert!(
+            mcp_serve_processes(&self.dir).is_empty(),
+            "an awf mcp-serve of this test is still running"
+        );
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&self.audit_dir).unwrap().flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            out.extend(text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        }
+        out
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rfind(')').is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z')))
+}
+
+/// Live `awf mcp-serve` processes whose command line mentions a run of this test: their
+/// config lives in the run's private dir, so match on the binary and "mcp-serve" and
+/// check the cwd is under `dir`.
+fn mcp_serve_processes(dir: &Path) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains("mcp-serve") && cwd.starts_with(dir) && alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn state<'a>(s: &'a Value, name: &str) -> &'a Value {
+    s["states"].as_array().unwrap().iter().find(|x| x["state"] == name).unwrap()
+}
+
+#[test]
+fn a_proxied_step_calls_through_awf_mcp_serve_and_cleans_up() {
+    if !python_available() {
+        return;
+    }
+    let c = case("call", "60s");
+    let (out, s) = c.run("call");
+    assert_eq!(out.status.code(), Some(0), "{s:#}\n{}", String::from_utf8_lossy(&out.stderr));
+    let review = state(&s, "review");
+    let output = review["output"].as_str().unwrap();
+    assert!(
+        output.starts_with("fake agent read:") && output.contains("the input text"),
+        "{output:?}"
+    );
+    assert_eq!(review["tool_calls"]["Read"], 1, "{review:#}");
+    assert_eq!(review["proxy"]["sessions"], 1);
+    assert_eq!(review["proxy"]["crashed_sessions"].as_array().unwrap().len(), 0);
+    let audit = c.audit();
+    let calls: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.call").collect();
+    let results: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.result").collect();
+    assert_eq!((calls.len(), results.len()), (1, 1));
+    assert_eq!(calls[0]["call_id"], results[0]["call_id"]);
+    assert_eq!(calls[0]["step_id"], "1-review");
+    // The step's traceparent reached the server through the injected env/config.
+    assert!(audit.iter().any(|r| r["type"] == "session.end"));
+    c.assert_nothing_left();
+    // Per-step files (config, generated CLI config) are gone.
+    let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("awf-run-{}", s["run_id"].as_str().unwrap())))
+        .collect();
+    assert!(leftovers.is_empty(), "per-step directories left: {leftovers:?}");
+}
+
+#[test]
+fn a_server_left_running_outside_the_group_is_stopped_at_the_end_of_the_step() {
+    if !python_available() {
+        return;
+    }
+    let c = case("stray", "60s");
+    let (out, s) = c.run("stray");
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    let review = state(&s, "review");
+    assert_eq!(review["proxy"]["sessions"], 2, "{review:#}");
+    // The stray got SIGTERM and ended its session cleanly: no crash.
+    assert_eq!(review["proxy"]["crashed_sessions"].as_array().unwrap().len(), 0, "{review:#}");
+    let audit = c.audit();
+    let ends: Vec<&Value> = audit.iter().filter(|r| r["type"] == "session.end").collect();
+    assert!(ends.iter().any(|r| r["reason"] == "signal"), "{ends:?}");
+    c.assert_nothing_left();
+}
+
+#[test]
+fn a_timeout_stops_agent_and_server() {
+    if !python_available() {
+        return;
+    }
+    let c = case("timeout", "3s");
+    let (out, s) = c.run("hang");
+    assert_eq!(out.status.code(), Some(3), "{s:#}");
+    let review = state(&s, "review");
+    assert_eq!(review["status"], "timeout");
+    assert_eq!(review["tool_calls"]["Read"], 1);
+    assert_eq!(s["error"]["code"], "EXECUTION.RUN.TIMEOUT");
+    c.assert_nothing_left();
+}
+
+#[test]
+fn sigint_stops_agent_and_server() {
+    if !python_available() {
+        return;
+    }
+    let c = case("sigint", "10m");
+    let mut child = c.command("hang").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let ready = PathBuf::from(format!("{}.ready", c.pids.display()));
+    // The agent writes the file after its tool call; no deadline needed.
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(status.code(), Some(3), "{s:#}");
+    assert_eq!(state(&s, "review")["status"], "interrupted");
+    assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");
+    c.assert_nothing_left();
+}
+
+#[test]
+fn a_server_crash_is_reported_in_the_step_result() {
+    if !python_available() {
+        return;
+    }
+    let c = case("crash", "60s");
+    let (out, s) = c.run("crash");
+    let review = state(&s, "review");
+    assert_eq!(out.status.code(), Some(3), "{s:#}");
+    assert_eq!(review["status"], "failure");
+    assert_eq!(review["error"]["code"], "EXECUTION.MCP_PROXY.SERVER_CRASHED");
+    assert_eq!(review["proxy"]["crashed_sessions"].as_array().unwrap().len(), 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("crashed"));
+    c.assert_nothing_left();
+}
