@@ -1,0 +1,240 @@
+//! `openai_compatible` end to end: `awf run` on a workflow whose agent state talks Chat
+//! Completions to the fake model server (tests/fake_model), which makes the model Read a
+//! fixture file, Grep the work tree and Edit a file through the in-process tool router.
+//! Asserted: the edit on disk, the three call/result pairs in the step's audit file, the
+//! final output quoting the tool results, what the model was offered, and the message
+//! shapes of the multi-turn loop; plus invalid arguments, the turn limit and HTTP errors.
+
+#[path = "fake_model/mod.rs"]
+mod fake_model;
+
+use fake_model::{FakeModel, Script};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const AWF: &str = env!("CARGO_BIN_EXE_awf");
+
+struct Case {
+    dir: PathBuf,
+    work: PathBuf,
+    audit_dir: PathBuf,
+}
+
+fn case(tag: &str) -> Case {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("awf-openai-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let work = dir.join("work");
+    std::fs::create_dir_all(work.join("src")).unwrap();
+    std::fs::write(work.join("fixture.txt"), "the fixture says hello\n").unwrap();
+    std::fs::write(work.join("src/lib.rs"), "// needle: find me\nfn main() {}\n").unwrap();
+    std::fs::write(work.join("target.txt"), "status: before\n").unwrap();
+    Case {
+        audit_dir: dir.join("audit"),
+        dir,
+        work,
+    }
+}
+
+impl Case {
+    fn workflow(&self, model: &FakeModel, extra_options: &str, proxy: &str) -> PathBuf {
+        let wf = self.dir.join("wf.yaml");
+        std::fs::write(
+            &wf,
+            format!(
+                r#"
+name: openai-e2e
+states:
+  initial: fix
+  fix:
+    type: agent
+    provider: openai_compatible
+    prompt: Read fixture.txt, find the needle, then set the status to after.
+    timeout: 60s
+    options:
+      base_url: {base}/v1
+      model: fake-model
+      api_key_env: AWF_TEST_OPENAI_KEY
+      system_prompt: You are a careful coding agent.
+      temperature: 0
+      max_completion_tokens: 512
+{extra_options}
+    mcp_proxy:
+{proxy}
+    on_success: done
+  done:
+    type: terminal
+"#,
+                base = model.base_url()
+            ),
+        )
+        .unwrap();
+        wf
+    }
+
+    fn run(&self, wf: &Path) -> (Output, Value) {
+        let out = Command::new(AWF)
+            .arg("run")
+            .arg(wf)
+            .args(["--output", "json", "--audit-dir"])
+            .arg(&self.audit_dir)
+            .current_dir(&self.work)
+            .env("AWF_PLUGINS_PATH", "")
+            .env("AWF_TEST_OPENAI_KEY", "sk-test-123456")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .output()
+            .unwrap();
+        let s = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "no JSON summary ({e}): {} / {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out, s)
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&self.audit_dir).unwrap().flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            out.extend(text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+        }
+        out
+    }
+}
+
+fn fix(s: &Value) -> &Value {
+    &s["states"][0]
+}
+
+const ON: &str = "      enable: true";
+
+#[test]
+fn read_grep_edit_through_the_in_process_router() {
+    let c = case("e2e");
+    let model = FakeModel::start(
+        Script::new()
+            .call("Read", json!({"path": "fixture.txt"}))
+            .call("Grep", json!({"pattern": "needle", "output_mode": "content"}))
+            .call("Edit", json!({"path": "target.txt", "old": "before", "new": "after"})),
+    );
+    let (out, s) = c.run(&c.workflow(&model, "", ON));
+    assert_eq!(out.status.code(), Some(0), "{s:#}\n{}\n{}", String::from_utf8_lossy(&out.stderr), model.describe());
+
+    // The edit happened on disk.
+    assert_eq!(std::fs::read_to_string(c.work.join("target.txt")).unwrap(), "status: after\n");
+
+    // Three call/result pairs, in order, paired by call id.
+    let audit = c.audit();
+    let calls: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.call").collect();
+    let results: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.result").collect();
+    let tools: Vec<&str> = calls.iter().map(|r| r["tool"].as_str().unwrap()).collect();
+    assert_eq!(tools, ["Read", "Grep", "Edit"]);
+    assert_eq!(results.len(), 3);
+    for (call, result) in calls.iter().zip(&results) {
+        assert_eq!(call["call_id"], result["call_id"]);
+        assert_eq!(result["is_error"], false, "{result}");
+        assert_eq!(call["step_id"], "1-fix");
+    }
+    // The request ids are the model's tool_call ids.
+    assert_eq!(calls[0]["request_id"], "call_1");
+    assert!(audit.iter().any(|r| r["type"] == "session.start"));
+    assert!(audit.iter().any(|r| r["type"] == "session.end"));
+
+    // The final output is the model's answer, quoting every tool result.
+    let output = fix(&s)["output"].as_str().unwrap();
+    assert!(output.starts_with("FAKE-MODEL-FINAL"), "{output}");
+    assert!(output.contains("the fixture says hello"), "{output}");
+    assert!(output.contains("needle: find me"), "{output}");
+    assert_eq!(fix(&s)["tool_calls"], json!({"Edit": 1, "Grep": 1, "Read": 1}));
+    assert_eq!(fix(&s)["usage"]["total_tokens"], 4 * 18, "usage summed over the 4 turns");
+
+    // What the model was offered and how the conversation was sent.
+    let reqs = model.main_requests();
+    assert_eq!(reqs.len(), 4, "{}", model.describe());
+    assert_eq!(
+        model.offered_tools(),
+        ["Bash", "Edit", "Glob", "Grep", "Read", "Write"]
+    );
+    let first = &reqs[0];
+    assert_eq!(first.path, "/v1/chat/completions");
+    assert_eq!(first.headers["authorization"], "Bearer sk-test-123456");
+    assert_eq!(first.body["tool_choice"], "auto");
+    assert_eq!(first.body["model"], "fake-model");
+    assert_eq!(first.body["temperature"], 0.0);
+    assert_eq!(first.body["max_completion_tokens"], 512);
+    assert_eq!(first.body["messages"][0]["role"], "system");
+    assert_eq!(first.body["messages"][1]["role"], "user");
+    let last = &reqs[3].body["messages"];
+    let roles: Vec<&str> = last.as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]);
+    assert_eq!(last[2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(last[3]["tool_call_id"], "call_1");
+    assert!(last[3]["content"].as_str().unwrap().contains("the fixture says hello"));
+}
+
+#[test]
+fn invalid_arguments_go_back_to_the_model_as_a_tool_error() {
+    let c = case("badargs");
+    let model = FakeModel::start(Script::new().call_raw("Read", "{\"path\": fixture.txt"));
+    let (out, s) = c.run(&c.workflow(&model, "", ON));
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    let reqs = model.main_requests();
+    let msgs = reqs.last().unwrap().body["messages"].as_array().unwrap().clone();
+    let tool = msgs.iter().find(|m| m["role"] == "tool").unwrap();
+    let text = tool["content"].as_str().unwrap();
+    assert!(text.starts_with("ERROR:") && text.contains("not a JSON object"), "{text}");
+    // It never reached the router.
+    assert!(c.audit().iter().all(|r| r["type"] != "tool.call"));
+    assert!(fix(&s)["output"].as_str().unwrap().contains("not a JSON object"));
+}
+
+#[test]
+fn an_endless_tool_loop_stops_at_the_turn_limit_with_a_user_error() {
+    let c = case("endless");
+    let model = FakeModel::start(Script::new().call("Glob", json!({"pattern": "*.txt"})).endless());
+    let (out, s) = c.run(&c.workflow(&model, "      max_tool_turns: 3", ON));
+    assert_eq!(out.status.code(), Some(1), "{s:#}");
+    assert_eq!(fix(&s)["error"]["code"], "USER.OPENAI.TOO_MANY_TOOL_TURNS");
+    assert!(fix(&s)["error"]["message"].as_str().unwrap().contains("max_tool_turns"));
+    assert_eq!(fix(&s)["tool_calls"]["Glob"], 3);
+    assert_eq!(model.main_requests().len(), 4);
+}
+
+#[test]
+fn http_errors_are_execution_errors_with_status_and_body() {
+    let c = case("http");
+    let model = FakeModel::start(
+        Script::new()
+            .call("Read", json!({"path": "fixture.txt"}))
+            .fail_with(503, r#"{"error": {"message": "model overloaded"}}"#),
+    );
+    let (out, s) = c.run(&c.workflow(&model, "", ON));
+    assert_eq!(out.status.code(), Some(3), "{s:#}");
+    let e = &fix(&s)["error"];
+    assert_eq!(e["code"], "EXECUTION.OPENAI.HTTP_ERROR");
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.contains("503") && msg.contains("model overloaded"), "{msg}");
+}
+
+#[test]
+fn a_proxy_error_stops_the_run_before_the_model_is_called() {
+    let c = case("proxyerr");
+    let model = FakeModel::start(Script::new().call("Read", json!({"path": "fixture.txt"})));
+    let wf = c.workflow(&model, "", "      enable: true\n      intercept_builtins: false");
+    let (code, stderr) = {
+        let out = Command::new(AWF)
+            .arg("run")
+            .arg(&wf)
+            .current_dir(&c.work)
+            .env("AWF_PLUGINS_PATH", "")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("USER.MCP_PROXY.EMPTY_PROXY"), "{stderr}");
+    assert!(model.requests().is_empty(), "the model was called: {}", model.describe());
+}
