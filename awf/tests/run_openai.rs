@@ -28,7 +28,11 @@ fn case(tag: &str) -> Case {
     let work = dir.join("work");
     std::fs::create_dir_all(work.join("src")).unwrap();
     std::fs::write(work.join("fixture.txt"), "the fixture says hello\n").unwrap();
-    std::fs::write(work.join("src/lib.rs"), "// needle: find me\nfn main() {}\n").unwrap();
+    std::fs::write(
+        work.join("src/lib.rs"),
+        "// needle: find me\nfn main() {}\n",
+    )
+    .unwrap();
     std::fs::write(work.join("target.txt"), "status: before\n").unwrap();
     Case {
         audit_dir: dir.join("audit"),
@@ -99,7 +103,10 @@ states:
         let mut out = Vec::new();
         for e in std::fs::read_dir(&self.audit_dir).unwrap().flatten() {
             let text = std::fs::read_to_string(e.path()).unwrap();
-            out.extend(text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+            out.extend(
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+            );
         }
         out
     }
@@ -117,19 +124,37 @@ fn read_grep_edit_through_the_in_process_router() {
     let model = FakeModel::start(
         Script::new()
             .call("Read", json!({"path": "fixture.txt"}))
-            .call("Grep", json!({"pattern": "needle", "output_mode": "content"}))
-            .call("Edit", json!({"path": "target.txt", "old": "before", "new": "after"})),
+            .call(
+                "Grep",
+                json!({"pattern": "needle", "output_mode": "content"}),
+            )
+            .call(
+                "Edit",
+                json!({"path": "target.txt", "old": "before", "new": "after"}),
+            ),
     );
     let (out, s) = c.run(&c.workflow(&model, "", ON));
-    assert_eq!(out.status.code(), Some(0), "{s:#}\n{}\n{}", String::from_utf8_lossy(&out.stderr), model.describe());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        model.describe()
+    );
 
     // The edit happened on disk.
-    assert_eq!(std::fs::read_to_string(c.work.join("target.txt")).unwrap(), "status: after\n");
+    assert_eq!(
+        std::fs::read_to_string(c.work.join("target.txt")).unwrap(),
+        "status: after\n"
+    );
 
     // Three call/result pairs, in order, paired by call id.
     let audit = c.audit();
     let calls: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.call").collect();
-    let results: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.result").collect();
+    let results: Vec<&Value> = audit
+        .iter()
+        .filter(|r| r["type"] == "tool.result")
+        .collect();
     let tools: Vec<&str> = calls.iter().map(|r| r["tool"].as_str().unwrap()).collect();
     assert_eq!(tools, ["Read", "Grep", "Edit"]);
     assert_eq!(results.len(), 3);
@@ -148,8 +173,15 @@ fn read_grep_edit_through_the_in_process_router() {
     assert!(output.starts_with("FAKE-MODEL-FINAL"), "{output}");
     assert!(output.contains("the fixture says hello"), "{output}");
     assert!(output.contains("needle: find me"), "{output}");
-    assert_eq!(fix(&s)["tool_calls"], json!({"Edit": 1, "Grep": 1, "Read": 1}));
-    assert_eq!(fix(&s)["usage"]["total_tokens"], 4 * 18, "usage summed over the 4 turns");
+    assert_eq!(
+        fix(&s)["tool_calls"],
+        json!({"Edit": 1, "Grep": 1, "Read": 1})
+    );
+    assert_eq!(
+        fix(&s)["usage"]["total_tokens"],
+        4 * 18,
+        "usage summed over the 4 turns"
+    );
 
     // What the model was offered and how the conversation was sent.
     let reqs = model.main_requests();
@@ -168,11 +200,33 @@ fn read_grep_edit_through_the_in_process_router() {
     assert_eq!(first.body["messages"][0]["role"], "system");
     assert_eq!(first.body["messages"][1]["role"], "user");
     let last = &reqs[3].body["messages"];
-    let roles: Vec<&str> = last.as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]);
+    let roles: Vec<&str> = last
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool"
+        ]
+    );
     assert_eq!(last[2]["tool_calls"][0]["id"], "call_1");
     assert_eq!(last[3]["tool_call_id"], "call_1");
-    assert!(last[3]["content"].as_str().unwrap().contains("the fixture says hello"));
+    assert!(
+        last[3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("the fixture says hello")
+    );
 }
 
 #[test]
@@ -182,23 +236,43 @@ fn invalid_arguments_go_back_to_the_model_as_a_tool_error() {
     let (out, s) = c.run(&c.workflow(&model, "", ON));
     assert_eq!(out.status.code(), Some(0), "{s:#}");
     let reqs = model.main_requests();
-    let msgs = reqs.last().unwrap().body["messages"].as_array().unwrap().clone();
+    let msgs = reqs.last().unwrap().body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
     let tool = msgs.iter().find(|m| m["role"] == "tool").unwrap();
     let text = tool["content"].as_str().unwrap();
-    assert!(text.starts_with("ERROR:") && text.contains("not a JSON object"), "{text}");
+    assert!(
+        text.starts_with("ERROR:") && text.contains("not a JSON object"),
+        "{text}"
+    );
     // It never reached the router.
     assert!(c.audit().iter().all(|r| r["type"] != "tool.call"));
-    assert!(fix(&s)["output"].as_str().unwrap().contains("not a JSON object"));
+    assert!(
+        fix(&s)["output"]
+            .as_str()
+            .unwrap()
+            .contains("not a JSON object")
+    );
 }
 
 #[test]
 fn an_endless_tool_loop_stops_at_the_turn_limit_with_a_user_error() {
     let c = case("endless");
-    let model = FakeModel::start(Script::new().call("Glob", json!({"pattern": "*.txt"})).endless());
+    let model = FakeModel::start(
+        Script::new()
+            .call("Glob", json!({"pattern": "*.txt"}))
+            .endless(),
+    );
     let (out, s) = c.run(&c.workflow(&model, "      max_tool_turns: 3", ON));
     assert_eq!(out.status.code(), Some(1), "{s:#}");
     assert_eq!(fix(&s)["error"]["code"], "USER.OPENAI.TOO_MANY_TOOL_TURNS");
-    assert!(fix(&s)["error"]["message"].as_str().unwrap().contains("max_tool_turns"));
+    assert!(
+        fix(&s)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_tool_turns")
+    );
     assert_eq!(fix(&s)["tool_calls"]["Glob"], 3);
     assert_eq!(model.main_requests().len(), 4);
 }
@@ -216,14 +290,21 @@ fn http_errors_are_execution_errors_with_status_and_body() {
     let e = &fix(&s)["error"];
     assert_eq!(e["code"], "EXECUTION.OPENAI.HTTP_ERROR");
     let msg = e["message"].as_str().unwrap();
-    assert!(msg.contains("503") && msg.contains("model overloaded"), "{msg}");
+    assert!(
+        msg.contains("503") && msg.contains("model overloaded"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn a_proxy_error_stops_the_run_before_the_model_is_called() {
     let c = case("proxyerr");
     let model = FakeModel::start(Script::new().call("Read", json!({"path": "fixture.txt"})));
-    let wf = c.workflow(&model, "", "      enable: true\n      intercept_builtins: false");
+    let wf = c.workflow(
+        &model,
+        "",
+        "      enable: true\n      intercept_builtins: false",
+    );
     let (code, stderr) = {
         let out = Command::new(AWF)
             .arg("run")
@@ -232,9 +313,16 @@ fn a_proxy_error_stops_the_run_before_the_model_is_called() {
             .env("AWF_PLUGINS_PATH", "")
             .output()
             .unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     assert_eq!(code, Some(1));
     assert!(stderr.contains("USER.MCP_PROXY.EMPTY_PROXY"), "{stderr}");
-    assert!(model.requests().is_empty(), "the model was called: {}", model.describe());
+    assert!(
+        model.requests().is_empty(),
+        "the model was called: {}",
+        model.describe()
+    );
 }

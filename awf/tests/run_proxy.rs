@@ -19,7 +19,10 @@ fn python_available() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "python3 is required in CI");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 is required in CI"
+        );
         eprintln!("skipping: python3 not found (the fake agent CLI is a Python script)");
     }
     ok
@@ -39,7 +42,8 @@ fn case(tag: &str, timeout: &str) -> Case {
     let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("input.txt"), "the input text\n").unwrap();
-    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/fake_agent.py");
+    let agent =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/fake_agent.py");
     let wf = dir.join("wf.yaml");
     std::fs::write(
         &wf,
@@ -113,7 +117,10 @@ impl Case {
     /// Nothing the step started is alive, and no process still names its config.
     fn assert_nothing_left(&self) {
         let pids = self.pids();
-        assert!(pids.len() >= 2, "the fake agent recorded its pids: {pids:?}");
+        assert!(
+            pids.len() >= 2,
+            "the fake agent recorded its pids: {pids:?}"
+        );
         for pid in pids {
             assert!(!alive(pid), "pid {pid} outlived the step");
         }
@@ -127,15 +134,20 @@ impl Case {
         let mut out = Vec::new();
         for e in std::fs::read_dir(&self.audit_dir).unwrap().flatten() {
             let text = std::fs::read_to_string(e.path()).unwrap();
-            out.extend(text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+            out.extend(
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+            );
         }
         out
     }
 }
 
 fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.rfind(')').is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z')))
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rfind(')')
+            .is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z'))
+    })
 }
 
 /// Live `awf mcp-serve` processes whose command line mentions a run of this test: their
@@ -149,7 +161,8 @@ fn mcp_serve_processes(dir: &Path) -> Vec<i32> {
         };
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmd).contains("mcp-serve") && cwd.starts_with(dir) && alive(pid) {
+        if String::from_utf8_lossy(&cmd).contains("mcp-serve") && cwd.starts_with(dir) && alive(pid)
+        {
             out.push(pid);
         }
     }
@@ -157,7 +170,12 @@ fn mcp_serve_processes(dir: &Path) -> Vec<i32> {
 }
 
 fn state<'a>(s: &'a Value, name: &str) -> &'a Value {
-    s["states"].as_array().unwrap().iter().find(|x| x["state"] == name).unwrap()
+    s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["state"] == name)
+        .unwrap()
 }
 
 #[test]
@@ -167,7 +185,12 @@ fn a_proxied_step_calls_through_awf_mcp_serve_and_cleans_up() {
     }
     let c = case("call", "60s");
     let (out, s) = c.run("call");
-    assert_eq!(out.status.code(), Some(0), "{s:#}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let review = state(&s, "review");
     let output = review["output"].as_str().unwrap();
     assert!(
@@ -176,10 +199,19 @@ fn a_proxied_step_calls_through_awf_mcp_serve_and_cleans_up() {
     );
     assert_eq!(review["tool_calls"]["Read"], 1, "{review:#}");
     assert_eq!(review["proxy"]["sessions"], 1);
-    assert_eq!(review["proxy"]["crashed_sessions"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        review["proxy"]["crashed_sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
     let audit = c.audit();
     let calls: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.call").collect();
-    let results: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.result").collect();
+    let results: Vec<&Value> = audit
+        .iter()
+        .filter(|r| r["type"] == "tool.result")
+        .collect();
     assert_eq!((calls.len(), results.len()), (1, 1));
     assert_eq!(calls[0]["call_id"], results[0]["call_id"]);
     assert_eq!(calls[0]["step_id"], "1-review");
@@ -190,9 +222,16 @@ fn a_proxied_step_calls_through_awf_mcp_serve_and_cleans_up() {
     let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("awf-run-{}", s["run_id"].as_str().unwrap())))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("awf-run-{}", s["run_id"].as_str().unwrap()))
+        })
         .collect();
-    assert!(leftovers.is_empty(), "per-step directories left: {leftovers:?}");
+    assert!(
+        leftovers.is_empty(),
+        "per-step directories left: {leftovers:?}"
+    );
 }
 
 #[test]
@@ -206,9 +245,19 @@ fn a_server_left_running_outside_the_group_is_stopped_at_the_end_of_the_step() {
     let review = state(&s, "review");
     assert_eq!(review["proxy"]["sessions"], 2, "{review:#}");
     // The stray got SIGTERM and ended its session cleanly: no crash.
-    assert_eq!(review["proxy"]["crashed_sessions"].as_array().unwrap().len(), 0, "{review:#}");
+    assert_eq!(
+        review["proxy"]["crashed_sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0,
+        "{review:#}"
+    );
     let audit = c.audit();
-    let ends: Vec<&Value> = audit.iter().filter(|r| r["type"] == "session.end").collect();
+    let ends: Vec<&Value> = audit
+        .iter()
+        .filter(|r| r["type"] == "session.end")
+        .collect();
     assert!(ends.iter().any(|r| r["reason"] == "signal"), "{ends:?}");
     c.assert_nothing_left();
 }
@@ -234,7 +283,12 @@ fn sigint_stops_agent_and_server() {
         return;
     }
     let c = case("sigint", "10m");
-    let mut child = c.command("hang").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = c
+        .command("hang")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let ready = PathBuf::from(format!("{}.ready", c.pids.display()));
     // The agent writes the file after its tool call; no deadline needed.
     while !ready.exists() {
@@ -245,7 +299,12 @@ fn sigint_stops_agent_and_server() {
     }
     let status = child.wait().unwrap();
     let mut stdout = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
     let s: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(status.code(), Some(3), "{s:#}");
     assert_eq!(state(&s, "review")["status"], "interrupted");
@@ -263,8 +322,17 @@ fn a_server_crash_is_reported_in_the_step_result() {
     let review = state(&s, "review");
     assert_eq!(out.status.code(), Some(3), "{s:#}");
     assert_eq!(review["status"], "failure");
-    assert_eq!(review["error"]["code"], "EXECUTION.MCP_PROXY.SERVER_CRASHED");
-    assert_eq!(review["proxy"]["crashed_sessions"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        review["error"]["code"],
+        "EXECUTION.MCP_PROXY.SERVER_CRASHED"
+    );
+    assert_eq!(
+        review["proxy"]["crashed_sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("crashed"));
     c.assert_nothing_left();
 }

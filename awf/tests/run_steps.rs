@@ -50,8 +50,10 @@ fn state<'a>(s: &'a Value, name: &str) -> &'a Value {
 
 /// True while `pid` is a live (non-zombie) process.
 fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.rfind(')').is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z')))
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rfind(')')
+            .is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z'))
+    })
 }
 
 fn pids(file: &Path) -> Vec<i32> {
@@ -65,7 +67,8 @@ fn pids(file: &Path) -> Vec<i32> {
 #[test]
 fn steps_run_to_a_success_terminal_with_templates() {
     let dir = scratch("ok");
-    let wf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/valid_steps.yaml");
+    let wf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/valid_steps.yaml");
     let out = awf_run(&dir, &wf, &["--input", "who=bob"]);
     let s = summary(&out);
     assert_eq!(out.status.code(), Some(0), "{s:#}");
@@ -74,11 +77,19 @@ fn steps_run_to_a_success_terminal_with_templates() {
     assert_eq!(state(&s, "greet")["exit_code"], 0);
     assert_eq!(state(&s, "shout")["output"], "HELLO BOB");
     assert_eq!(state(&s, "done")["output"], "HELLO BOB");
-    let order: Vec<&str> = s["states"].as_array().unwrap().iter().map(|x| x["state"].as_str().unwrap()).collect();
+    let order: Vec<&str> = s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["state"].as_str().unwrap())
+        .collect();
     assert_eq!(order, ["greet", "shout", "done"]);
     // Progress on stderr names each state.
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("→ greet (step)") && err.contains("→ done (terminal)"), "{err}");
+    assert!(
+        err.contains("→ greet (step)") && err.contains("→ done (terminal)"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -110,15 +121,24 @@ states:
     assert_eq!(out.status.code(), Some(3), "{s:#}");
     assert_eq!(state(&s, "check")["status"], "failure");
     assert_eq!(state(&s, "check")["exit_code"], 4);
-    assert!(state(&s, "check")["error"]["message"].as_str().unwrap().contains("broken"));
-    assert_eq!(state(&s, "failed")["output"], "check said checking and exited 4");
+    assert!(
+        state(&s, "check")["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("broken")
+    );
+    assert_eq!(
+        state(&s, "failed")["output"],
+        "check said checking and exited 4"
+    );
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.TERMINAL_FAILURE");
 }
 
 #[test]
 fn inputs_are_checked_before_anything_runs() {
     let dir = scratch("inputs");
-    let wf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/valid_steps.yaml");
+    let wf =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/valid_steps.yaml");
     let out = awf_run(&dir, &wf, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("USER.INPUT.MISSING"));
@@ -170,14 +190,22 @@ states:
 fn a_normal_end_leaves_no_background_process() {
     let dir = scratch("bg");
     // The step exits at once but leaves a sleeper behind in its process group.
-    let wf = background_workflow(&dir, "60s", "      sleep 300 &\n      echo $! > pids\n      echo started");
+    let wf = background_workflow(
+        &dir,
+        "60s",
+        "      sleep 300 &\n      echo $! > pids\n      echo started",
+    );
     let out = awf_run(&dir, &wf, &[]);
     let s = summary(&out);
     assert_eq!(out.status.code(), Some(0), "{s:#}");
     assert_eq!(state(&s, "work")["output"], "started");
     let p = pids(&dir.join("pids"));
     assert_eq!(p.len(), 1);
-    assert!(!alive(p[0]), "the background sleep {} outlived its step", p[0]);
+    assert!(
+        !alive(p[0]),
+        "the background sleep {} outlived its step",
+        p[0]
+    );
 }
 
 #[test]
@@ -228,7 +256,12 @@ fn sigint_stops_the_step_and_the_run() {
     }
     let status = child.wait().unwrap();
     let mut stdout = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
     let s: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(status.code(), Some(3), "{s:#}");
     assert_eq!(state(&s, "work")["status"], "interrupted");

@@ -34,7 +34,14 @@ fn plugins_dir() -> PathBuf {
         let exe = std::env::current_exe().unwrap();
         let target_dir = exe.ancestors().nth(3).unwrap().to_path_buf();
         let out = Command::new(env!("CARGO"))
-            .args(["build", "-p", "plugin-sdk", "--example", "notes", "--message-format=json"])
+            .args([
+                "build",
+                "-p",
+                "plugin-sdk",
+                "--example",
+                "notes",
+                "--message-format=json",
+            ])
             .arg("--target-dir")
             .arg(&target_dir)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -91,7 +98,11 @@ fn validate(name: &str, plugins: Option<&Path>) -> Validated {
         .env("AWF_PLUGINS_PATH", &plugins)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), human.status.code(), "both formats exit alike");
+    assert_eq!(
+        out.status.code(),
+        human.status.code(),
+        "both formats exit alike"
+    );
     Validated {
         code: out.status.code().unwrap(),
         json: serde_json::from_slice(&out.stdout).expect("validate --format json prints JSON"),
@@ -114,7 +125,11 @@ impl Validated {
         assert_eq!(p["line"], line, "{p:#}");
         assert!(!p["hint"].as_str().unwrap().is_empty(), "{p:#}");
         // The human form names the same code and path.
-        assert!(self.stderr.contains(code) && self.stderr.contains(path), "{}", self.stderr);
+        assert!(
+            self.stderr.contains(code) && self.stderr.contains(path),
+            "{}",
+            self.stderr
+        );
         p
     }
 
@@ -141,7 +156,12 @@ fn unknown_key_under_mcp_proxy() {
         10,
     );
     assert!(v.message().contains("intercept_builtin"));
-    assert!(p["hint"].as_str().unwrap().contains("did you mean `intercept_builtins`"));
+    assert!(
+        p["hint"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `intercept_builtins`")
+    );
 }
 
 #[test]
@@ -160,7 +180,11 @@ fn empty_proxy() {
     let v = validate("proxy_empty.yaml", None);
     assert_eq!(v.code, 1);
     v.single("USER.MCP_PROXY.EMPTY_PROXY", "states.review.mcp_proxy", 8);
-    assert!(v.message().contains("intercept_builtins: false"), "{}", v.message());
+    assert!(
+        v.message().contains("intercept_builtins: false"),
+        "{}",
+        v.message()
+    );
 }
 
 #[test]
@@ -172,7 +196,11 @@ fn a_plugin_listed_twice_is_a_name_collision() {
         "states.review.mcp_proxy.plugin_tools[1].plugin",
         13,
     );
-    assert!(v.message().contains("\"notes\" is listed twice"), "{}", v.message());
+    assert!(
+        v.message().contains("\"notes\" is listed twice"),
+        "{}",
+        v.message()
+    );
 }
 
 #[test]
@@ -184,7 +212,11 @@ fn unknown_plugin_names_the_search_path() {
         "states.review.mcp_proxy.plugin_tools[0].plugin",
         11,
     );
-    assert!(v.message().contains("\"jira\"") && v.message().contains("no-plugins"), "{}", v.message());
+    assert!(
+        v.message().contains("\"jira\"") && v.message().contains("no-plugins"),
+        "{}",
+        v.message()
+    );
 }
 
 #[test]
@@ -205,7 +237,11 @@ fn unknown_operation_lists_what_the_plugin_offers() {
 fn proxy_on_a_step_state_is_unsupported() {
     let v = validate("proxy_unsupported_provider.yaml", None);
     assert_eq!(v.code, 1);
-    v.single("USER.MCP_PROXY.UNSUPPORTED_PROVIDER", "states.build.mcp_proxy", 7);
+    v.single(
+        "USER.MCP_PROXY.UNSUPPORTED_PROVIDER",
+        "states.build.mcp_proxy",
+        7,
+    );
 }
 
 #[test]
@@ -215,7 +251,10 @@ fn bad_yaml_is_a_workflow_error_with_its_line() {
     let p = &v.problems()[0];
     assert_eq!(p["code"], "WORKFLOW.PARSE.SYNTAX");
     let line = p["line"].as_u64().unwrap();
-    assert!((6..=8).contains(&line), "the line of the unclosed list: {p:#}");
+    assert!(
+        (6..=8).contains(&line),
+        "the line of the unclosed list: {p:#}"
+    );
 }
 
 #[test]
@@ -223,12 +262,25 @@ fn unknown_key_elsewhere_is_a_workflow_error() {
     let v = validate("unknown_key.yaml", None);
     assert_eq!(v.code, 2);
     // The typo, and the missing `command` it causes.
-    let codes: Vec<&str> = v.problems().iter().map(|p| p["code"].as_str().unwrap()).collect();
+    let codes: Vec<&str> = v
+        .problems()
+        .iter()
+        .map(|p| p["code"].as_str().unwrap())
+        .collect();
     assert!(codes.contains(&"WORKFLOW.PARSE.UNKNOWN_KEY"), "{codes:?}");
-    let p = v.problems().iter().find(|p| p["code"] == "WORKFLOW.PARSE.UNKNOWN_KEY").unwrap();
+    let p = v
+        .problems()
+        .iter()
+        .find(|p| p["code"] == "WORKFLOW.PARSE.UNKNOWN_KEY")
+        .unwrap();
     assert_eq!(p["path"], "states.build.comand");
     assert_eq!(p["line"], 6);
-    assert!(p["hint"].as_str().unwrap().contains("did you mean `command`"));
+    assert!(
+        p["hint"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `command`")
+    );
 }
 
 #[test]
@@ -243,7 +295,11 @@ fn missing_initial_state() {
 fn transition_to_a_missing_state() {
     let v = validate("unknown_target.yaml", None);
     assert_eq!(v.code, 2);
-    v.single("WORKFLOW.STATE.UNKNOWN_TARGET", "states.build.on_success", 7);
+    v.single(
+        "WORKFLOW.STATE.UNKNOWN_TARGET",
+        "states.build.on_success",
+        7,
+    );
     assert!(v.message().contains("\"deploy\""));
 }
 
@@ -253,17 +309,27 @@ fn every_problem_is_reported_at_once_and_the_worst_category_wins() {
     let mut got: Vec<(String, String)> = v
         .problems()
         .iter()
-        .map(|p| (p["code"].as_str().unwrap().into(), p["path"].as_str().unwrap().into()))
+        .map(|p| {
+            (
+                p["code"].as_str().unwrap().into(),
+                p["path"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     got.sort();
     let want = [
         ("USER.MCP_PROXY.EMPTY_PROXY", "states.review.mcp_proxy"),
         ("WORKFLOW.PARSE.INVALID_VALUE", "states.test.timeout"),
-        ("WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE", "states.review.prompt"),
+        (
+            "WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE",
+            "states.review.prompt",
+        ),
     ];
     assert_eq!(
         got,
-        want.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>()
+        want.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect::<Vec<_>>()
     );
     assert_eq!(v.code, 2, "WORKFLOW (2) is more severe than USER (1)");
 }

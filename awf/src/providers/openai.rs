@@ -103,19 +103,27 @@ impl OpenAiOptions {
                 }
             },
             // No variable named: the conventional one when present, else no key (local servers).
-            None => std::env::var("OPENAI_API_KEY").ok().filter(|v| !v.is_empty()),
+            None => std::env::var("OPENAI_API_KEY")
+                .ok()
+                .filter(|v| !v.is_empty()),
         };
         let temperature = match o.get("temperature") {
             None | Some(Value::Null) => None,
             Some(v) => Some(v.as_f64().ok_or_else(|| {
-                bad(state, format!("option temperature must be a number, found {v}"))
+                bad(
+                    state,
+                    format!("option temperature must be a number, found {v}"),
+                )
             })?),
         };
         let count = |k: &str| -> Result<Option<u64>, AwfError> {
             match o.get(k) {
                 None | Some(Value::Null) => Ok(None),
                 Some(v) => v.as_u64().filter(|n| *n > 0).map(Some).ok_or_else(|| {
-                    bad(state, format!("option {k} must be a positive integer, found {v}"))
+                    bad(
+                        state,
+                        format!("option {k} must be a positive integer, found {v}"),
+                    )
                 }),
             }
         };
@@ -126,8 +134,7 @@ impl OpenAiOptions {
             system_prompt: text("system_prompt")?,
             temperature,
             max_completion_tokens: count("max_completion_tokens")?,
-            max_tool_turns: count("max_tool_turns")?
-                .map_or(DEFAULT_MAX_TOOL_TURNS, |n| n as usize),
+            max_tool_turns: count("max_tool_turns")?.map_or(DEFAULT_MAX_TOOL_TURNS, |n| n as usize),
         })
     }
 
@@ -200,7 +207,10 @@ pub fn run(
                 ),
             ));
         }
-        let calls = message["tool_calls"].as_array().cloned().unwrap_or_default();
+        let calls = message["tool_calls"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         if calls.is_empty() {
             return Ok(AgentOutput {
                 text: content_text(&message["content"]),
@@ -317,13 +327,21 @@ fn excerpt(text: &str) -> String {
     }
 }
 
-fn post(url: &str, key: Option<&str>, body: &Value, deadline: Option<Instant>) -> Result<Value, AwfError> {
+fn post(
+    url: &str,
+    key: Option<&str>,
+    body: &Value,
+    deadline: Option<Instant>,
+) -> Result<Value, AwfError> {
     // Without a state timeout, one request may take up to 10 minutes (slow local models).
     let timeout = deadline
         .map(|d| d.saturating_duration_since(Instant::now()))
         .unwrap_or(Duration::from_secs(600));
     if timeout.is_zero() {
-        return Err(AwfError::new(codes::TIMEOUT, format!("no time left to call {url}")));
+        return Err(AwfError::new(
+            codes::TIMEOUT,
+            format!("no time left to call {url}"),
+        ));
     }
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
@@ -337,7 +355,10 @@ fn post(url: &str, key: Option<&str>, body: &Value, deadline: Option<Instant>) -
     let resp = req.send(body.to_string()).map_err(|e| match e {
         ureq::Error::Timeout(_) => AwfError::new(
             codes::TIMEOUT,
-            format!("{url} did not answer within {:.0?} (the state's timeout)", timeout),
+            format!(
+                "{url} did not answer within {:.0?} (the state's timeout)",
+                timeout
+            ),
         ),
         other => AwfError::new(codes::UNREACHABLE, format!("cannot reach {url}: {other}")),
     })?;
@@ -347,7 +368,10 @@ fn post(url: &str, key: Option<&str>, body: &Value, deadline: Option<Instant>) -
             codes::TIMEOUT,
             format!("{url} did not finish its answer within {:.0?}", timeout),
         ),
-        other => AwfError::new(codes::BAD_RESPONSE, format!("reading the answer of {url}: {other}")),
+        other => AwfError::new(
+            codes::BAD_RESPONSE,
+            format!("reading the answer of {url}: {other}"),
+        ),
     })?;
     if !(200..300).contains(&status) {
         return Err(AwfError::new(
@@ -358,7 +382,10 @@ fn post(url: &str, key: Option<&str>, body: &Value, deadline: Option<Instant>) -
     serde_json::from_str(&text).map_err(|e| {
         AwfError::new(
             codes::BAD_RESPONSE,
-            format!("{url} answered HTTP {status} with invalid JSON ({e}): {}", excerpt(&text)),
+            format!(
+                "{url} answered HTTP {status} with invalid JSON ({e}): {}",
+                excerpt(&text)
+            ),
         )
     })
 }
@@ -377,8 +404,11 @@ mod tests {
         .unwrap();
         assert_eq!(o.url(), "http://h/v1/chat/completions");
         assert_eq!(o.max_tool_turns, DEFAULT_MAX_TOOL_TURNS);
-        let e = OpenAiOptions::from_map("s", &m(json!({"base_url": "http://h", "model": "m", "modle": 1})))
-            .unwrap_err();
+        let e = OpenAiOptions::from_map(
+            "s",
+            &m(json!({"base_url": "http://h", "model": "m", "modle": 1})),
+        )
+        .unwrap_err();
         assert!(e.message().contains("modle"), "{e}");
         let e = OpenAiOptions::from_map(
             "s",

@@ -84,7 +84,14 @@ pub fn new_traceparent(parent: Option<&str>) -> String {
 }
 
 impl ToolProxyService {
-    fn serve_config(&self, state: &str, seq: usize, proxy: &McpProxy, audit: &Path, tp: &str) -> ServeConfig {
+    fn serve_config(
+        &self,
+        state: &str,
+        seq: usize,
+        proxy: &McpProxy,
+        audit: &Path,
+        tp: &str,
+    ) -> ServeConfig {
         let mut cfg = ServeConfig::for_root(self.root.clone());
         cfg.intercept_builtins = proxy.intercept_builtins;
         cfg.plugin_tools = proxy
@@ -130,12 +137,13 @@ impl ToolProxyService {
             "step_id": cfg.step_id,
             "traceparent": traceparent,
         });
-        write_private(&config_path, &serde_json::to_vec_pretty(&json).expect("JSON"))?;
+        write_private(
+            &config_path,
+            &serde_json::to_vec_pretty(&json).expect("JSON"),
+        )?;
         let mut tool_names: Vec<String> = Vec::new();
         if proxy.intercept_builtins {
-            tool_names.extend(
-                crate::builtins::NAMES.iter().map(|s| s.to_string()),
-            );
+            tool_names.extend(crate::builtins::NAMES.iter().map(|s| s.to_string()));
         }
         for p in &proxy.plugin_tools {
             for op in &p.expose {
@@ -143,7 +151,13 @@ impl ToolProxyService {
             }
         }
         let mut env = vec![("TRACEPARENT".to_string(), traceparent.clone())];
-        for k in ["AWF_LOG", "AWF_PLUGINS_PATH", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SERVICE_NAME"] {
+        for k in [
+            "AWF_LOG",
+            "AWF_PLUGINS_PATH",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_SERVICE_NAME",
+        ] {
             if let Ok(v) = std::env::var(k) {
                 env.push((k.to_string(), v));
             }
@@ -184,7 +198,12 @@ impl ToolProxyService {
 
     /// Tears the step down: the agent's group (`leader` is its Child, when there is one)
     /// and any `awf mcp-serve` still running with this step's config, then the files.
-    pub fn close(&self, session: ProxySession, group: Option<i32>, leader: Option<&mut Child>) -> ProxyReport {
+    pub fn close(
+        &self,
+        session: ProxySession,
+        group: Option<i32>,
+        leader: Option<&mut Child>,
+    ) -> ProxyReport {
         let needle = session.config_path.display().to_string();
         let strays = process::pids_with_arg(&needle);
         let killed = process::terminate(group, &strays, leader, process::GRACE);
@@ -224,7 +243,11 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AwfError> {
 }
 
 /// The proxy rules for one state, as an error (the first fatal problem) for the runner.
-pub fn check_proxy(state: &str, proxy: &McpProxy, plugins: &mut dyn PluginCatalog) -> Result<(), AwfError> {
+pub fn check_proxy(
+    state: &str,
+    proxy: &McpProxy,
+    plugins: &mut dyn PluginCatalog,
+) -> Result<(), AwfError> {
     let wf = crate::workflow::Workflow {
         name: String::new(),
         version: None,
@@ -268,7 +291,10 @@ pub fn summarise_audit(path: &Path) -> ProxyReport {
     };
     let mut started: Vec<String> = Vec::new();
     let mut ended: Vec<String> = Vec::new();
-    for rec in text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+    for rec in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
         let tool = rec["tool"].as_str().unwrap_or("?").to_string();
         let sid = rec["session_id"].as_str().unwrap_or("").to_string();
         match rec["type"].as_str() {

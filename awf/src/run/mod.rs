@@ -93,7 +93,10 @@ impl From<&AwfError> for ErrorJson {
 }
 
 /// Parses `k=v` inputs against the declared ones, applying defaults.
-pub fn resolve_inputs(wf: &Workflow, given: &[String]) -> Result<HashMap<String, String>, AwfError> {
+pub fn resolve_inputs(
+    wf: &Workflow,
+    given: &[String],
+) -> Result<HashMap<String, String>, AwfError> {
     let mut out = HashMap::new();
     for kv in given {
         let Some((k, v)) = kv.split_once('=') else {
@@ -171,7 +174,10 @@ pub fn print_diagnostics(file: &Path, diags: &[workflow::Diagnostic]) {
         } else {
             format!(" at {}", d.path)
         };
-        eprintln!("{at}: {} [{}]{path}\n    hint: {}", d.message, d.code, d.hint);
+        eprintln!(
+            "{at}: {} [{}]{path}\n    hint: {}",
+            d.message, d.code, d.hint
+        );
     }
 }
 
@@ -299,7 +305,10 @@ fn print_human(s: &Value) {
             }
         }
         if let Some(e) = st["error"]["message"].as_str() {
-            println!("      error: {e} ({})", st["error"]["code"].as_str().unwrap_or(""));
+            println!(
+                "      error: {e} ({})",
+                st["error"]["code"].as_str().unwrap_or("")
+            );
         }
     }
 }
@@ -335,7 +344,11 @@ impl Runner<'_> {
             );
             let (result, next) = match &state.kind {
                 StateKind::Terminal(t) => {
-                    let message = t.message.as_deref().map(|m| self.render(m)).unwrap_or_default();
+                    let message = t
+                        .message
+                        .as_deref()
+                        .map(|m| self.render(m))
+                        .unwrap_or_default();
                     let ok = t.status == TerminalStatus::Success;
                     self.results.push(StateResult {
                         state: state.name.clone(),
@@ -370,12 +383,20 @@ impl Runner<'_> {
                 }
                 StateKind::Step(s) => {
                     let r = self.run_step(&state.name, s, t0);
-                    let next = if r.status == "success" { &s.on_success } else { &s.on_failure };
+                    let next = if r.status == "success" {
+                        &s.on_success
+                    } else {
+                        &s.on_failure
+                    };
                     (r, next.clone())
                 }
                 StateKind::Agent(a) => {
                     let r = self.run_agent(&state.name, seq, a, t0);
-                    let next = if r.status == "success" { &a.on_success } else { &a.on_failure };
+                    let next = if r.status == "success" {
+                        &a.on_success
+                    } else {
+                        &a.on_failure
+                    };
                     (r, next.clone())
                 }
             };
@@ -411,7 +432,9 @@ impl Runner<'_> {
         }
         Err(AwfError::new(
             rc::TOO_MANY_STEPS,
-            format!("the run executed {MAX_STEPS} states without reaching a terminal state; check the on_failure loops"),
+            format!(
+                "the run executed {MAX_STEPS} states without reaching a terminal state; check the on_failure loops"
+            ),
         ))
     }
 
@@ -455,18 +478,30 @@ impl Runner<'_> {
                 }
                 if r.status != "success" {
                     let why = match p.status.as_str() {
-                        "timeout" => (rc::TIMEOUT, format!("step {name:?} timed out after {:?}", s.timeout.unwrap_or_default())),
-                        "interrupted" => (rc::INTERRUPTED, format!("step {name:?} was interrupted")),
+                        "timeout" => (
+                            rc::TIMEOUT,
+                            format!(
+                                "step {name:?} timed out after {:?}",
+                                s.timeout.unwrap_or_default()
+                            ),
+                        ),
+                        "interrupted" => {
+                            (rc::INTERRUPTED, format!("step {name:?} was interrupted"))
+                        }
                         _ => (
                             rc::STATE_FAILED,
                             format!(
                                 "step {name:?} exited with {}: {}",
-                                p.code.map_or("a signal".to_string(), |c| format!("code {c}")),
+                                p.code
+                                    .map_or("a signal".to_string(), |c| format!("code {c}")),
                                 last_lines(&p.stderr, 5)
                             ),
                         ),
                     };
-                    r.error = Some(ErrorJson { code: why.0, message: why.1 });
+                    r.error = Some(ErrorJson {
+                        code: why.0,
+                        message: why.1,
+                    });
                 }
             }
         }
@@ -474,7 +509,13 @@ impl Runner<'_> {
         r
     }
 
-    fn run_agent(&mut self, name: &str, seq: usize, a: &workflow::AgentState, t0: Instant) -> StateResult {
+    fn run_agent(
+        &mut self,
+        name: &str,
+        seq: usize,
+        a: &workflow::AgentState,
+        t0: Instant,
+    ) -> StateResult {
         let mut r = self.base(name, "agent", t0);
         r.provider = Some(a.provider.clone());
         let outcome = self.agent_inner(name, seq, a, &mut r);
@@ -488,11 +529,20 @@ impl Runner<'_> {
         r
     }
 
-    fn agent_inner(&mut self, name: &str, seq: usize, a: &workflow::AgentState, r: &mut StateResult) -> Result<(), AwfError> {
+    fn agent_inner(
+        &mut self,
+        name: &str,
+        seq: usize,
+        a: &workflow::AgentState,
+        r: &mut StateResult,
+    ) -> Result<(), AwfError> {
         let prompt_text = match &a.prompt {
             Prompt::Inline(p) => p.clone(),
             Prompt::File(f) => std::fs::read_to_string(f).map_err(|e| {
-                AwfError::new(codes::IO, format!("cannot read the prompt file {}: {e}", f.display()))
+                AwfError::new(
+                    codes::IO,
+                    format!("cannot read the prompt file {}: {e}", f.display()),
+                )
             })?,
         };
         let prompt = self.render(&prompt_text);
@@ -510,7 +560,10 @@ impl Runner<'_> {
             }
             return Err(AwfError::new(
                 rc::PROVIDER_UNAVAILABLE,
-                format!("the provider {:?} is not available in this build of awf", a.provider),
+                format!(
+                    "the provider {:?} is not available in this build of awf",
+                    a.provider
+                ),
             ));
         };
         let req = AgentRequest {
@@ -572,7 +625,9 @@ impl Runner<'_> {
                     r.output = p.stdout.clone();
                     return Err(AwfError::new(
                         rc::PROXY_CRASHED,
-                        format!("awf mcp-serve crashed during state {name:?} (a session.start without session.end in its audit file)"),
+                        format!(
+                            "awf mcp-serve crashed during state {name:?} (a session.start without session.end in its audit file)"
+                        ),
                     ));
                 }
             }
@@ -584,17 +639,28 @@ impl Runner<'_> {
         r.status = p.status.clone();
         match p.status.as_str() {
             "timeout" => {
-                return Err(AwfError::new(rc::TIMEOUT, format!("agent state {name:?} timed out after {:?}", a.timeout.unwrap_or_default())));
+                return Err(AwfError::new(
+                    rc::TIMEOUT,
+                    format!(
+                        "agent state {name:?} timed out after {:?}",
+                        a.timeout.unwrap_or_default()
+                    ),
+                ));
             }
             "interrupted" => {
-                return Err(AwfError::new(rc::INTERRUPTED, format!("agent state {name:?} was interrupted")));
+                return Err(AwfError::new(
+                    rc::INTERRUPTED,
+                    format!("agent state {name:?} was interrupted"),
+                ));
             }
             _ => {}
         }
         let status = p.exit_status.expect("exited");
-        let out: AgentOutput = provider.parse_output(&p.stdout, &p.stderr, status).inspect_err(|_| {
-            r.status = "failure".into();
-        })?;
+        let out: AgentOutput = provider
+            .parse_output(&p.stdout, &p.stderr, status)
+            .inspect_err(|_| {
+                r.status = "failure".into();
+            })?;
         r.output = out.text;
         r.usage = out.usage;
         r.cost_usd = out.cost_usd;
@@ -603,7 +669,11 @@ impl Runner<'_> {
             r.status = "failure".into();
             return Err(AwfError::new(
                 rc::AGENT_FAILED,
-                format!("{} exited with {status}: {}", a.provider, last_lines(&p.stderr, 5)),
+                format!(
+                    "{} exited with {status}: {}",
+                    a.provider,
+                    last_lines(&p.stderr, 5)
+                ),
             ));
         }
         r.status = "success".into();
@@ -648,7 +718,8 @@ impl Runner<'_> {
         let (tx, rx) = std::sync::mpsc::channel();
         let worker_cancel = cancel.clone();
         let worker = std::thread::spawn(move || {
-            let out = providers::openai::run(&prompt, &opts, router.as_deref(), deadline, &worker_cancel);
+            let out =
+                providers::openai::run(&prompt, &opts, router.as_deref(), deadline, &worker_cancel);
             let _ = tx.send(out);
         });
         let audit = session.as_ref().map(|s| s.audit_path.clone());
@@ -682,7 +753,11 @@ impl Runner<'_> {
         crate::builtins::bash::kill_all_running();
         if let Some(p) = &prepared {
             p.telemetry.session_end(
-                if result.is_some() { "end_of_step" } else { "cancelled" },
+                if result.is_some() {
+                    "end_of_step"
+                } else {
+                    "cancelled"
+                },
                 None,
             );
         }
@@ -705,7 +780,10 @@ impl Runner<'_> {
             }
             None if r.status == "timeout" => Err(AwfError::new(
                 rc::TIMEOUT,
-                format!("agent state {name:?} timed out after {:?}", a.timeout.unwrap_or_default()),
+                format!(
+                    "agent state {name:?} timed out after {:?}",
+                    a.timeout.unwrap_or_default()
+                ),
             )),
             None if r.status == "interrupted" => Err(AwfError::new(
                 rc::INTERRUPTED,
@@ -713,12 +791,20 @@ impl Runner<'_> {
             )),
             None => {
                 r.status = "failure".into();
-                Err(AwfError::new(rc::AGENT_FAILED, "the openai_compatible conversation thread panicked (a bug in awf)"))
+                Err(AwfError::new(
+                    rc::AGENT_FAILED,
+                    "the openai_compatible conversation thread panicked (a bug in awf)",
+                ))
             }
         }
     }
 
-    fn spawn_and_wait(&mut self, cmd: Command, timeout: Option<Duration>, name: &str) -> Result<Waited, AwfError> {
+    fn spawn_and_wait(
+        &mut self,
+        cmd: Command,
+        timeout: Option<Duration>,
+        name: &str,
+    ) -> Result<Waited, AwfError> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let (mut w, mut child) = self.spawn_and_supervise(cmd, deadline, None, name)?;
         // Whatever the end, nothing the step started outlives it.
@@ -741,13 +827,18 @@ impl Runner<'_> {
             .stderr(Stdio::piped())
             .process_group(0);
         let mut child = cmd.spawn().map_err(|e| {
-            AwfError::new(codes::SPAWN, format!("cannot start {:?}: {e}", cmd.get_program()))
+            AwfError::new(
+                codes::SPAWN,
+                format!("cannot start {:?}: {e}", cmd.get_program()),
+            )
         })?;
         let pgid = child.id() as i32;
         let out = reader(child.stdout.take());
         let err = reader(child.stderr.take());
         let mut progress = Progress::new(name, audit);
-        let ended = process::supervise(&mut child, deadline, &self.interrupt, &mut || progress.tick());
+        let ended = process::supervise(&mut child, deadline, &self.interrupt, &mut || {
+            progress.tick()
+        });
         let (status, exit_status) = match ended {
             process::Ended::Exited(s) => ("success", Some(s)),
             process::Ended::TimedOut => ("timeout", None),
@@ -775,7 +866,10 @@ struct Waited {
     stdout: String,
     stderr: String,
     pgid: i32,
-    readers: Option<(std::thread::JoinHandle<String>, std::thread::JoinHandle<String>)>,
+    readers: Option<(
+        std::thread::JoinHandle<String>,
+        std::thread::JoinHandle<String>,
+    )>,
 }
 
 impl Waited {
@@ -841,7 +935,10 @@ impl<'a> Progress<'a> {
         if self.name.is_empty() && self.audit.is_none() {
             return;
         }
-        let counts = self.audit.map(crate::proxy::live_counts).unwrap_or_default();
+        let counts = self
+            .audit
+            .map(crate::proxy::live_counts)
+            .unwrap_or_default();
         let changed = counts != self.last;
         if changed || self.last_print.elapsed() >= Duration::from_secs(10) {
             let calls = if counts.is_empty() {
@@ -853,7 +950,11 @@ impl<'a> Progress<'a> {
                     .collect::<Vec<_>>()
                     .join(" · ")
             };
-            eprintln!("awf:   {} {:.0}s: {calls}", self.name, self.t0.elapsed().as_secs_f64());
+            eprintln!(
+                "awf:   {} {:.0}s: {calls}",
+                self.name,
+                self.t0.elapsed().as_secs_f64()
+            );
             self.last = counts;
             self.last_print = Instant::now();
         }

@@ -69,8 +69,9 @@ pub fn pids_with_arg(needle: &str) -> Vec<i32> {
         .filter(|p| {
             std::fs::read(format!("/proc/{}/cmdline", p.0))
                 .map(|c| {
-                    c.split(|b| *b == 0)
-                        .any(|a| a == needle.as_bytes() || String::from_utf8_lossy(a).contains(needle))
+                    c.split(|b| *b == 0).any(|a| {
+                        a == needle.as_bytes() || String::from_utf8_lossy(a).contains(needle)
+                    })
                 })
                 .unwrap_or(false)
         })
@@ -103,7 +104,12 @@ fn signal(pid: i32, sig: i32) {
 /// Ends a group and some extra pids: SIGTERM, up to `grace` for them to go, then SIGKILL.
 /// `leader` is the group leader's Child when we own it (reaped here). Returns the pids that
 /// needed SIGKILL.
-pub fn terminate(pgid: Option<i32>, extra: &[i32], leader: Option<&mut Child>, grace: Duration) -> Vec<i32> {
+pub fn terminate(
+    pgid: Option<i32>,
+    extra: &[i32],
+    leader: Option<&mut Child>,
+    grace: Duration,
+) -> Vec<i32> {
     let mut leader = leader;
     let keep: HashSet<i32> = leader.as_ref().map(|c| c.id() as i32).into_iter().collect();
     let alive = |leader: &mut Option<&mut Child>| -> Vec<i32> {
@@ -113,9 +119,10 @@ pub fn terminate(pgid: Option<i32>, extra: &[i32], leader: Option<&mut Child>, g
         reap_orphans(&keep);
         let mut v: Vec<i32> = pgid.map(group_members).unwrap_or_default();
         for p in extra {
-            if std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .is_ok_and(|s| s.rfind(')').is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z')))
-                && !v.contains(p)
+            if std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                s.rfind(')')
+                    .is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z'))
+            }) && !v.contains(p)
             {
                 v.push(*p);
             }

@@ -128,7 +128,10 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     } else {
                         (
                             codes::UNKNOWN_PROVIDER,
-                            format!("state {:?} uses the unknown provider {:?}", s.name, a.provider),
+                            format!(
+                                "state {:?} uses the unknown provider {:?}",
+                                s.name, a.provider
+                            ),
                         )
                     };
                     push(
@@ -140,9 +143,13 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     );
                 }
                 match &a.prompt {
-                    Prompt::Inline(p) => texts.push((join(&path, "prompt"), p.clone(), s.line_of("prompt"))),
+                    Prompt::Inline(p) => {
+                        texts.push((join(&path, "prompt"), p.clone(), s.line_of("prompt")))
+                    }
                     Prompt::File(f) => match std::fs::read_to_string(f) {
-                        Ok(t) => texts.push((join(&path, "prompt_file"), t, s.line_of("prompt_file"))),
+                        Ok(t) => {
+                            texts.push((join(&path, "prompt_file"), t, s.line_of("prompt_file")))
+                        }
                         Err(e) => push(
                             codes::PROMPT_FILE,
                             join(&path, "prompt_file"),
@@ -161,7 +168,11 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
             StateKind::Step(st) => {
                 targets.push(("on_success", &st.on_success));
                 targets.push(("on_failure", &st.on_failure));
-                texts.push((join(&path, "command"), st.command.clone(), s.line_of("command")));
+                texts.push((
+                    join(&path, "command"),
+                    st.command.clone(),
+                    s.line_of("command"),
+                ));
                 if let Some(dir) = &st.dir {
                     texts.push((join(&path, "dir"), dir.clone(), s.line_of("dir")));
                 }
@@ -177,7 +188,10 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 codes::MISSING_FIELD,
                 join(&path, "on_success"),
                 s.line,
-                format!("state {:?} has no on_success: the run would not know where to go", s.name),
+                format!(
+                    "state {:?} has no on_success: the run would not know where to go",
+                    s.name
+                ),
                 format!("add `on_success: <state>`; states: {list}"),
             );
         }
@@ -189,7 +203,10 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     codes::UNKNOWN_STATE,
                     join(&path, key),
                     s.line_of(key),
-                    format!("{key} of state {:?} goes to {t:?}, which is not defined", s.name),
+                    format!(
+                        "{key} of state {:?} goes to {t:?}, which is not defined",
+                        s.name
+                    ),
                     format!("name one of the states: {list}"),
                 );
             }
@@ -204,7 +221,11 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                             if wf.inputs.is_empty() {
                                 "none".to_string()
                             } else {
-                                wf.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
+                                wf.inputs
+                                    .iter()
+                                    .map(|i| i.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
                             }
                         ),
                     )),
@@ -212,10 +233,12 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                         format!("{{{{.states.{st}...}}}} names no state"),
                         format!("name one of the states: {list}"),
                     )),
-                    Ok(Ref::State(st, f)) if !template::STATE_FIELDS.contains(&f.as_str()) => Some((
-                        format!("{{{{.states.{st}.{f}}}}}: a state has no field {f:?}"),
-                        format!("use one of {}", template::STATE_FIELDS.join(", ")),
-                    )),
+                    Ok(Ref::State(st, f)) if !template::STATE_FIELDS.contains(&f.as_str()) => {
+                        Some((
+                            format!("{{{{.states.{st}.{f}}}}}: a state has no field {f:?}"),
+                            format!("use one of {}", template::STATE_FIELDS.join(", ")),
+                        ))
+                    }
                     Err(e) => Some((
                         format!("{{{{{e}}}}} is not a supported template expression"),
                         "use {{.inputs.NAME}} or {{.states.STATE.Output}}".to_string(),

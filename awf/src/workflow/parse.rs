@@ -161,7 +161,10 @@ impl Ctx {
                 codes::INVALID_VALUE,
                 path,
                 node.line,
-                format!("{path} must be a positive duration, found {}", node.describe()),
+                format!(
+                    "{path} must be a positive duration, found {}",
+                    node.describe()
+                ),
                 "write seconds (300) or a number with a unit: 500ms, 30s, 5m, 1h",
             );
         }
@@ -370,7 +373,8 @@ fn parse_inputs(cx: &mut Ctx, node: &Node) -> Vec<InputDef> {
             .and_then(|v| cx.boolean(v, &join(&path, "required"), codes::WRONG_TYPE))
             .unwrap_or(false);
         let default = get("default").and_then(|v| cx.string(v, &join(&path, "default")));
-        let description = get("description").and_then(|v| cx.string(v, &join(&path, "description")));
+        let description =
+            get("description").and_then(|v| cx.string(v, &join(&path, "description")));
         if out.iter().any(|i: &InputDef| i.name == name) {
             cx.push(
                 codes::DUPLICATE_KEY,
@@ -506,7 +510,11 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
     }
     let kind = match ty.as_str() {
         Some("agent") => {
-            let provider = require(cx, "provider", "add `provider: claude` (or gemini, codex, opencode, openai_compatible)");
+            let provider = require(
+                cx,
+                "provider",
+                "add `provider: claude` (or gemini, codex, opencode, openai_compatible)",
+            );
             let prompt = match (get("prompt"), get("prompt_file")) {
                 (Some(p), None) => cx.string(p, &join(path, "prompt")).map(Prompt::Inline),
                 (None, Some(f)) => cx
@@ -589,7 +597,10 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
     Some(State {
         name: name.to_string(),
         line: node.line,
-        field_lines: fields.iter().map(|(k, v)| (k.to_string(), v.line)).collect(),
+        field_lines: fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.line))
+            .collect(),
         kind,
     })
 }
@@ -610,7 +621,8 @@ fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpProxy> {
             Kind::Seq(items) => {
                 for (i, item) in items.iter().enumerate() {
                     let ipath = format!("{pt_path}[{i}]");
-                    let Some(f) = cx.fields(item, &ipath, PLUGIN_TOOLS_KEYS, codes::PROXY_UNKNOWN_KEY)
+                    let Some(f) =
+                        cx.fields(item, &ipath, PLUGIN_TOOLS_KEYS, codes::PROXY_UNKNOWN_KEY)
                     else {
                         continue;
                     };
@@ -651,7 +663,9 @@ fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpProxy> {
                         ),
                         None => {}
                     }
-                    if expose.is_empty() && get("expose").is_none_or(|e| matches!(e.kind, Kind::Seq(_))) {
+                    if expose.is_empty()
+                        && get("expose").is_none_or(|e| matches!(e.kind, Kind::Seq(_)))
+                    {
                         cx.push(
                             codes::MISSING_FIELD,
                             &join(&ipath, "expose"),

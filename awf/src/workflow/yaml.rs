@@ -160,7 +160,8 @@ impl MarkedEventReceiver for Builder {
                 self.stack_anchors.push(anchor);
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                if let (Some((node, _)), Some(anchor)) = (self.stack.pop(), self.stack_anchors.pop())
+                if let (Some((node, _)), Some(anchor)) =
+                    (self.stack.pop(), self.stack_anchors.pop())
                 {
                     self.push_value(node, anchor);
                 }
@@ -181,12 +182,10 @@ impl MarkedEventReceiver for Builder {
 pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
-    parser
-        .load(&mut builder, true)
-        .map_err(|e| SyntaxError {
-            message: e.info().to_string(),
-            line: e.marker().line().max(1),
-        })?;
+    parser.load(&mut builder, true).map_err(|e| SyntaxError {
+        message: e.info().to_string(),
+        line: e.marker().line().max(1),
+    })?;
     if builder.docs.len() > 1 {
         return Err(SyntaxError {
             message: "the file holds several YAML documents (---); a workflow is one document"
