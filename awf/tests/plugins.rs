@@ -307,7 +307,7 @@ fn a_crash_mid_call_is_an_error_and_the_server_serves_on() {
         "{text}"
     );
     assert!(
-        server.stderr().contains("plugin faulty is down"),
+        eventually(|| server.stderr().contains("plugin faulty is down")),
         "no log line: {}",
         server.stderr()
     );
@@ -321,36 +321,53 @@ fn a_crash_mid_call_is_an_error_and_the_server_serves_on() {
     );
 }
 
-/// Runs `awf mcp-serve` that must fail at start-up; returns (exit code, stderr, the pids
-/// of the plugin processes it had started).
+/// Runs `awf mcp-serve` that must fail at start-up; returns (exit code, its whole stderr,
+/// the pids of the `watch` plugin processes it started, caught while it ran).
 fn failing_start(
     s: &Setup,
     cfg: &Path,
     env: &[(&str, &str)],
-    exe: &str,
+    watch: Option<&str>,
 ) -> (i32, String, Vec<i32>) {
-    let server = s.serve(cfg, env);
-    let pid = server.pid();
+    let child = Command::new(AWF)
+        .args(["mcp-serve", "--config", cfg.to_str().unwrap()])
+        .envs(s.env())
+        .envs(env.iter().copied())
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
     let mut seen = Vec::new();
-    // Catch the plugin while awf waits for its handshake (it may already be gone).
-    let _ = eventually(|| {
-        for p in children_running(pid, &example(exe)) {
-            if !seen.contains(&p) {
-                seen.push(p);
+    if let Some(exe) = watch {
+        // Catch the plugin while awf waits for its handshake (it may already be gone).
+        let _ = eventually(|| {
+            for p in children_running(pid, &example(exe)) {
+                if !seen.contains(&p) {
+                    seen.push(p);
+                }
             }
-        }
-        !seen.is_empty() || dead(pid)
-    });
-    let (status, stderr) = server.wait();
-    (status.code().unwrap_or(-1), stderr, seen)
+            !seen.is_empty() || dead(pid)
+        });
+    }
+    // Reads stderr to its end, unlike a wait that may return before the last line.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code().unwrap_or(-1), stderr, seen)
 }
 
 #[test]
 fn a_slow_start_is_killed_after_five_seconds_with_a_clear_error() {
     let s = setup("slow");
     let cfg = s.config(json!([{"plugin": "faulty", "expose": ["fail"]}]));
-    let (code, stderr, pids) =
-        failing_start(&s, &cfg, &[("FAULTY_START_DELAY_MS", "30000")], "faulty");
+    let (code, stderr, pids) = failing_start(
+        &s,
+        &cfg,
+        &[("FAULTY_START_DELAY_MS", "30000")],
+        Some("faulty"),
+    );
     assert_eq!(code, 3, "{stderr}");
     assert!(
         stderr.contains("plugin faulty")
@@ -368,7 +385,8 @@ fn a_slow_start_is_killed_after_five_seconds_with_a_clear_error() {
 fn a_garbage_handshake_is_a_clear_error() {
     let s = setup("garbage");
     let cfg = s.config(json!([{"plugin": "faulty", "expose": ["fail"]}]));
-    let (code, stderr, pids) = failing_start(&s, &cfg, &[("FAULTY_BAD_HANDSHAKE", "1")], "faulty");
+    let (code, stderr, pids) =
+        failing_start(&s, &cfg, &[("FAULTY_BAD_HANDSHAKE", "1")], Some("faulty"));
     assert_eq!(code, 3, "{stderr}");
     assert!(
         stderr.contains("plugin faulty")
@@ -406,12 +424,11 @@ fn bad_plugin_tools_are_fatal_before_serving_and_name_the_entry() {
             vec!["plugin_tools[1]", "plugin_tools[0]", "\"notes_add\""],
         ),
     ];
-    for (plugin_tools, code, needles) in cases {
+    for (plugin_tools, error_code, needles) in cases {
         let cfg = s.config(plugin_tools.clone());
-        let server = s.serve(&cfg, &[]);
-        let (status, stderr) = server.wait();
-        assert_eq!(status.code(), Some(1), "{plugin_tools}: {stderr}");
-        assert!(stderr.contains(code), "{plugin_tools}: {stderr}");
+        let (code, stderr, _) = failing_start(&s, &cfg, &[], None);
+        assert_eq!(code, 1, "{plugin_tools}: {stderr}");
+        assert!(stderr.contains(error_code), "{plugin_tools}: {stderr}");
         assert!(stderr.contains(&cfg.display().to_string()), "{stderr}");
         for n in needles {
             assert!(stderr.contains(n), "{plugin_tools}: {n:?} not in {stderr}");
@@ -424,8 +441,8 @@ fn bad_plugin_tools_are_fatal_before_serving_and_name_the_entry() {
     )
     .unwrap();
     let cfg = s.config(json!([{"plugin": "notes", "expose": ["add"]}]));
-    let (status, stderr) = s.serve(&cfg, &[]).wait();
-    assert_eq!(status.code(), Some(1), "{stderr}");
+    let (code, stderr, _) = failing_start(&s, &cfg, &[], None);
+    assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("notes/plugin.yaml") && stderr.contains("`description`"),
         "{stderr}"
@@ -671,4 +688,49 @@ fn a_cancelled_plugin_call_stops_waiting_and_the_server_goes_on() {
     // Not a speed check: a call that waited for the plugin would have taken the full 60 s.
     let waited = cancelled["duration_ms"].as_f64().unwrap();
     assert!(waited < 30_000.0, "the cancelled call waited {waited} ms");
+}
+
+#[test]
+fn hyphenated_names_the_executable_field_and_the_tool_name_rule() {
+    let s = setup("names");
+    let install = |name: &str| {
+        let dir = s.plugins.join(name);
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::write(
+            dir.join("plugin.yaml"),
+            format!("name: {name}\nversion: 2.0\ndescription: notes under another name\nexecutable: bin/notes\n"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(example("notes"), dir.join("bin/notes")).unwrap();
+    };
+    install("note-store");
+    let cfg = s.config(json!([{"plugin": "note-store", "expose": ["add"]}]));
+    let mut server = s.serve(&cfg, &[]);
+    server.initialize();
+    let text = server.ok("note-store_add", json!({"text": "x", "tags": ["y"]}));
+    assert!(text.starts_with("added note 1"), "{text}");
+    // The plugin calls itself `notes`: served under its manifest's name, with a warning.
+    assert!(
+        eventually(|| {
+            let e = server.stderr();
+            e.contains("calls itself \"notes\"") && e.contains("note-store")
+        }),
+        "{}",
+        server.stderr()
+    );
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
+
+    // 60 + 1 + 6 characters: over the 64 that MCP clients accept.
+    let long = format!("n{}", "-x".repeat(30));
+    install(&long);
+    let cfg = s.config(json!([{"plugin": long, "expose": ["search"]}]));
+    let (code, stderr, _) = failing_start(&s, &cfg, &[], None);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("USER.MCP_PROXY.INVALID_TOOL_NAME")
+            && stderr.contains("plugin_tools[0]")
+            && stderr.contains(&format!("\"{long}_search\"")),
+        "{stderr}"
+    );
 }
