@@ -7,6 +7,8 @@
 //! a server that started but never ended (a crash). The in-process variant for
 //! `openai_compatible` builds the same router, with the same telemetry, in this process.
 
+pub mod span;
+
 use crate::error::{AwfError, codes};
 use crate::mcp_serve::{self, PluginTools, ServeConfig};
 use crate::providers::ProxyInjection;
@@ -31,6 +33,8 @@ pub struct ToolProxyService {
     pub audit_dir: PathBuf,
     /// The sandbox root of the tools (the run's working directory).
     pub root: PathBuf,
+    /// Exports step spans when OTLP export is asked for.
+    pub tracer: Option<span::StepTracer>,
 }
 
 /// One started proxy.
@@ -41,6 +45,7 @@ pub struct ProxySession {
     pub audit_path: PathBuf,
     pub traceparent: String,
     serve_config: ServeConfig,
+    span: Option<span::StepSpan>,
 }
 
 /// What `close` found.
@@ -123,7 +128,22 @@ impl ToolProxyService {
         private_dir(&step_dir)?;
         private_dir(&self.audit_dir)?;
         let audit_path = self.audit_dir.join(format!("{seq}-{state}.audit.jsonl"));
-        let traceparent = new_traceparent(std::env::var("TRACEPARENT").ok().as_deref());
+        let parent = std::env::var("TRACEPARENT").ok();
+        let span = self.tracer.as_ref().map(|t| {
+            t.start(
+                state,
+                parent.as_deref(),
+                vec![
+                    opentelemetry::KeyValue::new("awf.run_id", self.run_id.clone()),
+                    opentelemetry::KeyValue::new("awf.step_id", format!("{seq}-{state}")),
+                    opentelemetry::KeyValue::new("awf.state", state.to_string()),
+                ],
+            )
+        });
+        let traceparent = match &span {
+            Some(s) => s.traceparent(),
+            None => new_traceparent(parent.as_deref()),
+        };
         let cfg = self.serve_config(state, seq, proxy, &audit_path, &traceparent);
         let config_path = step_dir.join("mcp-serve.json");
         let json = serde_json::json!({
@@ -182,6 +202,7 @@ impl ToolProxyService {
             audit_path,
             traceparent,
             serve_config: cfg,
+            span,
         })
     }
 
@@ -200,9 +221,10 @@ impl ToolProxyService {
     /// and any `awf mcp-serve` still running with this step's config, then the files.
     pub fn close(
         &self,
-        session: ProxySession,
+        mut session: ProxySession,
         group: Option<i32>,
         leader: Option<&mut Child>,
+        outcome: &str,
     ) -> ProxyReport {
         let needle = session.config_path.display().to_string();
         let strays = process::pids_with_arg(&needle);
@@ -226,7 +248,23 @@ impl ToolProxyService {
                 session.audit_path.display()
             );
         }
+        if let Some(span) = session.span.take() {
+            let crashed = (!report.crashed_sessions.is_empty()).then_some("awf mcp-serve crashed");
+            let failed = (outcome != "success").then_some(outcome);
+            span.end(
+                outcome,
+                report.tool_calls.values().sum(),
+                crashed.or(failed),
+            );
+        }
         report
+    }
+
+    /// Flushes the step spans; called once at the end of the run.
+    pub fn shutdown(&mut self) {
+        if let Some(t) = self.tracer.as_mut() {
+            t.shutdown();
+        }
     }
 }
 

@@ -236,6 +236,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
             run_dir: run_dir.clone(),
             audit_dir: audit_dir.clone(),
             root: workdir.clone(),
+            tracer: crate::proxy::span::StepTracer::from_env(),
         },
         plugins: InstalledPlugins::new(&workdir),
         workdir,
@@ -243,6 +244,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     };
     eprintln!("awf: run {run_id} of {} ({})", wf.name, file.display());
     let outcome = runner.drive();
+    runner.proxy.shutdown();
     let _ = std::fs::remove_dir_all(&run_dir);
     let (code, error) = match &outcome {
         Ok(()) => (0, None),
@@ -556,7 +558,7 @@ impl Runner<'_> {
         }
         let Some(provider) = providers::cli_provider(&a.provider) else {
             if let Some(s) = session {
-                r.proxy = Some(self.proxy.close(s, None, None));
+                r.proxy = Some(self.proxy.close(s, None, None, "error"));
             }
             return Err(AwfError::new(
                 rc::PROVIDER_UNAVAILABLE,
@@ -577,7 +579,7 @@ impl Runner<'_> {
             Ok(c) => c,
             Err(e) => {
                 if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None, None));
+                    r.proxy = Some(self.proxy.close(s, None, None, "error"));
                 }
                 return Err(e);
             }
@@ -599,7 +601,7 @@ impl Runner<'_> {
             Ok(v) => v,
             Err(e) => {
                 if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None, None));
+                    r.proxy = Some(self.proxy.close(s, None, None, "error"));
                 }
                 return Err(AwfError::new(
                     codes::SPAWN,
@@ -615,7 +617,9 @@ impl Runner<'_> {
         match session {
             // Teardown of a proxied step also finds `awf mcp-serve` processes by config path.
             Some(s) => {
-                let report = self.proxy.close(s, Some(p.pgid), Some(&mut leader));
+                let report = self
+                    .proxy
+                    .close(s, Some(p.pgid), Some(&mut leader), &p.status);
                 p.collect();
                 r.tool_calls = report.tool_calls.clone();
                 let crashed = !report.crashed_sessions.is_empty();
@@ -693,7 +697,7 @@ impl Runner<'_> {
             Ok(o) => o,
             Err(e) => {
                 if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None, None));
+                    r.proxy = Some(self.proxy.close(s, None, None, "error"));
                 }
                 return Err(e);
             }
@@ -703,7 +707,7 @@ impl Runner<'_> {
                 Ok(p) => Some(p),
                 Err(e) => {
                     if let Some(s) = session {
-                        r.proxy = Some(self.proxy.close(s, None, None));
+                        r.proxy = Some(self.proxy.close(s, None, None, "error"));
                     }
                     return Err(e);
                 }
@@ -763,7 +767,12 @@ impl Runner<'_> {
         }
         drop(prepared);
         if let Some(s) = session {
-            let report = self.proxy.close(s, None, None);
+            let outcome = match &result {
+                Some(Ok(_)) => "success",
+                Some(Err(_)) => "failure",
+                None => r.status.as_str(),
+            };
+            let report = self.proxy.close(s, None, None, outcome);
             r.tool_calls = report.tool_calls.clone();
             r.proxy = Some(report);
         }

@@ -1,0 +1,176 @@
+//! Step spans and tool spans of `awf run` at a real OTLP/gRPC receiver: each proxied agent
+//! step gets an `awf.step <state>` span (child of awf run's own TRACEPARENT), and the tool
+//! spans of that step nest under it — whether the tools ran in `awf mcp-serve` spawned by
+//! an agent CLI (transport `pipe`) or in-process for `openai_compatible` (`inproc`).
+
+#[path = "fake_model/mod.rs"]
+mod fake_model;
+
+use fake_model::{FakeModel, Script};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use serde_json::json;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+const AWF: &str = env!("CARGO_BIN_EXE_awf");
+const RUN_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const RUN_SPAN: &str = "00f067aa0ba902b7";
+
+#[derive(Clone, Default)]
+struct Collector(Arc<Mutex<Vec<Span>>>);
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut spans = self.0.lock().unwrap();
+        for rs in request.into_inner().resource_spans {
+            for ss in rs.scope_spans {
+                spans.extend(ss.spans);
+            }
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+fn attr(span: &Span, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+            AnyValue::StringValue(s) => Some(s.clone()),
+            AnyValue::IntValue(i) => Some(i.to_string()),
+            other => Some(format!("{other:?}")),
+        })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn tool_spans_nest_under_their_step_span_for_both_transports() {
+    if !Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 is required in CI"
+        );
+        eprintln!("skipping: python3 not found (the fake agent CLI is a Python script)");
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let collector = Collector::default();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(collector.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("awf-run-otlp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("input.txt"), "input\n").unwrap();
+    let model = FakeModel::start(Script::new().call("Read", json!({"path": "input.txt"})));
+    let agent =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/fake_agent.py");
+    let wf = dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            r#"
+name: traced
+states:
+  initial: fix
+  fix:
+    type: agent
+    provider: openai_compatible
+    prompt: Read input.txt
+    options: {{base_url: "{base}", model: m}}
+    mcp_proxy: {{enable: true}}
+    on_success: review
+  review:
+    type: agent
+    provider: claude
+    prompt: Read input.txt
+    options: {{command: "{agent}"}}
+    mcp_proxy: {{enable: true}}
+    on_success: done
+  done:
+    type: terminal
+"#,
+            base = model.base_url(),
+            agent = agent.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(AWF)
+        .arg("run")
+        .arg(&wf)
+        .current_dir(&work)
+        .env("AWF_PLUGINS_PATH", "")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))
+        .env("TRACEPARENT", format!("00-{RUN_TRACE}-{RUN_SPAN}-01"))
+        .env("FAKE_AGENT_MODE", "call")
+        .env("FAKE_AGENT_PIDS", dir.join("pids"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Every exporter flushed before its process (or step) ended.
+    let spans = collector.0.lock().unwrap().clone();
+    let named = |n: &str| {
+        spans
+            .iter()
+            .filter(|s| s.name == n)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let (fix, review) = (named("awf.step fix"), named("awf.step review"));
+    assert_eq!((fix.len(), review.len()), (1, 1), "{spans:#?}");
+    for step in [&fix[0], &review[0]] {
+        assert_eq!(hex(&step.trace_id), RUN_TRACE);
+        assert_eq!(hex(&step.parent_span_id), RUN_SPAN);
+        assert_eq!(attr(step, "awf.step.tool_calls").as_deref(), Some("1"));
+    }
+    let reads = named("tools/call Read");
+    assert_eq!(reads.len(), 2, "{spans:#?}");
+    let inproc = reads
+        .iter()
+        .find(|s| attr(s, "network.transport").as_deref() == Some("inproc"))
+        .unwrap();
+    let pipe = reads
+        .iter()
+        .find(|s| attr(s, "network.transport").as_deref() == Some("pipe"))
+        .unwrap();
+    assert_eq!(inproc.parent_span_id, fix[0].span_id);
+    assert_eq!(pipe.parent_span_id, review[0].span_id);
+    assert_eq!(hex(&inproc.trace_id), RUN_TRACE);
+    assert_eq!(hex(&pipe.trace_id), RUN_TRACE);
+}
