@@ -7,6 +7,13 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if let Some(fast) = awf::mcp_serve::fast_serve_args(&args) {
+        awf::telemetry::init_logging(fast.log_format);
+        return finish(
+            awf::mcp_serve::run_from_flags(fast.config, fast.root, fast.audit).map(|()| 0),
+        );
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) if !e.use_stderr() => {
@@ -21,7 +28,11 @@ fn main() -> ExitCode {
         }
     };
     awf::telemetry::init_logging(cli.log_format);
-    match cli::run(cli) {
+    finish(cli::run(cli))
+}
+
+fn finish(result: Result<u8, AwfError>) -> ExitCode {
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("awf: {e}");

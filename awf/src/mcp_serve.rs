@@ -290,6 +290,81 @@ pub fn build_server(router: &Arc<ToolRouter>, root: &Path) -> Result<mcpserver::
     })
 }
 
+/// `awf mcp-serve` from its flags: `--config FILE` or `--root DIR`, and `--audit FILE`
+/// (overrides the config's audit_path).
+pub fn run_from_flags(
+    config: Option<PathBuf>,
+    root: Option<PathBuf>,
+    audit: Option<PathBuf>,
+) -> Result<(), AwfError> {
+    let mut cfg = match (config, root) {
+        (Some(c), None) => ServeConfig::load(&c)?,
+        (None, Some(r)) => {
+            let cfg = ServeConfig::for_root(r);
+            cfg.check("--root")?;
+            cfg
+        }
+        (Some(_), Some(_)) => {
+            return Err(AwfError::new(
+                codes::USAGE,
+                "awf mcp-serve takes --config FILE or --root DIR, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(AwfError::new(
+                codes::CONFIG_MISSING,
+                "awf mcp-serve needs --config FILE or --root DIR",
+            ));
+        }
+    };
+    if audit.is_some() {
+        cfg.audit_path = audit;
+    }
+    run(cfg)
+}
+
+/// The exact argument shapes agent CLIs use to start the server
+/// (`[--log-format F] mcp-serve (--config F | --root D) [--audit F]`), parsed without clap:
+/// building the whole CLI definition costs start-up time and memory on every agent step.
+/// Anything else (help, typos, other commands) returns None and goes through clap.
+pub struct FastServeArgs {
+    pub log_format: crate::telemetry::LogFormat,
+    pub config: Option<PathBuf>,
+    pub root: Option<PathBuf>,
+    pub audit: Option<PathBuf>,
+}
+
+pub fn fast_serve_args(args: &[std::ffi::OsString]) -> Option<FastServeArgs> {
+    let mut out = FastServeArgs {
+        log_format: Default::default(),
+        config: None,
+        root: None,
+        audit: None,
+    };
+    let mut it = args.iter();
+    let mut seen_command = false;
+    while let Some(a) = it.next() {
+        match a.to_str()? {
+            "mcp-serve" if !seen_command => seen_command = true,
+            "--log-format" => {
+                out.log_format = match it.next()?.to_str()? {
+                    "human" => crate::telemetry::LogFormat::Human,
+                    "json" => crate::telemetry::LogFormat::Json,
+                    _ => return None,
+                }
+            }
+            "--config" if seen_command && out.config.is_none() => {
+                out.config = Some(it.next()?.into())
+            }
+            "--root" if seen_command && out.root.is_none() => out.root = Some(it.next()?.into()),
+            "--audit" if seen_command && out.audit.is_none() => out.audit = Some(it.next()?.into()),
+            _ => return None,
+        }
+    }
+    // Exactly one source; clap reports the other cases with its usual messages.
+    (seen_command && out.config.is_some() != out.root.is_some()).then_some(out)
+}
+
 /// Runs `awf mcp-serve` to completion. Returns Ok on every clean stop.
 pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
     let prepared = prepare(&cfg)?;
@@ -367,6 +442,39 @@ mod tests {
         let p = d.join("cfg.json");
         std::fs::write(&p, body).unwrap();
         p
+    }
+
+    #[test]
+    fn fast_path_takes_only_the_exact_serve_shapes() {
+        let v = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let f = fast_serve_args(&v(&["mcp-serve", "--root", "/w"])).unwrap();
+        assert_eq!(f.root.unwrap(), PathBuf::from("/w"));
+        let f = fast_serve_args(&v(&[
+            "--log-format",
+            "json",
+            "mcp-serve",
+            "--config",
+            "c.json",
+            "--audit",
+            "a",
+        ]))
+        .unwrap();
+        assert!(
+            f.config.is_some()
+                && f.audit.is_some()
+                && f.log_format == crate::telemetry::LogFormat::Json
+        );
+        for bad in [
+            &["mcp-serve"][..],
+            &["mcp-serve", "--help"],
+            &["mcp-serve", "--root", "a", "--config", "b"],
+            &["mcp-serve", "--root"],
+            &["tools", "list"],
+            &["mcp-serve", "--root", "a", "--root", "b"],
+            &["--log-format", "xml", "mcp-serve", "--root", "a"],
+        ] {
+            assert!(fast_serve_args(&v(bad)).is_none(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -5,9 +5,8 @@
 use super::{BuiltinEnv, bound, resolve, schema};
 use crate::tools::ToolSpec;
 use serde::Deserialize;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 #[derive(Deserialize)]
@@ -57,19 +56,48 @@ pub(crate) fn open_regular(
     path: &Path,
     input: &str,
 ) -> Result<(File, std::fs::Metadata), String> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!(
-                "file not found: \"{input}\" (looked for {} under the root {})",
-                env.sandbox.show(path),
-                env.sandbox.root().display()
-            ),
-            _ => format!("cannot open \"{input}\": {e}"),
-        })?;
-    env.sandbox.verify_opened(&file, input).map_err(|e| e.0)?;
+    let file = env
+        .sandbox
+        .open_resolved(path, libc::O_RDONLY | libc::O_NONBLOCK, 0, input)
+        .map_err(|e| open_error(env, path, input, e))?;
+    check_regular(env, file, input)
+}
+
+/// Opens `input` for reading: the symlink-free fast path when it applies, else the full
+/// resolution. Both end in the same checks.
+pub(crate) fn open_input(
+    env: &BuiltinEnv,
+    input: &str,
+) -> Result<(File, std::fs::Metadata), String> {
+    match env
+        .sandbox
+        .open_direct(input, libc::O_RDONLY | libc::O_NONBLOCK)
+    {
+        Some(Ok((file, _))) => check_regular(env, file, input),
+        Some(Err((path, e))) => Err(open_error(env, &path, input, e)),
+        None => {
+            let path = resolve(env, input)?;
+            open_regular(env, &path, input)
+        }
+    }
+}
+
+fn open_error(env: &BuiltinEnv, path: &Path, input: &str, e: std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => format!(
+            "file not found: \"{input}\" (looked for {} under the root {})",
+            env.sandbox.show(path),
+            env.sandbox.root().display()
+        ),
+        _ => format!("cannot open \"{input}\": {e}"),
+    }
+}
+
+fn check_regular(
+    env: &BuiltinEnv,
+    file: File,
+    input: &str,
+) -> Result<(File, std::fs::Metadata), String> {
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot stat \"{input}\": {e}"))?;
@@ -88,8 +116,7 @@ pub(crate) fn open_regular(
 }
 
 pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
-    let path = resolve(env, &args.path)?;
-    let (file, meta) = open_regular(env, &path, &args.path)?;
+    let (file, meta) = open_input(env, &args.path)?;
     let offset = args.offset.unwrap_or(0);
     let limit = args.limit.unwrap_or(env.limits.read_lines);
     if limit == 0 {

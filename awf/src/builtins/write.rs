@@ -6,9 +6,8 @@
 use super::{BuiltinEnv, resolve, schema};
 use crate::tools::ToolSpec;
 use serde::Deserialize;
-use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -111,12 +110,14 @@ pub(crate) fn atomic_write(
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o666)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&temp)
+    let mut file = env
+        .sandbox
+        .open_resolved(
+            &temp,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            0o666,
+            input,
+        )
         .map_err(|e| {
             format!(
                 "cannot create a temp file in {}: {e}",
@@ -127,9 +128,6 @@ pub(crate) fn atomic_write(
         let _ = std::fs::remove_file(&temp);
         msg
     };
-    env.sandbox
-        .verify_opened(&file, input)
-        .map_err(|e| cleanup(e.0))?;
     if let Some(m) = &existing {
         let _ = file.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777));
         // Best effort: only root may give a file away, and then it should keep its owner.
