@@ -13,12 +13,9 @@ use harness::*;
 use serde_json::json;
 
 fn claude_env() -> Vec<(&'static str, String)> {
-    // As root, Claude Code refuses its permission-skipping modes outside a sandbox; the
-    // test runs in CI containers as root.
-    vec![
-        ("ANTHROPIC_API_KEY", "sk-ant-fake".to_string()),
-        ("IS_SANDBOX", "1".to_string()),
-    ]
+    // No permission-skipping flag is used (our tools are allowed by name), so no
+    // IS_SANDBOX=1 is needed even as root.
+    vec![("ANTHROPIC_API_KEY", "sk-ant-fake".to_string())]
 }
 
 #[test]

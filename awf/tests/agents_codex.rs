@@ -52,6 +52,17 @@ fn codex_reads_greps_and_edits_through_awf_with_its_shell_disabled() {
         run.context(&fake)
     );
     assert_eq!(run.command.warnings.len(), 1);
+    // Codex groups our tools under the MCP server's namespace, and the calls it accepted
+    // named that namespace.
+    let first = &fake.main_requests()[0];
+    assert!(
+        first
+            .tools
+            .iter()
+            .any(|t| t.namespace.as_deref() == Some("mcp__awf") && t.name == "Read"),
+        "no namespaced Read in {:?}",
+        first.tools
+    );
 }
 
 #[test]

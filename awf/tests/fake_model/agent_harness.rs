@@ -272,6 +272,13 @@ pub fn assert_read_grep_edit(step: &Step, fake: &FakeModel, run: &Run, prefix_fo
         .map(|t| format!("{prefix_forms}{t}"))
         .collect();
     assert_eq!(calls, expected, "tool calls\n{ctx}");
+    let side: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| !r.main)
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    eprintln!("side requests (not script steps): {side:?}");
     // The edit reached the disk.
     let edited = std::fs::read_to_string(step.root.join("src/config.txt")).unwrap();
     assert_eq!(edited, "mode = NEW_VALUE\n", "{ctx}");
@@ -311,5 +318,273 @@ pub fn assert_read_grep_edit(step: &Step, fake: &FakeModel, run: &Run, prefix_fo
         output.text.contains("needle.rs"),
         "answer lacks the Grep result: {:?}\n{ctx}",
         output.text
+    );
+}
+
+// ---- Through `awf run` ----------------------------------------------------------------
+
+/// The plugin-sdk example `notes` as a user installs it (`<dir>/notes/{plugin.yaml,notes}`),
+/// built once per test binary into this test's target dir (a fresh clone has not built it).
+pub fn install_notes_plugin(plugins_dir: &Path) {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let exe = BUILT.get_or_init(|| {
+        // <target>/<profile>/deps/<this test>
+        let me = std::env::current_exe().unwrap();
+        let target_dir = me.ancestors().nth(3).unwrap().to_path_buf();
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "-p",
+                "plugin-sdk",
+                "--example",
+                "notes",
+                "--message-format=json",
+            ])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run cargo to build the notes example plugin");
+        assert!(
+            out.status.success(),
+            "building the notes example plugin failed"
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|m| m["target"]["name"] == "notes" && m["executable"].is_string())
+            .map(|m| PathBuf::from(m["executable"].as_str().unwrap()))
+            .expect("cargo reported the notes example's executable")
+    });
+    let dir = plugins_dir.join("notes");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugin-sdk/examples/notes/plugin.yaml"),
+        dir.join("plugin.yaml"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(exe, dir.join("notes")).unwrap();
+}
+
+/// What `awf run` left behind.
+pub struct WorkflowRun {
+    pub status: ExitStatus,
+    pub summary: Value,
+    pub stderr: String,
+    pub audit: Vec<Value>,
+}
+
+impl WorkflowRun {
+    /// The summary entry of one state.
+    pub fn state(&self, name: &str) -> &Value {
+        self.summary["states"]
+            .as_array()
+            .and_then(|s| s.iter().find(|x| x["state"] == name))
+            .unwrap_or_else(|| panic!("no state {name} in the summary: {:#}", self.summary))
+    }
+}
+
+/// Runs `awf run` on a one-agent-state workflow (`provider`, `options`, `mcp_proxy` as
+/// YAML flow mappings) in the step's work tree, with the test's private home and
+/// `AWF_TEST_FAKE_KEY` as the API key variable the options may name.
+pub fn run_workflow(
+    step: &Step,
+    provider: &str,
+    options: &Value,
+    mcp_proxy: &str,
+    plugins_dir: Option<&Path>,
+    extra_env: &[(&str, String)],
+) -> WorkflowRun {
+    let wf = step.base.join("wf.yaml");
+    let audit_dir = step.base.join("run-audit");
+    // JSON is YAML: the options go in as a flow mapping.
+    std::fs::write(
+        &wf,
+        format!(
+            r#"name: agents-{provider}
+description: one agent step whose tools go through awf
+states:
+  initial: work
+  work:
+    type: agent
+    provider: {provider}
+    prompt: "Read docs/fixture.txt, grep the tree for {NEEDLE}, then edit src/config.txt."
+    timeout: 120s
+    options: {options}
+    mcp_proxy: {mcp_proxy}
+    on_success: done
+    on_failure: failed
+  done:
+    type: terminal
+    status: success
+  failed:
+    type: terminal
+    status: failure
+"#
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(AWF);
+    cmd.arg("run")
+        .arg(&wf)
+        .args(["--output", "json", "--audit-dir"])
+        .arg(&audit_dir)
+        .current_dir(&step.root)
+        .stdin(Stdio::null())
+        .env("HOME", &step.home)
+        .env("XDG_CONFIG_HOME", step.home.join(".config"))
+        .env("XDG_DATA_HOME", step.home.join(".local/share"))
+        .env("XDG_CACHE_HOME", step.home.join(".cache"))
+        .env("XDG_STATE_HOME", step.home.join(".local/state"))
+        .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
+        .env(
+            "AWF_PLUGINS_PATH",
+            plugins_dir.map(Path::as_os_str).unwrap_or_default(),
+        )
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("TRACEPARENT");
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("spawn awf run");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "awf run printed no JSON summary ({e}):\n{}\n--- stderr ---\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    let mut audit = Vec::new();
+    for e in std::fs::read_dir(&audit_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        audit.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
+    }
+    WorkflowRun {
+        status: out.status,
+        summary,
+        stderr,
+        audit,
+    }
+}
+
+/// The checks of a Read/Grep/Edit step run through `awf run`.
+pub fn assert_workflow_read_grep_edit(
+    step: &Step,
+    fake: &FakeModel,
+    run: &WorkflowRun,
+    prefix: &str,
+) {
+    let ctx = format!(
+        "summary: {:#}\n--- stderr ---\n{}\n--- fake model ---\n{}",
+        run.summary,
+        tail(&run.stderr),
+        fake.describe()
+    );
+    assert!(
+        run.status.success(),
+        "awf run failed ({})\n{ctx}",
+        run.status
+    );
+    let calls: Vec<String> = fake.tool_calls().into_iter().map(|(n, _)| n).collect();
+    let expected: Vec<String> = ["Read", "Grep", "Edit"]
+        .iter()
+        .map(|t| format!("{prefix}{t}"))
+        .collect();
+    assert_eq!(calls, expected, "tool calls\n{ctx}");
+    assert_eq!(
+        std::fs::read_to_string(step.root.join("src/config.txt")).unwrap(),
+        "mode = NEW_VALUE\n",
+        "{ctx}"
+    );
+    let tool_calls: Vec<&Value> = run
+        .audit
+        .iter()
+        .filter(|r| r["type"] == "tool.call")
+        .collect();
+    let results: Vec<&Value> = run
+        .audit
+        .iter()
+        .filter(|r| r["type"] == "tool.result")
+        .collect();
+    let names: Vec<&str> = tool_calls
+        .iter()
+        .map(|r| r["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["Read", "Grep", "Edit"],
+        "audit {:#?}\n{ctx}",
+        run.audit
+    );
+    assert_eq!(results.len(), 3);
+    for (c, r) in tool_calls.iter().zip(&results) {
+        assert_eq!(c["call_id"], r["call_id"]);
+        assert_eq!(r["outcome"], "ok", "{r}");
+    }
+    let work = run.state("work");
+    let output = work["output"].as_str().unwrap_or_default();
+    assert!(
+        output.contains("FAKE-MODEL-FINAL"),
+        "output {output:?}\n{ctx}"
+    );
+    assert!(
+        output.contains(FIXTURE_TEXT),
+        "output lacks the Read result\n{ctx}"
+    );
+    assert!(
+        output.contains("needle.rs"),
+        "output lacks the Grep result\n{ctx}"
+    );
+    for t in ["Read", "Grep", "Edit"] {
+        assert_eq!(work["tool_calls"][t], 1, "tool_calls of the summary\n{ctx}");
+    }
+}
+
+/// The script of the no-interception runs: one plugin call through awf, then the answer.
+pub fn notes_add() -> Script {
+    Script::new().call(
+        "notes_add",
+        json!({"text": "remember the fixture", "tags": ["t"]}),
+    )
+}
+
+/// The checks of a `notes_add` step run with `intercept_builtins: false`.
+pub fn assert_workflow_notes_add(fake: &FakeModel, run: &WorkflowRun, prefix: &str) {
+    let ctx = format!(
+        "summary: {:#}\n--- stderr ---\n{}\n--- fake model ---\n{}",
+        run.summary,
+        tail(&run.stderr),
+        fake.describe()
+    );
+    assert!(
+        run.status.success(),
+        "awf run failed ({})\n{ctx}",
+        run.status
+    );
+    let calls: Vec<String> = fake.tool_calls().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(calls, [format!("{prefix}notes_add")], "{ctx}");
+    let names: Vec<&str> = run
+        .audit
+        .iter()
+        .filter(|r| r["type"] == "tool.call")
+        .map(|r| r["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["notes_add"], "{ctx}");
+    let output = run.state("work")["output"].as_str().unwrap_or_default();
+    assert!(output.contains("added note 1"), "output {output:?}\n{ctx}");
+    let offered = fake.offered_tools();
+    assert!(
+        !offered
+            .iter()
+            .any(|t| t.ends_with("Read") && t.starts_with(prefix)),
+        "awf builtins offered although intercept_builtins is false: {offered:?}"
     );
 }
