@@ -302,6 +302,11 @@ pub const CHECKS: &[Check] = &[
         run: initialize_unknown,
     },
     Check {
+        name: "initialize-extra-fields-accepted",
+        about: "initialize with capabilities and fields the server does not know (as newer clients send) succeeds",
+        run: initialize_extra_fields,
+    },
+    Check {
         name: "initialized-no-answer",
         about: "notifications/initialized gets no answer",
         run: initialized_no_answer,
@@ -355,6 +360,11 @@ pub const CHECKS: &[Check] = &[
         name: "tools-call-echo-text",
         about: "the echo tool returns the text it was given",
         run: tools_call_echo_text,
+    },
+    Check {
+        name: "tools-call-meta-accepted",
+        about: "tools/call with params._meta (a progressToken, a traceparent) is served as without it",
+        run: tools_call_meta_accepted,
     },
     Check {
         name: "tools-call-tool-error",
@@ -440,6 +450,11 @@ pub const CHECKS: &[Check] = &[
         name: "integer-id-echoed",
         about: "integer ids (also 0) come back as the same integers",
         run: integer_id_echoed,
+    },
+    Check {
+        name: "large-integer-id-echoed",
+        about: "integer ids beyond 2^53 and negative ones come back exactly (strict: no detour through a double)",
+        run: large_integer_id_echoed,
     },
     Check {
         name: "crlf-accepted",
@@ -854,6 +869,37 @@ fn initialize_unknown(ctx: &Ctx) -> Outcome {
     Ok(())
 }
 
+fn initialize_extra_fields(ctx: &Ctx) -> Outcome {
+    let mut s = ctx.spawn()?;
+    let response = s.call(
+        "initialize",
+        Some(json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {
+                "roots": {"listChanged": true},
+                "sampling": {},
+                "elicitation": {},
+                "experimental": {"conformance": {}},
+                "conformance-unknown-capability": {"x": 1},
+            },
+            "clientInfo": {"name": "mcp-conformance", "title": "MCP conformance", "version": "1.0.0"},
+            "_meta": {"conformance": true},
+            "conformanceUnknownField": 42,
+        })),
+    )?;
+    let result = result_of(
+        &response,
+        "initialize with fields the server does not know (ignore them)",
+    )?;
+    if !is_date_version(result.get("protocolVersion").unwrap_or(&Value::Null)) {
+        fail!(
+            "expected a protocolVersion in the initialize result, got {}",
+            brief(result)
+        )
+    }
+    Ok(())
+}
+
 fn initialized_no_answer(ctx: &Ctx) -> Outcome {
     let mut s = ctx.spawn()?;
     let response = s.initialize(PROTOCOL_VERSION)?;
@@ -1038,6 +1084,28 @@ fn tools_call_echo_text(ctx: &Ctx) -> Outcome {
     if !texts.iter().any(|t| t.contains(&expected)) {
         fail!(
             "expected a text content containing {expected:?}, got {}",
+            brief(result)
+        )
+    }
+    Ok(())
+}
+
+fn tools_call_meta_accepted(ctx: &Ctx) -> Outcome {
+    let mut s = ctx.started()?;
+    let plan = echo_plan(ctx, &mut s)?;
+    let meta = json!({"progressToken": "conformance-progress",
+                      "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"});
+    let response = s.call(
+        "tools/call",
+        Some(json!({"name": plan.name, "arguments": plan.args, "_meta": meta})),
+    )?;
+    let result = result_of(
+        &response,
+        &format!("tools/call {} with params._meta", plan.name),
+    )?;
+    if result.get("isError") == Some(&json!(true)) {
+        fail!(
+            "expected the call with params._meta to succeed as without it, got {}",
             brief(result)
         )
     }
@@ -1260,6 +1328,11 @@ fn string_id_echoed(ctx: &Ctx) -> Outcome {
 fn integer_id_echoed(ctx: &Ctx) -> Outcome {
     let mut s = ctx.started()?;
     expect_ids_echoed(&mut s, &[json!(4242), json!(0)])
+}
+
+fn large_integer_id_echoed(ctx: &Ctx) -> Outcome {
+    let mut s = ctx.started()?;
+    expect_ids_echoed(&mut s, &[json!(9_007_199_254_740_993_i64), json!(-1)])
 }
 
 fn crlf_accepted(ctx: &Ctx) -> Outcome {

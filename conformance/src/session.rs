@@ -180,9 +180,11 @@ impl ServerProcess {
             .writer
             .as_ref()
             .ok_or_else(|| SessionError::Io("stdin is already closed".into()))?;
-        writer
-            .send(bytes.into())
-            .map_err(|_| SessionError::Io("the server's stdin is closed".into()))
+        writer.send(bytes.into()).map_err(|_| {
+            SessionError::Io(
+                "expected to write to the server's stdin, got a closed pipe (did it exit?)".into(),
+            )
+        })
     }
 
     /// Writes one message as compact JSON and a `\n`.
