@@ -76,3 +76,17 @@ fn claude_without_interception_offers_its_own_tools_beside_awf() {
     }
     eprintln!("claude (no interception) offered: {offered:?}");
 }
+
+#[test]
+fn claude_model_error_is_an_agent_failure() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    assert_model_error_is_an_agent_failure(
+        &Claude,
+        &cli,
+        "claude",
+        |f| json!({"model": "claude-sonnet-4-5", "base_url": f.base_url()}),
+        &claude_env(),
+    );
+}

@@ -96,3 +96,19 @@ fn codex_without_interception_offers_its_shell_beside_awf() {
     );
     assert!(run.command.warnings.is_empty());
 }
+
+#[test]
+fn codex_model_error_is_an_agent_failure() {
+    let Some(cli) = agent_cli("codex") else {
+        return;
+    };
+    let home = Step::new("codex-model-error-home");
+    std::fs::create_dir_all(home.home.join(".codex")).unwrap();
+    assert_model_error_is_an_agent_failure(
+        &Codex,
+        &cli,
+        "codex",
+        |f| json!({"model": "gpt-5-codex", "base_url": format!("{}/v1", f.base_url())}),
+        &codex_env(&home),
+    );
+}

@@ -71,3 +71,17 @@ fn gemini_without_interception_offers_its_own_tools_beside_awf() {
         "gemini's own tools not offered: {offered:?}"
     );
 }
+
+#[test]
+fn gemini_model_error_is_an_agent_failure() {
+    let Some(cli) = agent_cli("gemini") else {
+        return;
+    };
+    assert_model_error_is_an_agent_failure(
+        &Gemini,
+        &cli,
+        "gemini",
+        |f| json!({"model": "gemini-2.5-flash", "base_url": f.base_url()}),
+        &gemini_env(),
+    );
+}

@@ -78,3 +78,17 @@ fn assert_installed_nothing(step: &Step) {
         );
     }
 }
+
+#[test]
+fn opencode_model_error_is_an_agent_failure() {
+    let Some(cli) = agent_cli("opencode") else {
+        return;
+    };
+    assert_model_error_is_an_agent_failure(
+        &OpenCode,
+        &cli,
+        "opencode",
+        |f| json!({"model": "fake-model", "base_url": format!("{}/v1", f.base_url())}),
+        &[],
+    );
+}

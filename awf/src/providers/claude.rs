@@ -93,11 +93,10 @@ impl CliProvider for Claude {
         if result["is_error"].as_bool().unwrap_or(false)
             || result["subtype"].as_str().is_some_and(|s| s != "success")
         {
-            let why = format!(
-                "ended with {} : {}",
-                result["subtype"].as_str().unwrap_or("an error"),
-                excerpt(&text)
-            );
+            let why = match result["subtype"].as_str() {
+                Some(sub) if sub != "success" => format!("ended with {sub}: {}", excerpt(&text)),
+                _ => format!("reported an error: {}", excerpt(&text)),
+            };
             return Err(agent_failed("claude", &why, stderr, status));
         }
         if !status.success() {

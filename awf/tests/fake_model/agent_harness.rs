@@ -588,3 +588,42 @@ pub fn assert_workflow_notes_add(fake: &FakeModel, run: &WorkflowRun, prefix: &s
         "awf builtins offered although intercept_builtins is false: {offered:?}"
     );
 }
+
+/// The model answers every step with HTTP 400: the provider must report an agent failure
+/// whose message carries the model's error text, not an empty success.
+pub fn assert_model_error_is_an_agent_failure(
+    provider: &dyn CliProvider,
+    program: &Path,
+    name: &str,
+    options: impl Fn(&FakeModel) -> Value,
+    extra_env: &[(&str, String)],
+) {
+    let fake = FakeModel::start(
+        read_grep_edit().fail_with(400, r#"{"error":{"message":"MODEL-SAYS-NO","type":"invalid_request_error","code":400,"status":"INVALID_ARGUMENT"},"type":"error"}"#),
+    );
+    let step = Step::new(&format!("{name}-model-error"));
+    let run = run_cli(
+        provider,
+        program,
+        &step,
+        options(&fake),
+        &step.injection(true),
+        extra_env,
+    );
+    let ctx = run.context(&fake);
+    match &run.output {
+        Ok(o) => panic!("a failed model call parsed as success: {:?}\n{ctx}", o.text),
+        Err(e) => {
+            assert_eq!(e.code(), "EXECUTION.AGENT.FAILED", "{e}");
+            assert!(
+                e.message().contains("MODEL-SAYS-NO"),
+                "the error does not carry the model's message: {e}\n{ctx}"
+            );
+            eprintln!("{name} model error → {e}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(step.root.join("src/config.txt")).unwrap(),
+        "mode = OLD_VALUE\n"
+    );
+}
