@@ -177,6 +177,11 @@ fn read_grep_edit_through_the_in_process_router() {
         fix(&s)["tool_calls"],
         json!({"Edit": 1, "Grep": 1, "Read": 1})
     );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Edit 1 · Grep 1 · Read 1"),
+        "final progress line: {stderr}"
+    );
     assert_eq!(
         fix(&s)["usage"]["total_tokens"],
         4 * 18,

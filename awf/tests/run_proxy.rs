@@ -274,6 +274,12 @@ fn a_timeout_stops_agent_and_server() {
     assert_eq!(review["status"], "timeout");
     assert_eq!(review["tool_calls"]["Read"], 1);
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.TIMEOUT");
+    // Progress named the step and its tool calls so far, read from the audit file.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("review") && stderr.contains("Read 1"),
+        "{stderr}"
+    );
     c.assert_nothing_left();
 }
 

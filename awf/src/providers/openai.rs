@@ -5,9 +5,8 @@
 //! model → `tool_calls` → one `role: "tool"` message per call → model, until it answers
 //! with text or the turn limit (option `max_tool_turns`, default 25) is reached.
 //!
-//! The HTTP client is ureq (blocking, no runtime). It is built without TLS to keep the
-//! dependency tree small: `base_url` must be `http://` (local servers, gateways); an
-//! `https://` URL is refused with an error saying so.
+//! The HTTP client is ureq (blocking, no async runtime; TLS through rustls), built per
+//! request with the time left before the state's deadline as its global timeout.
 
 use super::AgentOutput;
 use crate::error::AwfError;
@@ -78,12 +77,12 @@ impl OpenAiOptions {
                 "openai_compatible needs options.base_url, e.g. http://127.0.0.1:11434/v1".into(),
             )
         })?;
-        if !base_url.starts_with("http://") {
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(bad(
                 state,
                 format!(
-                    "base_url {base_url:?} is not an http:// URL; this build of awf speaks plain \
-                     HTTP only (use a local gateway for https endpoints)"
+                    "base_url {base_url:?} is not an http:// or https:// URL, e.g. \
+                     https://api.openai.com/v1 or http://127.0.0.1:11434/v1"
                 ),
             ));
         }
@@ -417,6 +416,13 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.code(), codes::MISSING_KEY);
         assert!(OpenAiOptions::from_map("s", &m(json!({"model": "m"}))).is_err());
+        assert!(
+            OpenAiOptions::from_map("s", &m(json!({"base_url": "ftp://h", "model": "m"}))).is_err()
+        );
+        assert!(
+            OpenAiOptions::from_map("s", &m(json!({"base_url": "https://h/v1", "model": "m"})))
+                .is_ok()
+        );
     }
 
     #[test]

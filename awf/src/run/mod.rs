@@ -744,6 +744,7 @@ impl Runner<'_> {
                 break None;
             }
         };
+        progress.tick();
         if result.is_none() {
             // Tools see the cancellation; give the conversation the grace period to stop.
             cancelled.store(true, Ordering::SeqCst);
@@ -848,6 +849,8 @@ impl Runner<'_> {
         let ended = process::supervise(&mut child, deadline, &self.interrupt, &mut || {
             progress.tick()
         });
+        // The last calls before the end are shown too.
+        progress.tick();
         let (status, exit_status) = match ended {
             process::Ended::Exited(s) => ("success", Some(s)),
             process::Ended::TimedOut => ("timeout", None),
