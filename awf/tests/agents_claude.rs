@@ -34,6 +34,7 @@ fn claude_reads_greps_and_edits_through_awf_only() {
         &claude_env(),
     );
     assert_read_grep_edit(&step, &fake, &run, "mcp__awf__");
+    assert_no_transcript(&step);
     let offered = fake.offered_tools();
     let ours: Vec<String> = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
         .iter()
@@ -89,4 +90,30 @@ fn claude_model_error_is_an_agent_failure() {
         |f| json!({"model": "claude-sonnet-4-5", "base_url": f.base_url()}),
         &claude_env(),
     );
+}
+
+/// `--no-session-persistence`: the step leaves no session transcript in ~/.claude.
+fn assert_no_transcript(step: &Step) {
+    let projects = step.home.join(".claude/projects");
+    let transcripts: Vec<_> = walk(&projects)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    assert!(
+        transcripts.is_empty(),
+        "session transcripts written: {transcripts:?}"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

@@ -27,7 +27,18 @@ impl CliProvider for Claude {
             ..AgentCommand::default()
         };
         let args = &mut cmd.args;
-        args.extend(["-p", "--output-format", "stream-json", "--verbose"].map(String::from));
+        // A step is one-shot: its transcript is the workflow's output, not a session the
+        // user would resume, so none is written to ~/.claude (Codex: --ephemeral).
+        args.extend(
+            [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--no-session-persistence",
+            ]
+            .map(String::from),
+        );
         if let Some(model) = opt_str(req.options, "model", name)? {
             args.extend(["--model".to_string(), model]);
         }

@@ -17,6 +17,18 @@ use std::time::{Duration, Instant};
 
 pub const AWF: &str = env!("CARGO_BIN_EXE_awf");
 
+/// One agent CLI at a time per test binary: each is a heavy process (a Node or Bun
+/// runtime, an MCP server), and CI machines have few cores; parallel runs would only make
+/// every run slower and closer to its time limit.
+static ONE_CLI_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn cli_slot() -> std::sync::MutexGuard<'static, ()> {
+    // A test that panicked while holding the lock poisons it; the lock guards nothing else.
+    ONE_CLI_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Per-run limit for one CLI: starts take seconds; this only stops a hung run.
 pub const RUN_LIMIT: Duration = Duration::from_secs(150);
 
@@ -193,6 +205,7 @@ pub fn run_cli(
         proxy: Some(proxy),
     };
     let command = provider.command(&req).expect("provider builds its command");
+    let _slot = cli_slot();
     let mut cmd = Command::new(&command.program);
     cmd.args(&command.args)
         .current_dir(&step.root)
@@ -447,7 +460,10 @@ states:
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("spawn awf run");
+    let out = {
+        let _slot = cli_slot();
+        cmd.output().expect("spawn awf run")
+    };
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
