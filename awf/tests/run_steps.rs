@@ -160,6 +160,9 @@ fn an_invalid_workflow_runs_nothing() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("WORKFLOW.STATE.UNKNOWN_TARGET"));
     assert!(!dir.join("ran").exists());
+    let s = summary(&out);
+    assert_eq!(s["status"], "invalid");
+    assert_eq!(s["problems"][0]["path"], "states.a.on_success");
 }
 
 fn background_workflow(dir: &Path, timeout: &str, body: &str) -> PathBuf {

@@ -205,6 +205,16 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
             diags.len(),
             file.display()
         );
+        if opts.json {
+            let out = json!({
+                "workflow": wf.as_ref().map(|w| &w.name),
+                "status": "invalid",
+                "exit_code": workflow::exit_code(&diags),
+                "problems": diags,
+                "states": [],
+            });
+            println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
+        }
         return Ok(workflow::exit_code(&diags));
     }
     let wf = wf.expect("a workflow without problems was built");
@@ -336,6 +346,12 @@ impl Runner<'_> {
     fn drive(&mut self) -> Result<(), AwfError> {
         let mut current = self.wf.initial.clone();
         for seq in 1..=MAX_STEPS {
+            if self.interrupt.load(Ordering::SeqCst) {
+                return Err(AwfError::new(
+                    rc::INTERRUPTED,
+                    format!("interrupted before state {current:?} started"),
+                ));
+            }
             let state = self.wf.state(&current).expect("validated").clone();
             let t0 = Instant::now();
             eprintln!(
@@ -413,6 +429,14 @@ impl Runner<'_> {
             let error = result.error.clone();
             let name = result.state.clone();
             self.results.push(result);
+            // The step's tool set could not be served (a plugin gone since validation, say):
+            // like a validation error, this stops the run rather than following on_failure.
+            if let Some(e) = error
+                .as_ref()
+                .filter(|e| e.code.starts_with("USER.MCP_PROXY."))
+            {
+                return Err(AwfError::new(e.code, e.message.clone()));
+            }
             if status == "interrupted" {
                 return Err(AwfError::new(
                     rc::INTERRUPTED,
@@ -953,7 +977,9 @@ impl<'a> Progress<'a> {
             .unwrap_or_default();
         let changed = counts != self.last;
         if changed || self.last_print.elapsed() >= Duration::from_secs(10) {
-            let calls = if counts.is_empty() {
+            let calls = if self.audit.is_none() {
+                "running".to_string()
+            } else if counts.is_empty() {
                 "no tool calls yet".to_string()
             } else {
                 counts
