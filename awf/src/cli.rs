@@ -138,7 +138,9 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             Ok(0)
         }
         Cmd::Tools(ToolsCmd::List { source, json }) => tools_list(&source, json, cli.log_format),
-        Cmd::Validate { file, format } => crate::workflow::validate_command(&file, format == "json"),
+        Cmd::Validate { file, format } => {
+            crate::workflow::validate_command(&file, format == "json")
+        }
         Cmd::Run {
             file,
             inputs,
