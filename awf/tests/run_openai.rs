@@ -331,3 +331,38 @@ fn a_proxy_error_stops_the_run_before_the_model_is_called() {
         model.describe()
     );
 }
+
+#[test]
+fn a_model_that_never_answers_hits_the_state_timeout() {
+    let c = case("silent");
+    // Accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for s in listener.incoming().take(1) {
+            conns.push(s);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(30));
+    });
+    let wf = c.dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            "name: silent\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: hi\n    timeout: 1s\n    options: {{base_url: \"http://127.0.0.1:{port}/v1\", model: m}}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n  done:\n    type: terminal\n"
+        ),
+    )
+    .unwrap();
+    let (out, s) = c.run(&wf);
+    assert_eq!(out.status.code(), Some(3), "{s:#}");
+    let ask = fix(&s);
+    assert_eq!(ask["status"], "timeout", "{ask:#}");
+    assert!(
+        ask["error"]["code"]
+            .as_str()
+            .unwrap()
+            .starts_with("EXECUTION."),
+        "{ask:#}"
+    );
+    drop(held);
+}
