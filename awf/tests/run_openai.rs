@@ -366,3 +366,57 @@ fn a_model_that_never_answers_hits_the_state_timeout() {
     );
     drop(held);
 }
+
+#[test]
+fn sigint_during_a_model_request_stops_the_run() {
+    use std::io::Read as _;
+    let c = case("sigint");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let conn = listener.incoming().next();
+        tx.send(()).unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        drop(conn);
+    });
+    let wf = c.dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            "name: silent\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: hi\n    options: {{base_url: \"http://127.0.0.1:{port}/v1\", model: m}}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n  done:\n    type: terminal\n"
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(AWF)
+        .arg("run")
+        .arg(&wf)
+        .args(["--output", "json", "--audit-dir"])
+        .arg(&c.audit_dir)
+        .current_dir(&c.work)
+        .env("AWF_PLUGINS_PATH", "")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The request is in flight once the server has accepted it.
+    rx.recv().unwrap();
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(status.code(), Some(3), "{s:#}");
+    assert_eq!(fix(&s)["status"], "interrupted");
+    assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");
+    // The in-process session was ended (not a crash) and the step's files removed.
+    assert_eq!(fix(&s)["proxy"]["crashed_sessions"], json!([]));
+    assert_eq!(fix(&s)["proxy"]["sessions"], 1);
+}
