@@ -490,7 +490,20 @@ impl Runner<'_> {
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c").arg(&command).current_dir(&dir);
         let mut r = self.base(name, "step", t0);
-        match self.spawn_and_wait(cmd, s.timeout, name) {
+        // Checked here: a missing cwd would otherwise read as "cannot start /bin/sh".
+        let waited = if dir.is_dir() {
+            self.spawn_and_wait(cmd, s.timeout, name)
+        } else {
+            Err(AwfError::new(
+                rc::STATE_FAILED,
+                format!(
+                    "the dir {} of step {name:?} is not an existing directory (dir is relative to \
+                     the directory awf run was started in)",
+                    dir.display()
+                ),
+            ))
+        };
+        match waited {
             Err(e) => {
                 r.status = "failure".into();
                 r.error = Some((&e).into());
