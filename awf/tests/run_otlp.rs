@@ -128,6 +128,8 @@ states:
     let out = Command::new(AWF)
         .arg("run")
         .arg(&wf)
+        .arg("--audit-dir")
+        .arg(dir.join("audit"))
         .current_dir(&work)
         .env("AWF_PLUGINS_PATH", "")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))
