@@ -9,7 +9,11 @@ use std::process::ExitStatus;
 
 use crate::error::AwfError;
 
+pub mod claude;
+pub mod codex;
+pub mod gemini;
 pub mod openai;
+pub mod opencode;
 
 /// What the runner hands a provider for one agent step.
 pub struct AgentRequest<'a> {
@@ -89,10 +93,12 @@ pub const PROVIDER_NAMES: &[&str] = &["claude", "gemini", "codex", "opencode", O
 
 /// Looks up a CLI provider by name; `openai_compatible` is not a CliProvider (HTTP, in-process).
 /// The per-CLI modules (agents helper) register themselves here with one match arm each.
-#[allow(clippy::match_single_binding)] // until the first CLI module registers
 pub fn cli_provider(name: &str) -> Option<Box<dyn CliProvider>> {
     match name {
-        // "claude" => Some(Box::new(claude::Claude)),
+        "claude" => Some(Box::new(claude::Claude)),
+        "codex" => Some(Box::new(codex::Codex)),
+        "gemini" => Some(Box::new(gemini::Gemini)),
+        "opencode" => Some(Box::new(opencode::OpenCode)),
         _ => None,
     }
 }
