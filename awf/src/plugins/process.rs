@@ -316,9 +316,6 @@ impl PluginProcess {
             Ok(Err(status)) => Err(self.classify(operation, status)),
             Err(Interrupted::Cancelled) => Err(CallFailure::Cancelled),
             Err(Interrupted::TimedOut) => unreachable!("no deadline was given"),
-            Err(Interrupted::Panicked) => Err(CallFailure::Rejected(
-                "the call failed inside awf (a bug; see the log)".into(),
-            )),
         }
     }
 
