@@ -626,11 +626,8 @@ fn the_plugin_runtime_exists_only_with_plugins_and_sigterm_stops_them() {
     let mut server = s.serve(&cfg, &[]);
     server.initialize();
     let names = thread_names(server.pid());
-    assert_eq!(
-        names.iter().filter(|n| *n == "awf-plugins").count(),
-        1,
-        "{names:?}"
-    );
+    // The runtime's worker (tokio may add blocking threads of the same name).
+    assert!(names.iter().any(|n| n == "awf-plugins"), "{names:?}");
     let plugin = children_running(server.pid(), &example("faulty"));
     assert_eq!(plugin.len(), 1);
     // A call in flight when SIGTERM arrives is answered (cancelled), then all stops.
