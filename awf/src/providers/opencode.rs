@@ -84,8 +84,8 @@ impl CliProvider for OpenCode {
             let xdg = seed_config_home(&proxy.step_dir)?;
             cmd.env
                 .push(("XDG_CONFIG_HOME".into(), xdg.to_string_lossy().into_owned()));
-        } else if config.get("provider").is_some() {
-            // No step dir without a proxy: the provider goes in through the environment.
+        } else {
+            // No step dir without a proxy: the config goes in through the environment.
             cmd.env
                 .push(("OPENCODE_CONFIG_CONTENT".into(), config.to_string()));
         }

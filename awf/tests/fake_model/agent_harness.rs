@@ -32,6 +32,9 @@ fn cli_slot() -> std::sync::MutexGuard<'static, ()> {
 /// Per-run limit for one CLI: starts take seconds; this only stops a hung run.
 pub const RUN_LIMIT: Duration = Duration::from_secs(150);
 
+/// The prompt of the direct CLI runs.
+pub const PROMPT: &str =
+    "Read docs/fixture.txt, grep the tree for the needle, then edit src/config.txt.";
 /// Text of the fixture file the model reads; the answer must quote it.
 pub const FIXTURE_TEXT: &str = "FIXTURE-LINE alpha-42: the model must quote this";
 /// What the model greps for; found in `src/needle.rs` only.
@@ -199,7 +202,7 @@ pub fn run_cli(
     options.insert("command".into(), json!(program));
     let req = AgentRequest {
         state: "edit",
-        prompt: "Read docs/fixture.txt, grep the tree for the needle, then edit src/config.txt.",
+        prompt: PROMPT,
         options: &options,
         workdir: &step.root,
         proxy: Some(proxy),
@@ -285,6 +288,16 @@ pub fn assert_read_grep_edit(step: &Step, fake: &FakeModel, run: &Run, prefix_fo
         .map(|t| format!("{prefix_forms}{t}"))
         .collect();
     assert_eq!(calls, expected, "tool calls\n{ctx}");
+    // The prompt reached the model whole (it follows `--` or `--prompt=` on the command line).
+    let first = fake
+        .main_requests()
+        .first()
+        .map(|r| r.body.to_string())
+        .unwrap_or_default();
+    assert!(
+        first.contains(PROMPT),
+        "the prompt did not reach the model\n{ctx}"
+    );
     let side: Vec<String> = fake
         .requests()
         .iter()
