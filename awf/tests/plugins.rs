@@ -476,11 +476,50 @@ fn no_plugin_outlives_a_sigkilled_mcp_serve() {
     assert!(eventually(|| server.stderr().contains("sleeping 60000 ms")));
     // SAFETY: kill(2) on the pid of a child we spawned.
     assert_eq!(unsafe { libc::kill(awf, libc::SIGKILL) }, 0);
+    let killed = std::time::Instant::now();
     // Generous bound (see `eventually`): this is about "gone", not about speed.
     for p in plugins {
         assert!(eventually(|| dead(p)), "plugin {p} outlived awf");
     }
+    // For the record (`--nocapture`), not asserted.
+    eprintln!("plugins gone {:?} after SIGKILL of awf", killed.elapsed());
     server.wait();
+}
+
+#[test]
+fn concurrent_calls_share_one_plugin_connection() {
+    let s = setup("concurrent");
+    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["sleep"]}]));
+    let mut server = s.serve(&cfg, &[]);
+    server.initialize();
+    let ids: Vec<i64> = (0..8)
+        .map(|i| {
+            server.send_request(
+                "tools/call",
+                json!({"name": "faulty_sleep", "arguments": {"ms": 200 + i}}),
+            )
+        })
+        .collect();
+    // Answers may come in any order.
+    let mut answers = HashMap::new();
+    while answers.len() < ids.len() {
+        let m = server.read_message().expect("server closed");
+        answers.insert(m["id"].as_i64().unwrap(), m);
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let answer = &answers[id];
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        let ms = 200 + i;
+        assert_eq!(
+            text,
+            format!("slept {ms} ms\n\n{{\"slept_ms\":{ms}}}"),
+            "{answer}"
+        );
+    }
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
 }
 
 #[test]
