@@ -1,10 +1,11 @@
 //! awf: the host side of AWF's tool interception (ADR 017). The `awf mcp-serve` subprocess
-//! serves the builtin tools (and later plugin operations) over MCP to an agent CLI; every
+//! serves the builtin tools and exposed plugin operations over MCP to an agent CLI; every
 //! call is routed by [`tools::ToolRouter`], confined by [`builtins::sandbox`], bounded, and
 //! observed by [`telemetry`] (log line, audit records, OpenTelemetry span).
 //!
 //! Layout (hexagonal): `tools` is the application core (ports: `ToolProvider`,
-//! `CallObserver`); `builtins` and `telemetry` are adapters behind those ports;
+//! `CallObserver`); `builtins`, `plugins` (the gRPC plugin host) and `telemetry` are
+//! adapters behind those ports;
 //! `mcp_serve` adapts the router to the `mcpserver` library; `client` and `cli` are the
 //! command-line front.
 
