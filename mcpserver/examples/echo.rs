@@ -1,5 +1,5 @@
 //! The echo server: `echo` returns its text; `sleep` waits (and honours cancellation),
-//! for testing concurrency. Run it under any MCP client:
+//! for testing concurrency; `fail` always fails, as a tool error (`isError`). Run it under any MCP client:
 //! `cargo run -p mcpserver --example echo`.
 
 use mcpserver::{CallContext, Server, Tool, ToolResult};

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fmt::Display;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
@@ -12,7 +11,7 @@ use serde_json::Value;
 use crate::context::CallContext;
 use crate::hooks::{Hooks, NoHooks};
 use crate::server::{Inner, Server, StopSignal};
-use crate::tool::{self, Handler, Tool, ToolResult};
+use crate::tool::{self, CallError, Handler, Tool, ToolResult};
 
 /// Default largest message accepted, in bytes.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
@@ -90,21 +89,24 @@ impl ServerBuilder {
 
     /// Registers a tool whose handler takes typed arguments. Arguments that do not
     /// deserialize into `A` are answered with -32602 naming the tool and the problem;
-    /// `Err(e)` becomes a result with `isError: true` and the text of `e`.
+    /// `Err(e)` becomes a result with `isError: true` and the text of `e` (any `Display`
+    /// error), or -32602 for [`CallError::InvalidArguments`].
     pub fn tool<A, E, F>(mut self, tool: Tool, handler: F) -> ServerBuilder
     where
         A: DeserializeOwned,
-        E: Display,
+        E: Into<CallError>,
         F: Fn(A, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
     {
         self.tools.push((tool, tool::typed(handler)));
         self
     }
 
-    /// Registers a tool whose handler takes the arguments as a JSON value.
+    /// Registers a tool whose handler takes the arguments as a JSON value (always an
+    /// object); it checks them itself and returns [`CallError::InvalidArguments`] when
+    /// they do not fit.
     pub fn tool_raw<E, F>(mut self, tool: Tool, handler: F) -> ServerBuilder
     where
-        E: Display,
+        E: Into<CallError>,
         F: Fn(Value, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
     {
         self.tools.push((tool, tool::untyped(handler)));

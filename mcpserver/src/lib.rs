@@ -67,7 +67,7 @@ pub use context::{CallContext, CancellationToken, ClientInfo};
 pub use hooks::{CallOutcome, CallStatus, Hooks};
 pub use jsonrpc::RequestId;
 pub use server::{Server, StopHandle, StopReason};
-pub use tool::{Content, Tool, ToolResult};
+pub use tool::{CallError, Content, Tool, ToolResult};
 
 /// The protocol revision this library speaks by default.
 pub const PROTOCOL_VERSION: &str = "2024-11-05";

@@ -235,6 +235,51 @@ impl ToolResult {
     }
 }
 
+/// Why a handler did not produce a result.
+///
+/// Any error that implements `Display` converts into [`CallError::Failed`], so handlers
+/// return `Err("why")`, `Err(format!(…))` or use `?` on their own errors. A handler that
+/// checks its arguments itself (an untyped handler, a host's router) returns
+/// [`CallError::InvalidArguments`] to get the protocol's -32602 answer.
+///
+/// (It deliberately does not implement `Display`, which would clash with the blanket
+/// conversion.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// The arguments do not fit the tool: answered with JSON-RPC error -32602 (or, under
+    /// revision 2025-11-25, an `isError` result).
+    InvalidArguments(String),
+    /// The tool ran and failed: answered with a result with `isError: true` and this text.
+    Failed(String),
+}
+
+impl CallError {
+    /// Arguments that do not fit the tool.
+    pub fn invalid_arguments(why: impl Into<String>) -> CallError {
+        CallError::InvalidArguments(why.into())
+    }
+
+    /// A tool failure.
+    pub fn failed(why: impl Into<String>) -> CallError {
+        CallError::Failed(why.into())
+    }
+}
+
+impl<E: Display> From<E> for CallError {
+    fn from(e: E) -> CallError {
+        CallError::Failed(e.to_string())
+    }
+}
+
+impl From<CallError> for Outcome {
+    fn from(e: CallError) -> Outcome {
+        match e {
+            CallError::InvalidArguments(why) => Outcome::BadArguments(why),
+            CallError::Failed(why) => Outcome::Failed(why),
+        }
+    }
+}
+
 /// What a handler produced, before the server turns it into an answer.
 pub(crate) enum Outcome {
     Done(ToolResult),
@@ -247,13 +292,13 @@ pub(crate) type Handler = Box<dyn Fn(&RawValue, &CallContext) -> Outcome + Send 
 pub(crate) fn typed<A, E, F>(f: F) -> Handler
 where
     A: DeserializeOwned,
-    E: Display,
+    E: Into<CallError>,
     F: Fn(A, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
 {
     Box::new(move |raw, ctx| match serde_json::from_str::<A>(raw.get()) {
         Ok(args) => match f(args, ctx) {
             Ok(result) => Outcome::Done(result),
-            Err(e) => Outcome::Failed(e.to_string()),
+            Err(e) => e.into().into(),
         },
         Err(e) => Outcome::BadArguments(e.to_string()),
     })
@@ -261,14 +306,14 @@ where
 
 pub(crate) fn untyped<E, F>(f: F) -> Handler
 where
-    E: Display,
+    E: Into<CallError>,
     F: Fn(Value, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
 {
     Box::new(
         move |raw, ctx| match serde_json::from_str::<Value>(raw.get()) {
             Ok(args) => match f(args, ctx) {
                 Ok(result) => Outcome::Done(result),
-                Err(e) => Outcome::Failed(e.to_string()),
+                Err(e) => e.into().into(),
             },
             Err(e) => Outcome::BadArguments(e.to_string()),
         },

@@ -684,3 +684,39 @@ fn newer_revisions_when_accepted_carry_the_newer_fields() {
     let (_, v) = init_with(rich_server(true), "2031-01-01");
     assert_eq!(v, "2024-11-05");
 }
+
+#[test]
+fn untyped_handlers_report_invalid_arguments_as_protocol_errors() {
+    use mcpserver::CallError;
+    let server = Server::builder("t", "1")
+        .tool_raw(
+            Tool::new("strict", "Checks its arguments", json!({"type": "object"})),
+            |args: Value, _: &CallContext| match args.get("n").and_then(Value::as_i64) {
+                Some(n) if n > 0 => Ok(ToolResult::text(n.to_string())),
+                Some(_) => Err(CallError::failed("n must be positive")),
+                None => Err(CallError::invalid_arguments(
+                    "\"n\" (an integer) is required",
+                )),
+            },
+        )
+        .build()
+        .unwrap();
+    let mut c = Client::initialized(server);
+    assert_eq!(
+        c.call(1, "strict", json!({"n": 2}))["result"]["content"][0]["text"],
+        "2"
+    );
+    let e = c.call(2, "strict", json!({}));
+    assert_eq!(e["error"]["code"], -32602);
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"n\" (an integer) is required"),
+        "{e}"
+    );
+    assert_eq!(
+        c.call(3, "strict", json!({"n": -1}))["result"]["isError"],
+        true
+    );
+}

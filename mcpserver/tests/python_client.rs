@@ -47,7 +47,7 @@ fn the_python_sdk_client_drives_the_echo_server() {
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(seen["protocolVersion"], "2024-11-05");
     assert_eq!(seen["serverName"], "echo");
-    assert_eq!(seen["tools"], serde_json::json!(["echo", "sleep"]));
+    assert_eq!(seen["tools"], serde_json::json!(["echo", "fail", "sleep"]));
     assert_eq!(
         seen["echo"],
         serde_json::json!({"isError": false, "text": "hello from python"})

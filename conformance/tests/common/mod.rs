@@ -50,7 +50,33 @@ pub struct Target {
     pub real_clients: bool,
 }
 
-const ECHO_OPTIONS: &[&str] = &["--slow-tool", "sleep", "--slow-args", r#"{"ms": 2000}"#];
+const ECHO_OPTIONS: &[&str] = &[
+    "--slow-tool",
+    "sleep",
+    "--slow-args",
+    r#"{"ms": 2000}"#,
+    "--error-tool",
+    "fail",
+];
+
+/// `awf mcp-serve` has no echo tool: Glob echoes the pattern it matched, Bash is slow,
+/// and Read of a missing file is a tool error.
+const AWF_OPTIONS: &[&str] = &[
+    "--echo-tool",
+    "Glob",
+    "--echo-args",
+    r#"{"pattern": "Cargo.toml"}"#,
+    "--bad-args",
+    r#"{"pattern": 5}"#,
+    "--slow-tool",
+    "Bash",
+    "--slow-args",
+    r#"{"command": "sleep 2"}"#,
+    "--error-tool",
+    "Read",
+    "--error-args",
+    r#"{"path": "no-such-file.txt"}"#,
+];
 
 /// Every target; one line each.
 pub const TARGETS: &[Target] = &[
@@ -96,7 +122,16 @@ pub const TARGETS: &[Target] = &[
         ],
         real_clients: false,
     },
-    // Target { name: "awf-mcp-serve", launch: Launch::CargoBin { package: "awf", bin: "awf", args: &["mcp-serve", "--root", "."] }, options: &[], real_clients: true },
+    Target {
+        name: "awf-mcp-serve",
+        launch: Launch::CargoBin {
+            package: "awf",
+            bin: "awf",
+            args: &["mcp-serve", "--root", "."],
+        },
+        options: AWF_OPTIONS,
+        real_clients: false,
+    },
 ];
 
 pub fn target(name: &str) -> &'static Target {
