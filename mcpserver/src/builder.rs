@@ -1,7 +1,7 @@
 //! Building a server: tools, limits, hooks. Every tool is checked here, so a bad name
 //! or schema is an error at startup, never at call time.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -128,8 +128,8 @@ impl ServerBuilder {
         if self.page_size == Some(0) {
             problems.push("page_size must be at least 1 (or None for a single page)".to_owned());
         }
-        let mut index = HashMap::with_capacity(self.tools.len());
-        for (i, (tool, _)) in self.tools.iter().enumerate() {
+        let mut seen = HashSet::with_capacity(self.tools.len());
+        for (tool, _) in &self.tools {
             if let Err(p) = check_name(&tool.name) {
                 problems.push(p);
             }
@@ -145,7 +145,7 @@ impl ServerBuilder {
                     tool.name, tool.input_schema
                 ));
             }
-            if index.insert(tool.name.clone(), i).is_some() {
+            if !seen.insert(tool.name.as_str()) {
                 problems.push(format!(
                     "tool \"{}\" is registered twice: tool names must be unique",
                     tool.name
@@ -172,7 +172,6 @@ impl ServerBuilder {
                 hooks: self.hooks,
                 tools,
                 handlers,
-                index,
                 list_json,
                 stop: Arc::new(StopSignal::default()),
             }),

@@ -10,7 +10,6 @@
 //! Answers are written whole under a lock and flushed right before the leader's next
 //! read would block (or at once by a worker that is no longer leader).
 
-use std::collections::HashMap;
 use std::io::{self, BufWriter, Read, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,11 +29,15 @@ use crate::jsonrpc::{self, ErrorAnswer, Message, RequestId};
 use crate::tool::{Handler, Outcome, Tool, ToolResult};
 use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION};
 
-/// How long a call may keep the leadership before another thread takes over reading.
+/// How long a call may keep the leadership before another thread takes over reading,
+/// at first. While calls keep ending within a tick the monitor looks less often (up to
+/// `MAX_TICK`), so a flood of quick calls is not disturbed by its wake-ups; a slow call
+/// brings it back to `TICK`.
 const TICK: Duration = Duration::from_millis(1);
+const MAX_TICK: Duration = Duration::from_millis(16);
 /// Idle ticks after which the monitor sleeps until the next call.
-const MONITOR_IDLE_TICKS: u32 = 200;
-const WRITE_BUFFER: usize = 64 * 1024;
+const MONITOR_IDLE_TICKS: u32 = 64;
+const WRITE_BUFFER: usize = 16 * 1024;
 
 /// Why [`Server::serve`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +80,6 @@ pub(crate) struct Inner {
     pub hooks: Box<dyn Hooks>,
     pub tools: Vec<Tool>,
     pub handlers: Vec<Handler>,
-    pub index: HashMap<String, usize>,
     /// The whole `tools/list` result, for 2024-11-05 and for newer revisions.
     pub list_json: [String; 2],
     pub stop: Arc<StopSignal>,
@@ -208,7 +210,7 @@ impl Server {
             monitor: OnceLock::new(),
             monitor_sleeping: AtomicBool::new(false),
             init: OnceLock::new(),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(Vec::new()),
         };
         thread::scope(|scope| session.worker(scope));
         let mut coord = lock(&session.coord);
@@ -256,7 +258,8 @@ struct Session<'s, R, W: Write> {
     monitor: OnceLock<Thread>,
     monitor_sleeping: AtomicBool,
     init: OnceLock<Agreement>,
-    inflight: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// Calls running, with their cancellation flags (a few at most: a list beats a map).
+    inflight: Mutex<Vec<(RequestId, CancellationToken)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -554,7 +557,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             },
             _ => return,
         };
-        if let Some(token) = lock(&self.inflight).get(&id) {
+        if let Some((_, token)) = lock(&self.inflight).iter().find(|(i, _)| *i == id) {
             token.cancel();
         }
     }
@@ -582,7 +585,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 );
             }
         };
-        let Some(&index) = self.inner.index.get(&*params.name) else {
+        let Some(index) = self.inner.tools.iter().position(|t| t.name == *params.name) else {
             return self.answer_error(
                 &bad(format!(
                     "unknown tool \"{}\": tools/list names the tools of this server",
@@ -615,7 +618,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             protocol_version: agreement.map_or(PROTOCOL_VERSION, |a| a.version),
             meta: params.meta,
         };
-        lock(&self.inflight).insert(ctx.request_id.clone(), ctx.cancellation.clone());
+        lock(&self.inflight).push((ctx.request_id.clone(), ctx.cancellation.clone()));
 
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         self.leader_call.store(seq, Ordering::SeqCst);
@@ -631,7 +634,12 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             .leader_call
             .compare_exchange(seq, 0, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok();
-        lock(&self.inflight).remove(&ctx.request_id);
+        {
+            let mut inflight = lock(&self.inflight);
+            if let Some(i) = inflight.iter().position(|(i, _)| *i == ctx.request_id) {
+                inflight.swap_remove(i);
+            }
+        }
 
         let tool = &ctx.tool;
         let (answer, status, error): (Result<ToolResult, String>, CallStatus, Option<String>) =
@@ -750,6 +758,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
     fn monitor<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
         let mut last = 0;
         let mut quiet = 0;
+        let mut tick = TICK;
         loop {
             if lock(&self.coord).finished {
                 return;
@@ -764,15 +773,19 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                     }
                     self.monitor_sleeping.store(false, Ordering::SeqCst);
                     quiet = 0;
+                    tick = TICK;
                 }
             } else {
                 quiet = 0;
                 if current == last {
                     self.promote(current, scope);
+                    tick = TICK;
+                } else {
+                    tick = (tick * 2).min(MAX_TICK);
                 }
             }
             last = current;
-            thread::park_timeout(TICK);
+            thread::park_timeout(tick);
         }
     }
 

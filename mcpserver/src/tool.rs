@@ -231,6 +231,29 @@ impl ToolResult {
                 map.end()
             }
         }
+        if self
+            .content
+            .iter()
+            .all(|c| matches!(c, Content::Text { .. }))
+            && !(newer && self.structured_content.is_some())
+        {
+            out.write_all(b"{\"content\":[")?;
+            for (i, c) in self.content.iter().enumerate() {
+                if let Content::Text { text } = c {
+                    if i > 0 {
+                        out.write_all(b",")?;
+                    }
+                    out.write_all(b"{\"type\":\"text\",\"text\":")?;
+                    write_json_str(out, text)?;
+                    out.write_all(b"}")?;
+                }
+            }
+            out.write_all(b"]")?;
+            if self.is_error {
+                out.write_all(b",\"isError\":true")?;
+            }
+            return out.write_all(b"}");
+        }
         serde_json::to_writer(out, &Wire(self, newer)).map_err(std::io::Error::from)
     }
 }
@@ -318,4 +341,109 @@ where
             Err(e) => Outcome::BadArguments(e.to_string()),
         },
     )
+}
+
+/// A JSON string, escaped as serde_json does, skipping 8 plain bytes at a time.
+fn write_json_str(out: &mut impl std::io::Write, s: &str) -> std::io::Result<()> {
+    const LO: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HI: u64 = u64::from_ne_bytes([0x80; 8]);
+    fn has_zero(v: u64) -> bool {
+        v.wrapping_sub(LO) & !v & HI != 0
+    }
+    let b = s.as_bytes();
+    out.write_all(b"\"")?;
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if i + 8 <= b.len() {
+            let w = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+            let ctrl = w.wrapping_sub(u64::from_ne_bytes([0x20; 8])) & !w & HI != 0;
+            if !ctrl
+                && !has_zero(w ^ u64::from_ne_bytes([b'"'; 8]))
+                && !has_zero(w ^ u64::from_ne_bytes([b'\\'; 8]))
+            {
+                i += 8;
+                continue;
+            }
+        }
+        let c = b[i];
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            c if c < 0x20 => b"",
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        out.write_all(&b[start..i])?;
+        if esc.is_empty() {
+            write!(out, "\\u{:04x}", c)?;
+        } else {
+            out.write_all(esc)?;
+        }
+        i += 1;
+        start = i;
+    }
+    out.write_all(&b[start..])?;
+    out.write_all(b"\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ours(s: &str) -> String {
+        let mut out = Vec::new();
+        write_json_str(&mut out, s).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn string_escaping_matches_serde_json_at_every_offset() {
+        let specials = [
+            '"', '\\', '\n', '\r', '\t', '\u{8}', '\u{c}', '\u{0}', '\u{1f}', '\u{7f}', 'é', '€',
+            '\u{2028}', '😀', ' ', '~',
+        ];
+        for len in 0..20 {
+            for at in 0..len {
+                for c in specials {
+                    let s: String = (0..len).map(|i| if i == at { c } else { 'a' }).collect();
+                    assert_eq!(ours(&s), serde_json::to_string(&s).unwrap(), "{s:?}");
+                }
+            }
+        }
+        let all: String = (0u32..0x80).filter_map(char::from_u32).collect();
+        assert_eq!(ours(&all), serde_json::to_string(&all).unwrap());
+    }
+
+    #[test]
+    fn text_results_are_written_as_serde_would() {
+        for result in [
+            ToolResult::text("a\"b"),
+            ToolResult::error("bad\nthing"),
+            ToolResult::new(vec![Content::text("x"), Content::text("y")]),
+            ToolResult::new(vec![]),
+            ToolResult::text("s").with_structured(serde_json::json!({"k": 1})),
+        ] {
+            for newer in [false, true] {
+                let mut fast = Vec::new();
+                result.write_json(&mut fast, newer).unwrap();
+                let v: Value = serde_json::from_slice(&fast).unwrap();
+                let mut want = serde_json::json!({"content": result.content});
+                if result.is_error {
+                    want["isError"] = true.into();
+                }
+                if newer && let Some(s) = &result.structured_content {
+                    want["structuredContent"] = s.clone();
+                }
+                assert_eq!(v, want);
+            }
+        }
+    }
 }
