@@ -117,24 +117,7 @@ pub enum ToolsCmd {
 pub fn run(cli: Cli) -> Result<u8, AwfError> {
     match cli.command {
         Cmd::McpServe { source, audit } => {
-            let mut cfg = match (source.config, source.root) {
-                (Some(c), _) => ServeConfig::load(&c)?,
-                (None, Some(r)) => {
-                    let cfg = ServeConfig::for_root(r);
-                    cfg.check("--root")?;
-                    cfg
-                }
-                (None, None) => {
-                    return Err(AwfError::new(
-                        codes::CONFIG_MISSING,
-                        "awf mcp-serve needs --config FILE or --root DIR",
-                    ));
-                }
-            };
-            if audit.is_some() {
-                cfg.audit_path = audit;
-            }
-            mcp_serve::run(cfg)?;
+            mcp_serve::run_from_flags(source.config, source.root, audit)?;
             Ok(0)
         }
         Cmd::Tools(ToolsCmd::List { source, json }) => tools_list(&source, json, cli.log_format),

@@ -320,3 +320,47 @@ fn tools_cli_spawns_the_server_and_prints_result_and_audit() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not valid JSON"));
 }
+
+#[test]
+fn json_logs_on_stderr_one_line_per_call() {
+    let (_b, root, _o) = workspace("json-logs");
+    let mut s = Server::start(
+        &[
+            "--log-format",
+            "json",
+            "mcp-serve",
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        &[("AWF_LOG", "info")],
+    );
+    s.initialize();
+    s.ok("Glob", json!({"pattern": "*"}));
+    s.err("Read", json!({"path": "missing"}));
+    let (status, _, stderr) = s.finish();
+    assert!(status.success());
+    let lines: Vec<Value> = stderr
+        .lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON log line ({e}): {l}"))
+        })
+        .collect();
+    let calls: Vec<&Value> = lines.iter().filter(|l| l["tool"].is_string()).collect();
+    assert_eq!(calls.len(), 2, "{stderr}");
+    assert_eq!(
+        (calls[0]["tool"].as_str(), calls[0]["outcome"].as_str()),
+        (Some("Glob"), Some("ok"))
+    );
+    assert_eq!(calls[0]["source"], "builtin");
+    assert!(calls[0]["duration_ms"].is_string() || calls[0]["duration_ms"].is_number());
+    assert_eq!(
+        (calls[1]["level"].as_str(), calls[1]["outcome"].as_str()),
+        (Some("WARN"), Some("tool_error"))
+    );
+    assert!(
+        calls[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("file not found")
+    );
+}
