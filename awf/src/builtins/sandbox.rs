@@ -427,6 +427,29 @@ mod tests {
     }
 
     #[test]
+    fn direct_open_takes_plain_paths_and_leaves_the_rest_to_resolve() {
+        let d = tmp("direct");
+        let root = d.join("root");
+        symlink("sub/f.txt", root.join("infile")).unwrap();
+        let sb = Sandbox::new(&root).unwrap();
+        let (_, p) = sb
+            .open_direct("sub/f.txt", libc::O_RDONLY)
+            .unwrap()
+            .unwrap();
+        assert_eq!(p, sb.root().join("sub/f.txt"));
+        let (_, e) = sb
+            .open_direct("sub/missing", libc::O_RDONLY)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        // A symlink on the way, `..`, outside paths and bad texts: the long way.
+        assert!(sb.open_direct("infile", libc::O_RDONLY).is_none());
+        assert!(sb.open_direct("sub/../sub/f.txt", libc::O_RDONLY).is_none());
+        assert!(sb.open_direct("/etc/passwd", libc::O_RDONLY).is_none());
+        assert!(sb.open_direct("a\\b", libc::O_RDONLY).is_none());
+    }
+
+    #[test]
     fn symlink_loops_stop() {
         let d = tmp("loop");
         let root = d.join("root");
