@@ -170,6 +170,7 @@ impl ServerBuilder {
                 page_size: self.page_size,
                 accept_newer: self.accept_newer,
                 hooks: self.hooks,
+                tool_names: tools.iter().map(|t| Arc::from(t.name.as_str())).collect(),
                 tools,
                 handlers,
                 list_json,

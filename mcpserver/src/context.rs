@@ -44,7 +44,7 @@ impl CancellationToken {
 #[derive(Debug, Clone)]
 pub struct CallContext {
     pub(crate) request_id: RequestId,
-    pub(crate) tool: String,
+    pub(crate) tool: Arc<str>,
     pub(crate) cancellation: CancellationToken,
     pub(crate) client: Option<Arc<ClientInfo>>,
     pub(crate) protocol_version: &'static str,
@@ -53,10 +53,10 @@ pub struct CallContext {
 
 impl CallContext {
     /// A context for calling a handler outside of a server (an in-process host, a test).
-    pub fn new(request_id: RequestId, tool: impl Into<String>) -> CallContext {
+    pub fn new(request_id: RequestId, tool: &str) -> CallContext {
         CallContext {
             request_id,
-            tool: tool.into(),
+            tool: Arc::from(tool),
             cancellation: CancellationToken::new(),
             client: None,
             protocol_version: crate::PROTOCOL_VERSION,

@@ -30,9 +30,9 @@ use crate::tool::{Handler, Outcome, Tool, ToolResult};
 use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION};
 
 /// How long a call may keep the leadership before another thread takes over reading,
-/// at first. While calls keep ending within a tick the monitor looks less often (up to
-/// `MAX_TICK`), so a flood of quick calls is not disturbed by its wake-ups; a slow call
-/// brings it back to `TICK`.
+/// at first. While no call outlives a tick the monitor looks less often (up to
+/// `MAX_TICK`), so quick calls are not disturbed by its wake-ups; a slow call brings it
+/// back to `TICK`.
 const TICK: Duration = Duration::from_millis(1);
 const MAX_TICK: Duration = Duration::from_millis(16);
 /// Idle ticks after which the monitor sleeps until the next call.
@@ -79,6 +79,8 @@ pub(crate) struct Inner {
     pub accept_newer: bool,
     pub hooks: Box<dyn Hooks>,
     pub tools: Vec<Tool>,
+    /// The tools' names, shared with every call's context.
+    pub tool_names: Vec<Arc<str>>,
     pub handlers: Vec<Handler>,
     /// The whole `tools/list` result, for 2024-11-05 and for newer revisions.
     pub list_json: [String; 2],
@@ -612,7 +614,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         let agreement = self.init.get();
         let ctx = CallContext {
             request_id: id,
-            tool: params.name.into_owned(),
+            tool: self.inner.tool_names[index].clone(),
             cancellation: CancellationToken::new(),
             client: agreement.and_then(|a| a.client.clone()),
             protocol_version: agreement.map_or(PROTOCOL_VERSION, |a| a.version),
@@ -766,6 +768,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             let current = self.leader_call.load(Ordering::SeqCst);
             if current == 0 {
                 quiet += 1;
+                tick = (tick * 2).min(MAX_TICK);
                 if quiet >= MONITOR_IDLE_TICKS {
                     self.monitor_sleeping.store(true, Ordering::SeqCst);
                     if self.leader_call.load(Ordering::SeqCst) == 0 && !lock(&self.coord).finished {
