@@ -1,5 +1,6 @@
 //! The echo server: `echo` returns its text; `sleep` waits (and honours cancellation),
-//! for testing concurrency; `fail` always fails, as a tool error (`isError`). Run it under any MCP client:
+//! for testing concurrency; `fail` always fails, as a tool error (`isError`).
+//! Run it under any MCP client:
 //! `cargo run -p mcpserver --example echo`.
 
 use mcpserver::{CallContext, Server, Tool, ToolResult};
@@ -28,6 +29,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .tool(
             Tool::new("sleep", "Wait ms milliseconds, then say so", ms),
             sleep,
+        )
+        .tool_raw(
+            Tool::new("fail", "Always fails", json!({"type": "object"})),
+            |_, _| Err::<ToolResult, _>("this tool always fails"),
         )
         .build()?
         .serve_stdio()?;
