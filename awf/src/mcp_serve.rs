@@ -274,7 +274,12 @@ pub fn build_server(router: &Arc<ToolRouter>, root: &Path) -> Result<mcpserver::
                     token.is_cancelled() || builtins::bash::shutting_down()
                 });
                 let out = router.call(&name, &args, meta, &cancel);
-                Ok::<_, std::convert::Infallible>(if out.is_error {
+                if out.invalid_arguments {
+                    // -32602, naming the tool and the field (the library's typed handlers
+                    // answer the same way).
+                    return Err(mcpserver::CallError::invalid_arguments(out.text));
+                }
+                Ok(if out.is_error {
                     mcpserver::ToolResult::error(out.text)
                 } else {
                     mcpserver::ToolResult::text(out.text)

@@ -81,7 +81,7 @@ fn read_refusals() {
         s.err("Read", json!({"path": "dir"}))
             .contains("is a directory")
     );
-    let e = s.err("Read", json!({"file_path": "x"}));
+    let e = s.invalid("Read", json!({"file_path": "x"}));
     assert!(
         e.contains("invalid arguments for Read") && e.contains("file_path"),
         "{e}"
@@ -122,7 +122,7 @@ fn write_refusals_and_mode_kept() {
             .contains("is a directory")
     );
     assert!(
-        s.err("Write", json!({"path": "f"}))
+        s.invalid("Write", json!({"path": "f"}))
             .contains("missing field `content`")
     );
     s.ok(
@@ -342,7 +342,7 @@ fn glob_and_grep() {
     let e = s.err("Grep", json!({"pattern": "fn(", "path": "src"}));
     assert!(e.contains("invalid regex"), "{e}");
     assert!(
-        s.err("Grep", json!({"pattern": "x", "output_mode": "lines"}))
+        s.invalid("Grep", json!({"pattern": "x", "output_mode": "lines"}))
             .contains("unknown variant")
     );
     s.finish();

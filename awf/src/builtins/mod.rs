@@ -108,18 +108,21 @@ impl ToolProvider for Builtins {
 
     fn call(&self, tool: &str, arguments: &Value, cancel: &Cancellation) -> ToolOutput {
         let env = &self.env;
+        // Arguments that do not deserialize are the caller's mistake (MCP: -32602); what
+        // goes wrong after that is the tool's (an `isError` result).
         let result = match tool {
-            "Read" => parse(tool, arguments).and_then(|a| read::run(env, a)),
-            "Write" => parse(tool, arguments).and_then(|a| write::run(env, a)),
-            "Edit" => parse(tool, arguments).and_then(|a| edit::run(env, a)),
-            "Bash" => parse(tool, arguments).and_then(|a| bash::run(env, a, cancel)),
-            "Glob" => parse(tool, arguments).and_then(|a| glob::run(env, a)),
-            "Grep" => parse(tool, arguments).and_then(|a| grep::run(env, a)),
-            _ => Err(format!("unknown builtin {tool:?}")),
+            "Read" => parse(tool, arguments).map(|a| read::run(env, a)),
+            "Write" => parse(tool, arguments).map(|a| write::run(env, a)),
+            "Edit" => parse(tool, arguments).map(|a| edit::run(env, a)),
+            "Bash" => parse(tool, arguments).map(|a| bash::run(env, a, cancel)),
+            "Glob" => parse(tool, arguments).map(|a| glob::run(env, a)),
+            "Grep" => parse(tool, arguments).map(|a| grep::run(env, a)),
+            _ => Ok(Err(format!("unknown builtin {tool:?}"))),
         };
         match result {
-            Ok(text) => ToolOutput::ok(text),
-            Err(text) => ToolOutput::error(bound::bound_text(
+            Err(why) => ToolOutput::invalid_arguments(why),
+            Ok(Ok(text)) => ToolOutput::ok(text),
+            Ok(Err(text)) => ToolOutput::error(bound::bound_text(
                 text,
                 env.limits.output_bytes,
                 "the error text was cut",

@@ -273,6 +273,8 @@ impl CallObservation for Observation {
                 CallStatus::Ok => None,
                 // The MCP conventions name a tool's own failure `tool_error`.
                 CallStatus::ToolError => Some("tool_error"),
+                // Answered with a JSON-RPC error: the conventions use its code.
+                CallStatus::InvalidArguments => Some("-32602"),
                 CallStatus::UnknownTool => Some("unknown_tool"),
                 CallStatus::Cancelled => Some("cancelled"),
                 CallStatus::Panicked => Some("panicked"),

@@ -29,6 +29,9 @@ pub struct ToolSpec {
 pub struct ToolOutput {
     pub text: String,
     pub is_error: bool,
+    /// The arguments did not fit the tool's schema (MCP answers -32602; `is_error` is
+    /// also set, for callers that only look at that).
+    pub invalid_arguments: bool,
 }
 
 impl ToolOutput {
@@ -36,12 +39,22 @@ impl ToolOutput {
         ToolOutput {
             text: text.into(),
             is_error: false,
+            invalid_arguments: false,
         }
     }
     pub fn error(text: impl Into<String>) -> Self {
         ToolOutput {
             text: text.into(),
             is_error: true,
+            invalid_arguments: false,
+        }
+    }
+    /// Arguments that do not deserialize into what the tool takes; the text says why.
+    pub fn invalid_arguments(text: impl Into<String>) -> Self {
+        ToolOutput {
+            text: text.into(),
+            is_error: true,
+            invalid_arguments: true,
         }
     }
 }
@@ -99,6 +112,7 @@ pub struct CallMeta {
 pub enum CallStatus {
     Ok,
     ToolError,
+    InvalidArguments,
     UnknownTool,
     Cancelled,
     Panicked,
@@ -109,6 +123,7 @@ impl CallStatus {
         match self {
             CallStatus::Ok => "ok",
             CallStatus::ToolError => "tool_error",
+            CallStatus::InvalidArguments => "invalid_arguments",
             CallStatus::UnknownTool => "unknown_tool",
             CallStatus::Cancelled => "cancelled",
             CallStatus::Panicked => "panicked",

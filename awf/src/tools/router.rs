@@ -134,6 +134,7 @@ impl ToolRouter {
             Some(e) => {
                 let provider = &self.providers[e.provider];
                 match catch_unwind(AssertUnwindSafe(|| provider.call(tool, arguments, cancel))) {
+                    Ok(out) if out.invalid_arguments => (CallStatus::InvalidArguments, out),
                     Ok(out) if out.is_error && cancel.is_cancelled() => {
                         (CallStatus::Cancelled, out)
                     }

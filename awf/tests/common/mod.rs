@@ -154,6 +154,16 @@ impl Server {
         text
     }
 
+    /// Calls a tool whose arguments do not fit: expects JSON-RPC -32602, returns its message.
+    pub fn invalid(&mut self, tool: &str, args: Value) -> String {
+        let a = self.request("tools/call", json!({"name": tool, "arguments": args}));
+        assert_eq!(
+            a["error"]["code"], -32602,
+            "{tool} {args} should be refused with -32602: {a}"
+        );
+        a["error"]["message"].as_str().unwrap_or("").to_string()
+    }
+
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
