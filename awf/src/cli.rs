@@ -288,10 +288,13 @@ fn tools_call(
     }
     let (_, answer) = outcome?;
     let result = answer.map_err(|e| {
-        let code = if e.code == -32602 {
-            codes::UNKNOWN_TOOL
-        } else {
-            codes::PROTOCOL
+        // -32602 is both "no such tool" and "arguments do not fit": tell them apart.
+        let code = match e.code {
+            -32602 if e.message.to_ascii_lowercase().contains("unknown tool") => {
+                codes::UNKNOWN_TOOL
+            }
+            -32602 => codes::BAD_ARGUMENTS,
+            _ => codes::PROTOCOL,
         };
         AwfError::new(
             code,

@@ -313,6 +313,13 @@ fn tools_cli_spawns_the_server_and_prints_result_and_audit() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("USER.TOOLS.UNKNOWN_TOOL"));
+    let out = Command::new(AWF)
+        .args(["tools", "call", "Read", r#"{"file": "x"}"#, "--root", r])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("USER.TOOLS.BAD_ARGUMENTS"));
     let out = Command::new(AWF)
         .args(["tools", "call", "Read", "{bad", "--root", r])
         .output()
