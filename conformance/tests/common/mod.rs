@@ -207,7 +207,7 @@ pub fn cargo_bin(package: &str, bin: &str) -> PathBuf {
 
 fn cargo_artifact(package: &str, kind: &str, name: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<BTreeMap<String, PathBuf>>> = OnceLock::new();
-    let (example, key) = (name, format!("{package} {kind} {name}"));
+    let key = format!("{package} {kind} {name}");
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
     if let Some(path) = built.get(&key) {
         return path.clone();
@@ -218,23 +218,23 @@ fn cargo_artifact(package: &str, kind: &str, name: &str) -> PathBuf {
             "build",
             "-p",
             package,
-            "--example",
-            example,
+            kind,
+            name,
             "--message-format=json-render-diagnostics",
         ])
         .output()
         .expect("run cargo build");
     assert!(
         output.status.success(),
-        "cargo build -p {package} {kind} {example} failed:\n{}",
+        "cargo build -p {package} {kind} {name} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     let executable = String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == example)
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| panic!("cargo build -p {package} {kind} {example} named no executable"));
+        .unwrap_or_else(|| panic!("cargo build -p {package} {kind} {name} named no executable"));
     built.insert(key, executable.clone());
     executable
 }
