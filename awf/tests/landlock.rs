@@ -5,6 +5,15 @@ mod common;
 use common::*;
 use serde_json::json;
 
+/// The server's temp directory is writable: give it a private one beside the root, so
+/// that "outside" is outside whatever the machine's temp directory contains (CI may
+/// clone the project under /tmp).
+fn private_tmp(base: &std::path::Path) -> String {
+    let tmp = base.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    tmp.to_str().unwrap().to_string()
+}
+
 fn confined(s: &mut Server) -> bool {
     let a = s.request("tools/list", json!({}));
     let desc = a["result"]["tools"][3]["description"]
@@ -16,8 +25,13 @@ fn confined(s: &mut Server) -> bool {
 
 #[test]
 fn bash_writes_outside_the_root_fail_inside_succeed() {
-    let (_b, root, outside) = workspace("landlock");
-    let mut s = Server::root(&root);
+    let (base, root, outside) = workspace("landlock");
+    let tmp = private_tmp(&base);
+    let mut s = Server::start(
+        &["mcp-serve", "--root", root.to_str().unwrap()],
+        &[("TMPDIR", &tmp)],
+    );
+    s.initialize();
     if !confined(&mut s) {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -65,7 +79,11 @@ fn the_config_switch_turns_confinement_off_and_says_so() {
 fn extra_writable_paths_from_the_config() {
     let (base, root, outside) = workspace("landlock-extra");
     let cfg = write_config(&base, &json!({"root": root, "writable_paths": [outside]}));
-    let mut s = Server::start(&["mcp-serve", "--config", cfg.to_str().unwrap()], &[]);
+    let tmp = private_tmp(&base);
+    let mut s = Server::start(
+        &["mcp-serve", "--config", cfg.to_str().unwrap()],
+        &[("TMPDIR", &tmp)],
+    );
     s.initialize();
     if !confined(&mut s) {
         eprintln!("SKIP: Landlock is not available on this kernel");
