@@ -59,7 +59,7 @@ pub enum Cmd {
         /// Summary format on stdout.
         #[arg(long, value_parser = ["human", "json"], default_value = "human")]
         output: String,
-        /// Directory for the steps' audit files (default: <tmp>/awf-runs/<run id>).
+        /// Directory for the steps' audit files (default: $TMPDIR/awf-runs/RUN_ID).
         #[arg(long, value_name = "DIR")]
         audit_dir: Option<PathBuf>,
     },
