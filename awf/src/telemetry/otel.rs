@@ -65,17 +65,31 @@ impl OtelExporter {
         parent: Option<&SpanContext>,
         attributes: Vec<KeyValue>,
     ) -> CallSpan {
+        CallSpan(self.start_span(
+            format!("tools/call {tool}"),
+            SpanKind::Server,
+            parent,
+            attributes,
+        ))
+    }
+
+    /// Starts a span, child of a remote `parent` when given (a step span, a call span).
+    pub fn start_span(
+        &self,
+        name: String,
+        kind: SpanKind,
+        parent: Option<&SpanContext>,
+        attributes: Vec<KeyValue>,
+    ) -> opentelemetry_sdk::trace::Span {
         let cx = match parent {
             Some(p) => Context::new().with_remote_span_context(p.clone()),
             None => Context::new(),
         };
-        let span = self
-            .tracer
-            .span_builder(format!("tools/call {tool}"))
-            .with_kind(SpanKind::Server)
+        self.tracer
+            .span_builder(name)
+            .with_kind(kind)
             .with_attributes(attributes)
-            .start_with_context(&self.tracer, &cx);
-        CallSpan(span)
+            .start_with_context(&self.tracer, &cx)
     }
 
     /// Exports what is pending and stops; called once before the process exits.
