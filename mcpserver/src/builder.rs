@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::CallContext;
-use crate::hooks::{Hooks, NoHooks};
+use crate::hooks::Hooks;
 use crate::server::{Inner, Server, StopSignal};
 use crate::tool::{self, CallError, Handler, Tool, ToolResult};
 
@@ -27,7 +27,7 @@ pub struct ServerBuilder {
     max_concurrency: usize,
     page_size: Option<usize>,
     accept_newer: bool,
-    hooks: Box<dyn Hooks>,
+    hooks: Option<Box<dyn Hooks>>,
     tools: Vec<(Tool, Handler)>,
 }
 
@@ -41,7 +41,7 @@ impl ServerBuilder {
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
             page_size: None,
             accept_newer: false,
-            hooks: Box::new(NoHooks),
+            hooks: None,
             tools: Vec::new(),
         }
     }
@@ -83,7 +83,7 @@ impl ServerBuilder {
 
     /// Observers of requests and calls.
     pub fn hooks(mut self, hooks: impl Hooks + 'static) -> ServerBuilder {
-        self.hooks = Box::new(hooks);
+        self.hooks = Some(Box::new(hooks));
         self
     }
 

@@ -73,10 +73,6 @@ pub trait Hooks: Send + Sync {
     }
 }
 
-pub(crate) struct NoHooks;
-
-impl Hooks for NoHooks {}
-
 /// Shared hooks: a host keeps an `Arc` to read what its hooks gathered.
 impl<H: Hooks + ?Sized> Hooks for std::sync::Arc<H> {
     fn request_received(&self, method: &str, id: Option<&RequestId>) {

@@ -77,7 +77,8 @@ pub(crate) struct Inner {
     pub max_concurrency: usize,
     pub page_size: Option<usize>,
     pub accept_newer: bool,
-    pub hooks: Box<dyn Hooks>,
+    /// None when the host set none: the call path then skips the clock too.
+    pub hooks: Option<Box<dyn Hooks>>,
     pub tools: Vec<Tool>,
     /// The tools' names, shared with every call's context.
     pub tool_names: Vec<Arc<str>>,
@@ -402,7 +403,9 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             Message::Invalid(e) => return self.answer_error(&e, false),
             Message::Response => return Flow::Continue,
             Message::Notification { method, params } => {
-                self.inner.hooks.request_received(&method, None);
+                if let Some(hooks) = &self.inner.hooks {
+                    hooks.request_received(&method, None);
+                }
                 if method == "notifications/cancelled" {
                     self.cancel(params);
                 }
@@ -410,7 +413,9 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             }
             Message::Request { id, method, params } => (id, method, params),
         };
-        self.inner.hooks.request_received(&method, Some(&id));
+        if let Some(hooks) = &self.inner.hooks {
+            hooks.request_received(&method, Some(&id));
+        }
         let initialized = self.init.get().is_some();
         match &*method {
             "ping" => self.answer(&id, |w| w.write_all(b"{}")),
@@ -627,11 +632,14 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         if self.inner.max_concurrency > 1 {
             self.watch(scope);
         }
-        self.inner.hooks.call_started(&ctx, arguments);
-        let started = Instant::now();
+        let hooks = self.inner.hooks.as_deref();
+        if let Some(hooks) = hooks {
+            hooks.call_started(&ctx, arguments);
+        }
+        let started = hooks.map(|_| Instant::now());
         let handler = &self.inner.handlers[index];
         let outcome = catch_unwind(AssertUnwindSafe(|| handler(arguments, &ctx)));
-        let duration = started.elapsed();
+        let duration = started.map(|s| s.elapsed()).unwrap_or_default();
         let still_leader = self
             .leader_call
             .compare_exchange(seq, 0, Ordering::SeqCst, Ordering::SeqCst)
@@ -694,15 +702,17 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         } else {
             status
         };
-        self.inner.hooks.call_finished(
-            &ctx,
-            &CallOutcome {
-                duration,
-                status,
-                error: error.as_deref(),
-                result: answer.as_ref().ok(),
-            },
-        );
+        if let Some(hooks) = hooks {
+            hooks.call_finished(
+                &ctx,
+                &CallOutcome {
+                    duration,
+                    status,
+                    error: error.as_deref(),
+                    result: answer.as_ref().ok(),
+                },
+            );
+        }
         let flow = if cancelled {
             Flow::Continue
         } else {
