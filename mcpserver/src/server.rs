@@ -25,7 +25,7 @@ use crate::builder::ServerBuilder;
 use crate::context::{CallContext, CancellationToken, ClientInfo};
 use crate::framing::{Frame, LineReader};
 use crate::hooks::{CallOutcome, CallStatus, Hooks};
-use crate::jsonrpc::{self, ErrorAnswer, Message, RequestId};
+use crate::jsonrpc::{self, CallParams, ErrorAnswer, Message, RequestId};
 use crate::tool::{Handler, Outcome, Tool, ToolResult};
 use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION};
 
@@ -270,16 +270,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-#[derive(Deserialize)]
-struct CallParams<'a> {
-    #[serde(borrow)]
-    name: std::borrow::Cow<'a, str>,
-    #[serde(borrow, default)]
-    arguments: Option<&'a RawValue>,
-    #[serde(default, rename = "_meta")]
-    meta: Option<Value>,
-}
-
 #[derive(Deserialize, Default)]
 struct InitParams {
     #[serde(default, rename = "protocolVersion")]
@@ -411,6 +401,15 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 }
                 return Flow::Continue;
             }
+            Message::Call { id, params } => {
+                if let Some(hooks) = &self.inner.hooks {
+                    hooks.request_received("tools/call", Some(&id));
+                }
+                if self.init.get().is_none() {
+                    return self.not_initialized(id, "tools/call");
+                }
+                return self.run_call(id, params, scope);
+            }
             Message::Request { id, method, params } => (id, method, params),
         };
         if let Some(hooks) = &self.inner.hooks {
@@ -420,14 +419,9 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         match &*method {
             "ping" => self.answer(&id, |w| w.write_all(b"{}")),
             "initialize" => self.initialize(id, params),
-            "tools/list" | "tools/call" | "shutdown" if !initialized => self.answer_error(
-                &ErrorAnswer::new(
-                    Some(id),
-                    jsonrpc::SERVER_NOT_INITIALIZED,
-                    format!("server not initialized: send \"initialize\" before \"{method}\""),
-                ),
-                false,
-            ),
+            "tools/list" | "tools/call" | "shutdown" if !initialized => {
+                self.not_initialized(id, &method)
+            }
             "tools/list" => self.list(id, params),
             "tools/call" => self.call(id, params, scope),
             "shutdown" => {
@@ -447,6 +441,17 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 false,
             ),
         }
+    }
+
+    fn not_initialized(&self, id: RequestId, method: &str) -> Flow {
+        self.answer_error(
+            &ErrorAnswer::new(
+                Some(id),
+                jsonrpc::SERVER_NOT_INITIALIZED,
+                format!("server not initialized: send \"initialize\" before \"{method}\""),
+            ),
+            false,
+        )
     }
 
     fn initialize(&self, id: RequestId, params: Option<&RawValue>) -> Flow {
@@ -592,6 +597,19 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 );
             }
         };
+        self.run_call(id, params, scope)
+    }
+
+    /// Runs a call whose params are parsed: finds the tool, checks the arguments' shape,
+    /// runs the handler (the leadership may pass on meanwhile) and answers.
+    fn run_call<'scope>(
+        &'scope self,
+        id: RequestId,
+        params: CallParams<'_>,
+        scope: &'scope Scope<'scope, '_>,
+    ) -> Flow {
+        let bad =
+            |message: String| ErrorAnswer::new(Some(id.clone()), jsonrpc::INVALID_PARAMS, message);
         let Some(index) = self.inner.tools.iter().position(|t| t.name == *params.name) else {
             return self.answer_error(
                 &bad(format!(
