@@ -2,7 +2,7 @@
 //! (claude, gemini, codex, opencode) turn a request into an [`AgentCommand`] that the runner
 //! spawns and tears down, then parse the CLI's output; `openai_compatible` ([`openai`]) speaks
 //! HTTP Chat Completions and serves tools in-process. The trait is the contract between the
-//! runner (awf/src/run/) and the per-CLI modules (see /tmp/awf-notes/providers-contract.md).
+//! runner (awf/src/run/) and the per-CLI modules.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
