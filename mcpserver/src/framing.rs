@@ -139,15 +139,11 @@ impl<R: Read> LineReader<R> {
 
 /// The first `\n` in `hay`, a machine word at a time.
 pub(crate) fn find_newline(hay: &[u8]) -> Option<usize> {
-    const LO: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HI: u64 = u64::from_ne_bytes([0x80; 8]);
-    const NL: u64 = u64::from_ne_bytes([b'\n'; 8]);
     let mut chunks = hay.chunks_exact(8);
     let mut offset = 0;
     for chunk in &mut chunks {
-        let word = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk")) ^ NL;
-        // A zero byte in `word` is a newline in `chunk`; the lowest flagged byte is exact.
-        let found = word.wrapping_sub(LO) & !word & HI;
+        let word = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
+        let found = crate::swar::equal(word, b'\n');
         if found != 0 {
             return Some(offset + (found.trailing_zeros() / 8) as usize);
         }

@@ -78,18 +78,6 @@ pub(crate) struct Envelope<'a> {
     pub error: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
-struct Fast<'a> {
-    #[serde(borrow)]
-    jsonrpc: &'a str,
-    #[serde(borrow, default, deserialize_with = "raw_keep_null")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    method: Cow<'a, str>,
-    #[serde(borrow, default, deserialize_with = "raw_keep_null")]
-    params: Option<&'a RawValue>,
-}
-
 /// The params of `tools/call`.
 #[derive(Deserialize)]
 pub(crate) struct CallParams<'a> {
@@ -187,7 +175,7 @@ pub(crate) fn classify(line: &[u8]) -> Message<'_> {
             "parse error: the line is not valid UTF-8",
         ));
     };
-    // Fastest path: a well-formed tools/call, params included, in one pass.
+    // Fast path: a well-formed tools/call, params included, in one pass.
     if let Ok(call) = serde_json::from_str::<FastCall<'_>>(text)
         && call.jsonrpc == "2.0"
         && call.method == "tools/call"
@@ -197,32 +185,6 @@ pub(crate) fn classify(line: &[u8]) -> Message<'_> {
             id,
             params: call.params,
         };
-    }
-    // Fast path: a well-formed request in one pass, no second parse of the method.
-    if let Ok(fast) = serde_json::from_str::<Fast<'_>>(text)
-        && fast.jsonrpc == "2.0"
-    {
-        let params = fast.params.filter(|p| p.get() != "null");
-        let params_ok = params.is_none_or(|p| p.get().starts_with('{') || p.get().starts_with('['));
-        if params_ok {
-            match fast.id {
-                None => {
-                    return Message::Notification {
-                        method: fast.method,
-                        params,
-                    };
-                }
-                Some(raw) => {
-                    if let Some(id) = RequestId::from_raw(raw) {
-                        return Message::Request {
-                            id,
-                            method: fast.method,
-                            params,
-                        };
-                    }
-                }
-            }
-        }
     }
     let env: Envelope<'_> = match serde_json::from_str(text) {
         Ok(env) => env,

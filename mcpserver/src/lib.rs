@@ -56,6 +56,7 @@ mod hooks;
 pub mod jsonrpc;
 pub mod memory;
 mod server;
+mod swar;
 #[cfg(unix)]
 mod sys;
 mod tool;

@@ -670,50 +670,30 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         }
 
         let tool = &ctx.tool;
-        let (answer, status, error): (Result<ToolResult, String>, CallStatus, Option<String>) =
-            match outcome {
-                Ok(Outcome::Done(result)) => {
-                    let status = if result.is_error {
-                        CallStatus::ToolError
-                    } else {
-                        CallStatus::Ok
-                    };
-                    let error = result
-                        .is_error
-                        .then(|| result.first_text().unwrap_or("").to_owned());
-                    (Ok(result), status, error)
+        // `Err` is a protocol error (-32602); a tool's failure is an `isError` result.
+        let (answer, status): (Result<ToolResult, String>, CallStatus) = match outcome {
+            Ok(Outcome::Done(result)) if result.is_error => (Ok(result), CallStatus::ToolError),
+            Ok(Outcome::Done(result)) => (Ok(result), CallStatus::Ok),
+            Ok(Outcome::Failed(text)) => (Ok(ToolResult::error(text)), CallStatus::ToolError),
+            Ok(Outcome::BadArguments(e)) => {
+                let text = format!("invalid arguments for tool \"{tool}\": {e}");
+                // From 2025-11-25 on, the model gets to read (and fix) its mistake.
+                if ctx.protocol_version == NEWER_PROTOCOL_VERSIONS[1] {
+                    (Ok(ToolResult::error(text)), CallStatus::InvalidArguments)
+                } else {
+                    (Err(text), CallStatus::InvalidArguments)
                 }
-                Ok(Outcome::Failed(text)) => (
-                    Ok(ToolResult::error(text.clone())),
-                    CallStatus::ToolError,
-                    Some(text),
-                ),
-                Ok(Outcome::BadArguments(e)) => {
-                    let text = format!("invalid arguments for tool \"{tool}\": {e}");
-                    if ctx.protocol_version == "2025-11-25" {
-                        (
-                            Ok(ToolResult::error(text.clone())),
-                            CallStatus::InvalidArguments,
-                            Some(text),
-                        )
-                    } else {
-                        (Err(text.clone()), CallStatus::InvalidArguments, Some(text))
-                    }
-                }
-                Err(panic) => {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a non-text panic".to_owned());
-                    let text = format!("tool \"{tool}\" failed unexpectedly (it panicked: {what})");
-                    (
-                        Ok(ToolResult::error(text.clone())),
-                        CallStatus::Panicked,
-                        Some(text),
-                    )
-                }
-            };
+            }
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-text panic".to_owned());
+                let text = format!("tool \"{tool}\" failed unexpectedly (it panicked: {what})");
+                (Ok(ToolResult::error(text)), CallStatus::Panicked)
+            }
+        };
         let cancelled = ctx.is_cancelled();
         let status = if cancelled {
             CallStatus::Cancelled
@@ -726,7 +706,11 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 &CallOutcome {
                     duration,
                     status,
-                    error: error.as_deref(),
+                    error: match &answer {
+                        Ok(result) if result.is_error => result.first_text(),
+                        Ok(_) => None,
+                        Err(text) => Some(text),
+                    },
                     result: answer.as_ref().ok(),
                 },
             );

@@ -345,11 +345,6 @@ where
 
 /// A JSON string, escaped as serde_json does, skipping 8 plain bytes at a time.
 fn write_json_str(out: &mut impl std::io::Write, s: &str) -> std::io::Result<()> {
-    const LO: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HI: u64 = u64::from_ne_bytes([0x80; 8]);
-    fn has_zero(v: u64) -> bool {
-        v.wrapping_sub(LO) & !v & HI != 0
-    }
     let b = s.as_bytes();
     out.write_all(b"\"")?;
     let mut start = 0;
@@ -357,11 +352,11 @@ fn write_json_str(out: &mut impl std::io::Write, s: &str) -> std::io::Result<()>
     while i < b.len() {
         if i + 8 <= b.len() {
             let w = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-            let ctrl = w.wrapping_sub(u64::from_ne_bytes([0x20; 8])) & !w & HI != 0;
-            if !ctrl
-                && !has_zero(w ^ u64::from_ne_bytes([b'"'; 8]))
-                && !has_zero(w ^ u64::from_ne_bytes([b'\\'; 8]))
-            {
+            let plain = crate::swar::below(w, 0x20)
+                | crate::swar::equal(w, b'"')
+                | crate::swar::equal(w, b'\\')
+                == 0;
+            if plain {
                 i += 8;
                 continue;
             }

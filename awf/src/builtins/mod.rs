@@ -133,13 +133,14 @@ impl ToolProvider for Builtins {
 
 /// Arguments that do not fit the schema become an error naming the tool and the field,
 /// which a model can act on (e.g. "unknown field `file_path`, expected one of `path`...").
+/// Reads the arguments in place: a Write's content is not copied before it is written.
 fn parse<A: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<A, String> {
-    let args = if arguments.is_null() {
-        Value::Object(Default::default())
+    let parsed = if arguments.is_null() {
+        A::deserialize(&Value::Object(Default::default()))
     } else {
-        arguments.clone()
+        A::deserialize(arguments)
     };
-    serde_json::from_value(args).map_err(|e| format!("invalid arguments for {tool}: {e}"))
+    parsed.map_err(|e| format!("invalid arguments for {tool}: {e}"))
 }
 
 /// Resolves a path argument or explains the refusal.
