@@ -4,54 +4,10 @@
 //! TRACEPARENT; and they are flushed before the server exits.
 
 mod common;
+mod otlp_receiver;
 use common::*;
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
-use opentelemetry_proto::tonic::trace::v1::Span;
+use otlp_receiver::{Receiver, attr, hex};
 use serde_json::json;
-use std::sync::{Arc, Mutex};
-
-#[derive(Clone, Default)]
-struct Collector(Arc<Mutex<Vec<Span>>>);
-
-#[tonic::async_trait]
-impl TraceService for Collector {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        let mut spans = self.0.lock().unwrap();
-        for rs in request.into_inner().resource_spans {
-            for ss in rs.scope_spans {
-                spans.extend(ss.spans);
-            }
-        }
-        Ok(tonic::Response::new(ExportTraceServiceResponse {
-            partial_success: None,
-        }))
-    }
-}
-
-fn attr(span: &Span, key: &str) -> Option<String> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-            AnyValue::StringValue(s) => Some(s.clone()),
-            AnyValue::IntValue(i) => Some(i.to_string()),
-            AnyValue::BoolValue(b) => Some(b.to_string()),
-            other => Some(format!("{other:?}")),
-        })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 const STEP_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const STEP_SPAN: &str = "00f067aa0ba902b7";
@@ -60,22 +16,11 @@ const CLIENT_SPAN: &str = "b7ad6b7169203331";
 
 #[test]
 fn tool_spans_reach_an_otlp_receiver_with_the_right_parent() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let collector = Collector::default();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let service = TraceServiceServer::new(collector.clone());
-    rt.spawn(
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
+    let receiver = Receiver::start();
 
     let (_b, root, _o) = workspace("otlp");
     std::fs::write(root.join("f.txt"), "x\n").unwrap();
-    let endpoint = format!("http://{addr}");
+    let endpoint = receiver.endpoint.clone();
     let traceparent = format!("00-{STEP_TRACE}-{STEP_SPAN}-01");
     let mut s = Server::start(
         &["mcp-serve", "--root", root.to_str().unwrap()],
@@ -100,7 +45,7 @@ fn tool_spans_reach_an_otlp_receiver_with_the_right_parent() {
     assert!(status.success(), "{stderr}");
 
     // The server flushed before exiting, and the receiver stored before answering.
-    let spans = collector.0.lock().unwrap().clone();
+    let spans = receiver.spans();
     assert_eq!(spans.len(), 3, "{spans:#?}");
     let by_name = |n: &str| {
         spans

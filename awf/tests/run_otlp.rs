@@ -5,60 +5,17 @@
 
 #[path = "fake_model/mod.rs"]
 mod fake_model;
+mod otlp_receiver;
 
 use fake_model::{FakeModel, Script};
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
-use opentelemetry_proto::tonic::trace::v1::Span;
+use otlp_receiver::{Receiver, attr, hex};
 use serde_json::json;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
 const AWF: &str = env!("CARGO_BIN_EXE_awf");
 const RUN_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const RUN_SPAN: &str = "00f067aa0ba902b7";
-
-#[derive(Clone, Default)]
-struct Collector(Arc<Mutex<Vec<Span>>>);
-
-#[tonic::async_trait]
-impl TraceService for Collector {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        let mut spans = self.0.lock().unwrap();
-        for rs in request.into_inner().resource_spans {
-            for ss in rs.scope_spans {
-                spans.extend(ss.spans);
-            }
-        }
-        Ok(tonic::Response::new(ExportTraceServiceResponse {
-            partial_success: None,
-        }))
-    }
-}
-
-fn attr(span: &Span, key: &str) -> Option<String> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-            AnyValue::StringValue(s) => Some(s.clone()),
-            AnyValue::IntValue(i) => Some(i.to_string()),
-            other => Some(format!("{other:?}")),
-        })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 #[test]
 fn tool_spans_nest_under_their_step_span_for_both_transports() {
@@ -74,17 +31,7 @@ fn tool_spans_nest_under_their_step_span_for_both_transports() {
         eprintln!("skipping: python3 not found (the fake agent CLI is a Python script)");
         return;
     }
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let collector = Collector::default();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(
-        tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(collector.clone()))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
+    let receiver = Receiver::start();
 
     let dir =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("awf-run-otlp-{}", std::process::id()));
@@ -132,7 +79,7 @@ states:
         .arg(dir.join("audit"))
         .current_dir(&work)
         .env("AWF_PLUGINS_PATH", "")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
         .env("TRACEPARENT", format!("00-{RUN_TRACE}-{RUN_SPAN}-01"))
         .env("FAKE_AGENT_MODE", "call")
         .env("FAKE_AGENT_PIDS", dir.join("pids"))
@@ -146,7 +93,7 @@ states:
     );
 
     // Every exporter flushed before its process (or step) ended.
-    let spans = collector.0.lock().unwrap().clone();
+    let spans = receiver.spans();
     let named = |n: &str| {
         spans
             .iter()
