@@ -133,6 +133,12 @@ impl Setup {
             .filter(|n| n.starts_with("awf-plugin-"))
             .collect()
     }
+
+    /// Every plugin's private socket directory is gone.
+    fn assert_no_leftover_sockets(&self) {
+        let left = self.leftover_sockets();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }
 
 /// The pids of the live children of `parent` running `exe`.
@@ -270,11 +276,7 @@ fn plugin_operations_are_tools_with_their_schemas_and_results() {
         .find(|r| r["type"] == "tool.result" && r["tool"] == "faulty_fail");
     assert!(failed.is_some(), "{audit:?}");
     // Both plugins stopped cleanly and removed their sockets.
-    assert!(
-        s.leftover_sockets().is_empty(),
-        "{:?}",
-        s.leftover_sockets()
-    );
+    s.assert_no_leftover_sockets();
 }
 
 #[test]
@@ -314,11 +316,7 @@ fn a_crash_mid_call_is_an_error_and_the_server_serves_on() {
     // The dead plugin's socket directory was removed by the host.
     let (status, _, stderr) = server.finish();
     assert!(status.success(), "{stderr}");
-    assert!(
-        s.leftover_sockets().is_empty(),
-        "{:?}",
-        s.leftover_sockets()
-    );
+    s.assert_no_leftover_sockets();
 }
 
 /// Runs `awf mcp-serve` that must fail at start-up; returns (exit code, its whole stderr,
@@ -447,11 +445,7 @@ fn bad_plugin_tools_are_fatal_before_serving_and_name_the_entry() {
         stderr.contains("notes/plugin.yaml") && stderr.contains("`description`"),
         "{stderr}"
     );
-    assert!(
-        s.leftover_sockets().is_empty(),
-        "{:?}",
-        s.leftover_sockets()
-    );
+    s.assert_no_leftover_sockets();
 }
 
 #[test]
@@ -583,11 +577,7 @@ fn plugins_list_reports_each_plugin_and_its_tools() {
         text.contains("notes 0.1.0  [ok]") && text.contains("notes_search"),
         "{text}"
     );
-    assert!(
-        s.leftover_sockets().is_empty(),
-        "{:?}",
-        s.leftover_sockets()
-    );
+    s.assert_no_leftover_sockets();
 }
 
 #[test]
@@ -690,11 +680,7 @@ fn the_plugin_runtime_exists_only_with_plugins_and_sigterm_stops_them() {
     assert_eq!(status.code(), Some(0), "{stderr}");
     // awf waited for its plugin (shutdown rpc, then signals), so it is gone now.
     assert!(dead(plugin[0]), "plugin outlived a clean stop");
-    assert!(
-        s.leftover_sockets().is_empty(),
-        "{:?}",
-        s.leftover_sockets()
-    );
+    s.assert_no_leftover_sockets();
 }
 
 #[test]

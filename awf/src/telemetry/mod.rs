@@ -161,7 +161,8 @@ impl Telemetry {
 
 struct Observation {
     span: Option<otel::CallSpan>,
-    started_ts: String,
+    /// When the call started, for the audit record (only kept when there is an audit file).
+    started_ts: Option<String>,
     telemetry: Arc<Telemetry>,
 }
 
@@ -175,7 +176,7 @@ impl CallObserver for TelemetryObserver {
         let span = this.start_span(call);
         Box::new(Observation {
             span,
-            started_ts: audit::now_rfc3339(),
+            started_ts: this.audit.is_some().then(audit::now_rfc3339),
             telemetry: this.clone(),
         })
     }
