@@ -176,7 +176,16 @@ impl<'w> Session<'w> {
 
     fn round_trip_bytes(&mut self, request: &[u8]) -> io::Result<&[u8]> {
         let spec = &self.spec;
-        let write_error = |e| fail(spec, format_args!("writing a request: {e} (did it exit?)"));
+        // A broken pipe means the server exited: say so the same way as a read that found
+        // its output ended, whichever of the two the race lets this thread see first.
+        let write_error = |e: io::Error| match e.kind() {
+            io::ErrorKind::BrokenPipe => fail(
+                spec,
+                "it exited before reading the request: its output ended before the answer \
+                 (did it crash? rerun with --server-stderr)",
+            ),
+            _ => fail(spec, format_args!("writing a request: {e}")),
+        };
         self.line.clear();
         let n = if request.len() <= PIPE_CAPACITY {
             self.stdin.write_all(request).map_err(write_error)?;
