@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use serde_json::value::RawValue;
-
 use crate::context::CallContext;
 use crate::jsonrpc::RequestId;
 use crate::tool::ToolResult;
@@ -62,8 +60,9 @@ pub trait Hooks: Send + Sync {
         let _ = (method, id);
     }
 
-    /// A `tools/call` is about to run its handler.
-    fn call_started(&self, ctx: &CallContext, arguments: &RawValue) {
+    /// A `tools/call` is about to run its handler; `arguments` is the JSON text of the
+    /// call's arguments (an object).
+    fn call_started(&self, ctx: &CallContext, arguments: &str) {
         let _ = (ctx, arguments);
     }
 
@@ -79,7 +78,7 @@ impl<H: Hooks + ?Sized> Hooks for std::sync::Arc<H> {
         (**self).request_received(method, id)
     }
 
-    fn call_started(&self, ctx: &CallContext, arguments: &RawValue) {
+    fn call_started(&self, ctx: &CallContext, arguments: &str) {
         (**self).call_started(ctx, arguments)
     }
 

@@ -78,29 +78,32 @@ pub(crate) struct Envelope<'a> {
     pub error: Option<&'a RawValue>,
 }
 
-/// The params of `tools/call`.
+/// The params of `tools/call`, as the careful path reads them.
 #[derive(Deserialize)]
 pub(crate) struct CallParams<'a> {
     #[serde(borrow)]
     pub name: Cow<'a, str>,
     #[serde(borrow, default)]
     pub arguments: Option<&'a RawValue>,
-    #[serde(default, rename = "_meta")]
-    pub meta: Option<serde_json::Value>,
+    #[serde(borrow, default, rename = "_meta")]
+    pub meta: Option<&'a RawValue>,
 }
 
-/// A well-formed `tools/call` request, read in one pass: the hot path reads the arguments
-/// once here and once in the handler, never a third time.
-#[derive(Deserialize)]
-struct FastCall<'a> {
-    #[serde(borrow)]
-    jsonrpc: &'a str,
-    #[serde(borrow, default, deserialize_with = "raw_keep_null")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    method: &'a str,
-    #[serde(borrow)]
-    params: CallParams<'a>,
+/// A `tools/call` whose params are read: the tool's name and JSON texts of its members.
+pub(crate) struct Call<'a> {
+    pub name: Cow<'a, str>,
+    pub arguments: Option<&'a str>,
+    pub meta: Option<&'a str>,
+}
+
+impl<'a> From<CallParams<'a>> for Call<'a> {
+    fn from(p: CallParams<'a>) -> Call<'a> {
+        Call {
+            name: p.name,
+            arguments: p.arguments.map(RawValue::get),
+            meta: p.meta.map(RawValue::get),
+        }
+    }
 }
 
 /// Deserializes a member that is present (even `null`) as `Some(raw)`.
@@ -119,11 +122,8 @@ pub(crate) enum Message<'a> {
         method: Cow<'a, str>,
         params: Option<&'a RawValue>,
     },
-    /// A `tools/call` request whose params are already parsed.
-    Call {
-        id: RequestId,
-        params: CallParams<'a>,
-    },
+    /// A `tools/call` request whose params are already read.
+    Call { id: RequestId, call: Call<'a> },
     /// An answer from the client; this server sends no requests, so it is dropped.
     Response,
     /// Not a valid message: answer with this error (id when it could be read).
@@ -176,14 +176,14 @@ pub(crate) fn classify(line: &[u8]) -> Message<'_> {
         ));
     };
     // Fast path: a well-formed tools/call, params included, in one pass.
-    if let Ok(call) = serde_json::from_str::<FastCall<'_>>(text)
-        && call.jsonrpc == "2.0"
-        && call.method == "tools/call"
-        && let Some(id) = call.id.and_then(RequestId::from_raw)
-    {
+    if let Some(c) = crate::scan::tools_call(text) {
         return Message::Call {
-            id,
-            params: call.params,
+            id: c.id,
+            call: Call {
+                name: Cow::Borrowed(c.name),
+                arguments: c.arguments,
+                meta: c.meta,
+            },
         };
     }
     let env: Envelope<'_> = match serde_json::from_str(text) {

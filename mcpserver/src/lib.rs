@@ -55,6 +55,7 @@ mod framing;
 mod hooks;
 pub mod jsonrpc;
 pub mod memory;
+mod scan;
 mod server;
 mod swar;
 #[cfg(unix)]

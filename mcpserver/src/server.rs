@@ -25,7 +25,7 @@ use crate::builder::ServerBuilder;
 use crate::context::{CallContext, CancellationToken, ClientInfo};
 use crate::framing::{Frame, LineReader};
 use crate::hooks::{CallOutcome, CallStatus, Hooks};
-use crate::jsonrpc::{self, CallParams, ErrorAnswer, Message, RequestId};
+use crate::jsonrpc::{self, Call, CallParams, ErrorAnswer, Message, RequestId};
 use crate::tool::{Handler, Outcome, Tool, ToolResult};
 use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION};
 
@@ -401,14 +401,14 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 }
                 return Flow::Continue;
             }
-            Message::Call { id, params } => {
+            Message::Call { id, call } => {
                 if let Some(hooks) = &self.inner.hooks {
                     hooks.request_received("tools/call", Some(&id));
                 }
                 if self.init.get().is_none() {
                     return self.not_initialized(id, "tools/call");
                 }
-                return self.run_call(id, params, scope);
+                return self.run_call(id, call, scope);
             }
             Message::Request { id, method, params } => (id, method, params),
         };
@@ -597,15 +597,15 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 );
             }
         };
-        self.run_call(id, params, scope)
+        self.run_call(id, params.into(), scope)
     }
 
-    /// Runs a call whose params are parsed: finds the tool, checks the arguments' shape,
+    /// Runs a call whose params are read: finds the tool, checks the arguments' shape,
     /// runs the handler (the leadership may pass on meanwhile) and answers.
     fn run_call<'scope>(
         &'scope self,
         id: RequestId,
-        params: CallParams<'_>,
+        params: Call<'_>,
         scope: &'scope Scope<'scope, '_>,
     ) -> Flow {
         let bad =
@@ -620,15 +620,13 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             );
         };
         let arguments = match params.arguments {
-            Some(a) if a.get().starts_with('{') => a,
-            None => empty_object(),
-            Some(a) if a.get() == "null" => empty_object(),
+            Some(a) if a.starts_with('{') => a,
+            None | Some("null") => "{}",
             Some(a) => {
                 return self.answer_error(
                     &bad(format!(
                         "invalid arguments for tool \"{}\": \"arguments\" must be an object, got {}",
-                        params.name,
-                        a.get()
+                        params.name, a
                     )),
                     false,
                 );
@@ -641,11 +639,17 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             cancellation: CancellationToken::new(),
             client: agreement.and_then(|a| a.client.clone()),
             protocol_version: agreement.map_or(PROTOCOL_VERSION, |a| a.version),
-            meta: params.meta,
+            // Checked JSON: it reads as a Value.
+            meta: params
+                .meta
+                .filter(|m| *m != "null")
+                .and_then(|m| serde_json::from_str(m).ok()),
         };
         lock(&self.inflight).push((ctx.request_id.clone(), ctx.cancellation.clone()));
 
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        // Only the leader numbers calls (no read-modify-write needed).
+        let seq = self.next_seq.load(Ordering::Relaxed);
+        self.next_seq.store(seq + 1, Ordering::Relaxed);
         self.leader_call.store(seq, Ordering::SeqCst);
         if self.inner.max_concurrency > 1 {
             self.watch(scope);
@@ -875,9 +879,4 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             }
         }
     }
-}
-
-fn empty_object() -> &'static RawValue {
-    static EMPTY: OnceLock<Box<RawValue>> = OnceLock::new();
-    EMPTY.get_or_init(|| RawValue::from_string("{}".to_owned()).expect("valid JSON"))
 }

@@ -4,9 +4,14 @@
 //! at stderr while serving, so a stray print can never corrupt the message stream.
 //! Input: when the host holds a [`crate::StopHandle`], reads wait in `poll` on stdin and
 //! on a wake-up pipe, so a stop is seen even while no message arrives.
+//!
+//! On Linux the two descriptors are read and written with direct system calls. Once a
+//! process has a second thread (the server's monitor), the C library's `read` and
+//! `write` wrap each call in thread-cancellation bookkeeping the server never uses; a
+//! round trip is only a few microseconds, so that is worth skipping.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 #[repr(C)]
@@ -57,12 +62,12 @@ impl Stdio {
         })
     }
 
-    pub(crate) fn input(&self) -> io::Result<File> {
-        Ok(File::from(self.input.try_clone()?))
+    pub(crate) fn input(&self) -> io::Result<Fd> {
+        Ok(Fd(File::from(self.input.try_clone()?)))
     }
 
-    pub(crate) fn output(&self) -> io::Result<File> {
-        Ok(File::from(self.output.try_clone()?))
+    pub(crate) fn output(&self) -> io::Result<Fd> {
+        Ok(Fd(File::from(self.output.try_clone()?)))
     }
 
     pub(crate) fn restore(self) {
@@ -73,13 +78,97 @@ impl Stdio {
     }
 }
 
+/// A descriptor read and written with direct system calls where that is supported.
+pub(crate) struct Fd(File);
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod raw {
+    use std::ffi::c_long;
+
+    #[cfg(target_arch = "x86_64")]
+    const SYS_READ: c_long = 0;
+    #[cfg(target_arch = "x86_64")]
+    const SYS_WRITE: c_long = 1;
+    #[cfg(target_arch = "aarch64")]
+    const SYS_READ: c_long = 63;
+    #[cfg(target_arch = "aarch64")]
+    const SYS_WRITE: c_long = 64;
+
+    unsafe extern "C" {
+        fn syscall(number: c_long, ...) -> c_long;
+    }
+
+    fn check(n: c_long) -> std::io::Result<usize> {
+        if n < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    pub(super) fn read(fd: i32, buf: &mut [u8]) -> std::io::Result<usize> {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
+        check(unsafe { syscall(SYS_READ, fd, buf.as_mut_ptr(), buf.len()) })
+    }
+
+    pub(super) fn write(fd: i32, buf: &[u8]) -> std::io::Result<usize> {
+        // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
+        check(unsafe { syscall(SYS_WRITE, fd, buf.as_ptr(), buf.len()) })
+    }
+}
+
+impl Read for Fd {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        {
+            raw::read(self.0.as_raw_fd(), buf)
+        }
+        #[cfg(not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )))]
+        {
+            self.0.read(buf)
+        }
+    }
+}
+
+impl Write for Fd {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        {
+            raw::write(self.0.as_raw_fd(), buf)
+        }
+        #[cfg(not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )))]
+        {
+            self.0.write(buf)
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 pub(crate) struct StdinReader {
-    input: File,
+    input: Fd,
     wake: Option<io::PipeReader>,
 }
 
 impl StdinReader {
-    pub(crate) fn new(input: File, wake: Option<io::PipeReader>) -> StdinReader {
+    pub(crate) fn new(input: Fd, wake: Option<io::PipeReader>) -> StdinReader {
         StdinReader { input, wake }
     }
 }
@@ -89,7 +178,7 @@ impl Read for StdinReader {
         if let Some(wake) = &self.wake {
             let mut fds = [
                 PollFd {
-                    fd: self.input.as_raw_fd(),
+                    fd: self.input.0.as_raw_fd(),
                     events: POLLIN,
                     revents: 0,
                 },

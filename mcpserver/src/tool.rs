@@ -6,7 +6,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::context::CallContext;
 
@@ -310,7 +309,8 @@ pub(crate) enum Outcome {
     BadArguments(String),
 }
 
-pub(crate) type Handler = Box<dyn Fn(&RawValue, &CallContext) -> Outcome + Send + Sync>;
+/// A tool's handler, given the JSON text of the call's arguments (an object).
+pub(crate) type Handler = Box<dyn Fn(&str, &CallContext) -> Outcome + Send + Sync>;
 
 pub(crate) fn typed<A, E, F>(f: F) -> Handler
 where
@@ -318,7 +318,7 @@ where
     E: Into<CallError>,
     F: Fn(A, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
 {
-    Box::new(move |raw, ctx| match serde_json::from_str::<A>(raw.get()) {
+    Box::new(move |raw, ctx| match serde_json::from_str::<A>(raw) {
         Ok(args) => match f(args, ctx) {
             Ok(result) => Outcome::Done(result),
             Err(e) => e.into().into(),
@@ -332,15 +332,13 @@ where
     E: Into<CallError>,
     F: Fn(Value, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
 {
-    Box::new(
-        move |raw, ctx| match serde_json::from_str::<Value>(raw.get()) {
-            Ok(args) => match f(args, ctx) {
-                Ok(result) => Outcome::Done(result),
-                Err(e) => e.into().into(),
-            },
-            Err(e) => Outcome::BadArguments(e.to_string()),
+    Box::new(move |raw, ctx| match serde_json::from_str::<Value>(raw) {
+        Ok(args) => match f(args, ctx) {
+            Ok(result) => Outcome::Done(result),
+            Err(e) => e.into().into(),
         },
-    )
+        Err(e) => Outcome::BadArguments(e.to_string()),
+    })
 }
 
 /// A JSON string, escaped as serde_json does, skipping 8 plain bytes at a time.
@@ -352,11 +350,7 @@ fn write_json_str(out: &mut impl std::io::Write, s: &str) -> std::io::Result<()>
     while i < b.len() {
         if i + 8 <= b.len() {
             let w = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-            let plain = crate::swar::below(w, 0x20)
-                | crate::swar::equal(w, b'"')
-                | crate::swar::equal(w, b'\\')
-                == 0;
-            if plain {
+            if crate::swar::string_special(w) == 0 {
                 i += 8;
                 continue;
             }

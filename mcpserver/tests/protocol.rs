@@ -525,13 +525,13 @@ impl Hooks for Recorder {
             .unwrap()
             .push(format!("recv {method} {id}"));
     }
-    fn call_started(&self, ctx: &CallContext, arguments: &serde_json::value::RawValue) {
+    fn call_started(&self, ctx: &CallContext, arguments: &str) {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.events.lock().unwrap().push(format!(
             "start {} {} {}",
             ctx.tool(),
             ctx.request_id(),
-            arguments.get()
+            arguments
         ));
     }
     fn call_finished(&self, ctx: &CallContext, o: &CallOutcome<'_>) {
