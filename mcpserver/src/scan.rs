@@ -228,10 +228,8 @@ impl<'a> Scanner<'a> {
             return Some(RequestId::String(self.plain_str()?.to_owned()));
         }
         let start = self.i;
+        // A fraction or exponent after it fails at the member's end.
         self.integer()?;
-        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
         self.text[start..self.i].parse().ok().map(RequestId::Number)
     }
 
