@@ -113,6 +113,16 @@ impl<R: Read> LineReader<R> {
         }
     }
 
+    /// True when a complete line is buffered: the next frame needs no read.
+    pub(crate) fn has_line(&mut self) -> bool {
+        let from = self.start + self.scanned;
+        if find_newline(&self.buf[from..self.end]).is_some() {
+            return true;
+        }
+        self.scanned = self.end - self.start;
+        false
+    }
+
     /// Ensures free space after `end`: compacts, grows up to the limit, or, past the
     /// limit, drops the partial line and remembers to skip to its end.
     fn make_room(&mut self) {

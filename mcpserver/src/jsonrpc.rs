@@ -151,19 +151,20 @@ impl ErrorAnswer {
 pub(crate) fn classify(line: &[u8]) -> Message<'_> {
     // A derived struct would also accept a JSON array (positionally): refuse it first.
     if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        let (code, what) = match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
-            Ok(_) if line.trim_ascii_start().starts_with(b"[") => (
-                INVALID_REQUEST,
-                "invalid request: batches (JSON arrays) are not supported; send one message per line",
-            ),
-            Ok(_) => (
-                INVALID_REQUEST,
-                "invalid request: a message must be a JSON object",
-            ),
-            Err(_) if std::str::from_utf8(line).is_err() => {
-                (PARSE_ERROR, "parse error: the line is not valid UTF-8")
-            }
-            Err(_) => (PARSE_ERROR, "parse error: the line is not valid JSON"),
+        // serde_json does not check the UTF-8 of strings it skips: check the line first.
+        let (code, what) = match std::str::from_utf8(line) {
+            Err(_) => (PARSE_ERROR, "parse error: the line is not valid UTF-8"),
+            Ok(text) => match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                Ok(_) if text.trim_ascii_start().starts_with('[') => (
+                    INVALID_REQUEST,
+                    "invalid request: batches (JSON arrays) are not supported; send one message per line",
+                ),
+                Ok(_) => (
+                    INVALID_REQUEST,
+                    "invalid request: a message must be a JSON object",
+                ),
+                Err(_) => (PARSE_ERROR, "parse error: the line is not valid JSON"),
+            },
         };
         return Message::Invalid(ErrorAnswer::new(None, code, what));
     }
@@ -325,6 +326,15 @@ mod tests {
             invalid(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).code,
             INVALID_REQUEST
         );
+        assert_eq!(invalid("\"\u{fffd}\"").code, INVALID_REQUEST);
+        let bad_utf8_string: &[u8] = b"\"o{\xfe\"";
+        assert!(matches!(
+            classify(bad_utf8_string),
+            Message::Invalid(ErrorAnswer {
+                code: PARSE_ERROR,
+                ..
+            })
+        ));
         assert!(matches!(
             classify(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}"),
             Message::Invalid(ErrorAnswer {

@@ -7,8 +7,9 @@
 //! goes on reading: `ping` is answered and other calls run while the slow one works.
 //! When every worker runs a call, nobody reads, so memory stays bounded.
 //!
-//! Answers are written whole under a lock and flushed right before the leader's next
-//! read would block (or at once by a worker that is no longer leader).
+//! Answers are written whole under a lock. The leader flushes with an answer when no
+//! further line is buffered (so a flood of requests gets batched writes, and a lone
+//! request one write); a worker that is no longer leader flushes at once.
 
 use std::io::{self, BufWriter, Read, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -212,6 +213,8 @@ impl Server {
             next_seq: AtomicU64::new(1),
             monitor: OnceLock::new(),
             monitor_sleeping: AtomicBool::new(false),
+            more_buffered: AtomicBool::new(false),
+            unflushed: AtomicBool::new(false),
             init: OnceLock::new(),
             inflight: Mutex::new(Vec::new()),
         };
@@ -260,6 +263,11 @@ struct Session<'s, R, W: Write> {
     next_seq: AtomicU64,
     monitor: OnceLock<Thread>,
     monitor_sleeping: AtomicBool,
+    /// Another complete line waits in the reader: the leader may leave its answer in
+    /// the buffer (set by the leader after each read).
+    more_buffered: AtomicBool,
+    /// Answers wait in the output buffer.
+    unflushed: AtomicBool,
     init: OnceLock<Agreement>,
     /// Calls running, with their cancellation flags (a few at most: a list beats a map).
     inflight: Mutex<Vec<(RequestId, CancellationToken)>>,
@@ -330,7 +338,8 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             }
             let frame = {
                 let mut reader = lock(&self.reader);
-                match reader.next_frame(&mut || lock(&self.out).flush()) {
+                let frame = reader.next_frame(&mut || self.flush_unflushed());
+                let frame = match frame {
                     Ok(Frame::Line(l)) => {
                         line.clear();
                         line.extend_from_slice(l);
@@ -339,7 +348,10 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                     Ok(Frame::TooLong) => Ok(false),
                     Ok(Frame::Eof) => Err(None),
                     Err(e) => Err(Some(e)),
-                }
+                };
+                self.more_buffered
+                    .store(reader.has_line(), Ordering::Relaxed);
+                frame
             };
             let flow = match frame {
                 Ok(true) => self.handle_line(&line, scope),
@@ -862,13 +874,27 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         )
     }
 
+    /// Flushes answers the leader left in the buffer, before its read blocks.
+    fn flush_unflushed(&self) -> io::Result<()> {
+        if !self.unflushed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut out = lock(&self.out);
+        self.unflushed.store(false, Ordering::Release);
+        out.flush()
+    }
+
     fn answer_error(&self, err: &ErrorAnswer, flush: bool) -> Flow {
         self.write(|w| jsonrpc::write_error(w, err), flush)
     }
 
+    /// Writes an answer; `flush` is set by a worker that is no longer leader, and the
+    /// leader flushes when no other line is buffered.
     fn write(&self, f: impl FnOnce(&mut BufWriter<W>) -> io::Result<()>, flush: bool) -> Flow {
+        let flush = flush || !self.more_buffered.load(Ordering::Relaxed);
         let mut out = lock(&self.out);
         let result = f(&mut out).and_then(|()| if flush { out.flush() } else { Ok(()) });
+        self.unflushed.store(!flush, Ordering::Release);
         drop(out);
         match result {
             Ok(()) => Flow::Continue,
