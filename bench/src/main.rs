@@ -246,29 +246,47 @@ fn startup_run(
     Ok(())
 }
 
-/// Sequential latency with the server and this thread on one CPU.
-fn latency_run(
-    spec: &ServerSpec,
+/// Sequential call latency of every server, interleaved: all are started on one CPU and
+/// take turns by blocks of calls, so a noisy neighbour slows them alike and their
+/// ratios hold even when the absolute figures move.
+fn latency_runs(
+    order: &[&ServerSpec],
     work: &Workload,
     cpu: usize,
     calls: usize,
-    out: &mut Figures,
+    figs: &mut BTreeMap<&str, Figures>,
 ) -> io::Result<()> {
+    const BLOCK: usize = 500;
     let _pin = Pinned::to(cpu)?;
-    let mut s = Session::start(spec, work, Some(cpu))?;
-    s.checked_call(None, work.expect_text.as_deref())?;
-    for _ in 0..calls.min(1000) {
-        s.call(None)?;
+    let mut runs = Vec::new();
+    for spec in order {
+        let mut s = Session::start(spec, work, Some(cpu))?;
+        s.checked_call(None, work.expect_text.as_deref())?;
+        for _ in 0..calls.min(1000) {
+            s.call(None)?;
+        }
+        runs.push((spec, s, Vec::<u64>::with_capacity(calls)));
     }
-    let mut ns: Vec<u64> = Vec::with_capacity(calls);
-    for _ in 0..calls {
-        ns.push(s.call(None)?.as_nanos() as u64);
+    let mut done = 0;
+    while done < calls {
+        let n = BLOCK.min(calls - done);
+        for (_, s, ns) in runs.iter_mut() {
+            for _ in 0..n {
+                ns.push(s.call(None)?.as_nanos() as u64);
+            }
+        }
+        done += n;
     }
-    s.close()?;
-    ns.sort_unstable();
-    if let (Some(&p50), Some(&p99)) = (ns.get(ns.len() / 2), ns.get(ns.len() * 99 / 100)) {
-        out.insert(Fig::P50, p50 as f64 / 1e3);
-        out.insert(Fig::P99, p99 as f64 / 1e3);
+    for (spec, s, mut ns) in runs {
+        s.close()?;
+        ns.sort_unstable();
+        let out = figs
+            .get_mut(spec.name.as_str())
+            .expect("a figure set per server");
+        if let (Some(&p50), Some(&p99)) = (ns.get(ns.len() / 2), ns.get(ns.len() * 99 / 100)) {
+            out.insert(Fig::P50, p50 as f64 / 1e3);
+            out.insert(Fig::P99, p99 as f64 / 1e3);
+        }
     }
     Ok(())
 }
@@ -381,16 +399,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                 .map_err(err)?;
         }
         if cli.calls > 0 {
-            for s in &order {
-                latency_run(
-                    s,
-                    &work,
-                    cli.cpu,
-                    cli.calls,
-                    figs.get_mut(s.name.as_str()).unwrap(),
-                )
-                .map_err(err)?;
-            }
+            latency_runs(&order, &work, cli.cpu, cli.calls, &mut figs).map_err(err)?;
         }
         if cli.flood > 0 {
             for s in &order {
