@@ -248,7 +248,9 @@ fn startup_run(
 
 /// Sequential call latency of every server, interleaved: all are started on one CPU and
 /// take turns by blocks of calls, so a noisy neighbour slows them alike and their
-/// ratios hold even when the absolute figures move.
+/// ratios hold even when the absolute figures move. Each block starts with a few untimed
+/// calls: the first calls after another server ran find cold caches, and would otherwise
+/// weigh on the p99 of whichever server follows the heaviest one.
 fn latency_runs(
     order: &[&ServerSpec],
     work: &Workload,
@@ -257,6 +259,7 @@ fn latency_runs(
     figs: &mut BTreeMap<&str, Figures>,
 ) -> io::Result<()> {
     const BLOCK: usize = 500;
+    const REWARM: usize = 50;
     let _pin = Pinned::to(cpu)?;
     let mut runs = Vec::new();
     for spec in order {
@@ -271,6 +274,9 @@ fn latency_runs(
     while done < calls {
         let n = BLOCK.min(calls - done);
         for (_, s, ns) in runs.iter_mut() {
+            for _ in 0..REWARM {
+                s.call(None)?;
+            }
             for _ in 0..n {
                 ns.push(s.call(None)?.as_nanos() as u64);
             }
