@@ -44,6 +44,9 @@
 //!   `ping` is answered during a long call; `notifications/cancelled` raises the
 //!   call's [`CancellationToken`]. The reading thread runs quick calls itself (no
 //!   thread hand-off), and stops reading when every worker is busy.
+//! - **Speed**: a well-formed `tools/call` line is read in one pass by a strict scanner
+//!   that hands anything unusual to the careful serde path (which words any error);
+//!   answers are batched under a flood and flushed at once for a lone request.
 //! - **Observability**: [`Hooks`] tell a host when a request arrives and when each call
 //!   starts and ends, enough for a span, a log line and an audit record per call.
 //!
