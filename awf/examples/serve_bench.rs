@@ -60,8 +60,7 @@ fn main() {
         e_start.push(t);
         e_rss.push(r);
     }
-    let a_lat = latency(&awf_cmd, &awf_call, calls);
-    let e_lat = latency(&echo_cmd, &echo_call, calls);
+    let [a_lat, e_lat] = latencies([(&awf_cmd, &awf_call), (&echo_cmd, &echo_call)], calls);
     let _ = std::fs::remove_dir_all(&root);
 
     println!(
@@ -185,25 +184,47 @@ fn spawn_once(cmd: &[String]) -> (Duration, f64) {
 }
 
 /// Sorted round-trip times of `calls` sequential calls (after a warm-up of a tenth).
-fn latency(cmd: &[String], call: &Value, calls: usize) -> Vec<Duration> {
-    let mut s = Session::start(cmd);
-    s.initialize();
-    for _ in 0..calls / 10 {
-        s.request("tools/call", call.clone());
+/// Sequential call latency of each server, interleaved: both run at once and take turns
+/// by blocks of calls (each block after a few untimed ones, as the other server's turn
+/// left the caches cold), so machine noise hurts both alike.
+fn latencies<const N: usize>(
+    servers: [(&[String], &Value); N],
+    calls: usize,
+) -> [Vec<Duration>; N] {
+    const BLOCK: usize = 500;
+    const REWARM: usize = 50;
+    let mut sessions = servers.map(|(cmd, call)| {
+        let mut s = Session::start(cmd);
+        s.initialize();
+        for _ in 0..calls / 10 {
+            s.request("tools/call", call.clone());
+        }
+        (s, call, Vec::with_capacity(calls))
+    });
+    let mut done = 0;
+    while done < calls {
+        let n = BLOCK.min(calls - done);
+        for (s, call, v) in sessions.iter_mut() {
+            for _ in 0..REWARM {
+                s.request("tools/call", (*call).clone());
+            }
+            for _ in 0..n {
+                let t = Instant::now();
+                let answer = s.request("tools/call", (*call).clone());
+                v.push(t.elapsed());
+                assert!(
+                    answer.contains("hello") && !answer.contains("\"isError\":true"),
+                    "{answer}"
+                );
+            }
+        }
+        done += n;
     }
-    let mut v = Vec::with_capacity(calls);
-    for _ in 0..calls {
-        let t = Instant::now();
-        let answer = s.request("tools/call", call.clone());
-        v.push(t.elapsed());
-        assert!(
-            answer.contains("hello") && !answer.contains("\"isError\":true"),
-            "{answer}"
-        );
-    }
-    s.finish();
-    v.sort();
-    v
+    sessions.map(|(s, _, mut v)| {
+        s.finish();
+        v.sort();
+        v
+    })
 }
 
 fn pin_to_cpu(cpu: usize) {

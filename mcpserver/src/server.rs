@@ -176,7 +176,7 @@ impl Server {
                 None
             };
             let stdio = crate::sys::Stdio::take()?;
-            let reader = crate::sys::StdinReader::new(stdio.input()?, wake);
+            let reader = crate::sys::StdinReader::new(stdio.input()?, wake)?;
             let result = self.serve(reader, stdio.output()?);
             stdio.restore();
             result

@@ -2,8 +2,9 @@
 //!
 //! Output: the protocol writes to a private duplicate of fd 1, and fd 1 itself points
 //! at stderr while serving, so a stray print can never corrupt the message stream.
-//! Input: when the host holds a [`crate::StopHandle`], reads wait in `poll` on stdin and
-//! on a wake-up pipe, so a stop is seen even while no message arrives.
+//! Input: when the host holds a [`crate::StopHandle`], reads first wait on stdin and on a
+//! wake-up pipe together (`epoll` on Linux, `poll` elsewhere), so a stop is seen even
+//! while no message arrives.
 //!
 //! On Linux the two descriptors are read and written with direct system calls. Once a
 //! process has a second thread (the server's monitor), the C library's `read` and
@@ -14,17 +15,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-#[repr(C)]
-struct PollFd {
-    fd: i32,
-    events: i16,
-    revents: i16,
-}
-
-const POLLIN: i16 = 0x1;
-
 unsafe extern "C" {
-    fn poll(fds: *mut PollFd, nfds: std::ffi::c_ulong, timeout: i32) -> i32;
     fn dup(fd: i32) -> i32;
     fn dup2(old: i32, new: i32) -> i32;
 }
@@ -162,28 +153,113 @@ impl Write for Fd {
     }
 }
 
-pub(crate) struct StdinReader {
-    input: Fd,
-    wake: Option<io::PipeReader>,
-}
+/// Waits until standard input or the wake-up pipe is readable: one `epoll_wait` per wait
+/// on Linux (registered once; `poll` re-registers both descriptors on every call).
+#[cfg(target_os = "linux")]
+mod wait {
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-impl StdinReader {
-    pub(crate) fn new(input: Fd, wake: Option<io::PipeReader>) -> StdinReader {
-        StdinReader { input, wake }
+    #[cfg_attr(target_arch = "x86_64", repr(C, packed))]
+    #[cfg_attr(not(target_arch = "x86_64"), repr(C))]
+    struct EpollEvent {
+        events: u32,
+        data: u64,
+    }
+
+    const EPOLLIN: u32 = 0x1;
+    const EPOLL_CTL_ADD: i32 = 1;
+    const EPOLL_CLOEXEC: i32 = 0o2000000;
+    const WAKE: u64 = 1;
+
+    unsafe extern "C" {
+        fn epoll_create1(flags: i32) -> i32;
+        fn epoll_ctl(epfd: i32, op: i32, fd: i32, event: *mut EpollEvent) -> i32;
+        fn epoll_wait(epfd: i32, events: *mut EpollEvent, max: i32, timeout: i32) -> i32;
+    }
+
+    pub(super) struct Waiter(OwnedFd);
+
+    impl Waiter {
+        pub(super) fn new(input: RawFd, wake: RawFd) -> io::Result<Waiter> {
+            // SAFETY: plain system call; a new descriptor or -1.
+            let fd = unsafe { epoll_create1(EPOLL_CLOEXEC) };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `fd` is a fresh descriptor owned by nobody else.
+            let waiter = Waiter(unsafe { OwnedFd::from_raw_fd(fd) });
+            for (watched, data) in [(input, 0), (wake, WAKE)] {
+                let mut ev = EpollEvent {
+                    events: EPOLLIN,
+                    data,
+                };
+                // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+                if unsafe { epoll_ctl(fd, EPOLL_CTL_ADD, watched, &mut ev) } < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(waiter)
+        }
+
+        /// True when woken for a stop.
+        pub(super) fn wait(&self) -> io::Result<bool> {
+            let mut ev = EpollEvent { events: 0, data: 0 };
+            loop {
+                // SAFETY: room for one event at `ev`.
+                let n = unsafe { epoll_wait(self.0.as_raw_fd(), &mut ev, 1, -1) };
+                if n > 0 {
+                    let data = ev.data;
+                    return Ok(data == WAKE);
+                }
+                let e = io::Error::last_os_error();
+                if n < 0 && e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
     }
 }
 
-impl Read for StdinReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Some(wake) = &self.wake {
+/// Waits until standard input or the wake-up pipe is readable (`poll`).
+#[cfg(not(target_os = "linux"))]
+mod wait {
+    use std::io;
+    use std::os::fd::RawFd;
+
+    #[repr(C)]
+    struct PollFd {
+        fd: i32,
+        events: i16,
+        revents: i16,
+    }
+
+    const POLLIN: i16 = 0x1;
+
+    unsafe extern "C" {
+        fn poll(fds: *mut PollFd, nfds: std::ffi::c_ulong, timeout: i32) -> i32;
+    }
+
+    pub(super) struct Waiter {
+        input: RawFd,
+        wake: RawFd,
+    }
+
+    impl Waiter {
+        pub(super) fn new(input: RawFd, wake: RawFd) -> io::Result<Waiter> {
+            Ok(Waiter { input, wake })
+        }
+
+        /// True when woken for a stop.
+        pub(super) fn wait(&self) -> io::Result<bool> {
             let mut fds = [
                 PollFd {
-                    fd: self.input.0.as_raw_fd(),
+                    fd: self.input,
                     events: POLLIN,
                     revents: 0,
                 },
                 PollFd {
-                    fd: wake.as_raw_fd(),
+                    fd: self.wake,
                     events: POLLIN,
                     revents: 0,
                 },
@@ -191,19 +267,44 @@ impl Read for StdinReader {
             loop {
                 // SAFETY: `fds` is a valid array of two pollfd structures.
                 let n = unsafe { poll(fds.as_mut_ptr(), 2, -1) };
-                if n < 0 {
-                    let e = io::Error::last_os_error();
-                    if e.kind() == io::ErrorKind::Interrupted {
-                        continue;
-                    }
+                if n >= 0 {
+                    return Ok(fds[1].revents != 0);
+                }
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
                     return Err(e);
                 }
-                break;
             }
-            if fds[1].revents != 0 {
-                // Stopped: report end of input; the server reads the stop flag.
-                return Ok(0);
+        }
+    }
+}
+
+pub(crate) struct StdinReader {
+    input: Fd,
+    /// With a stop handle: the wake-up pipe (kept open) and the waiter on both.
+    wake: Option<(io::PipeReader, wait::Waiter)>,
+}
+
+impl StdinReader {
+    pub(crate) fn new(input: Fd, wake: Option<io::PipeReader>) -> io::Result<StdinReader> {
+        let wake = match wake {
+            Some(pipe) => {
+                let waiter = wait::Waiter::new(input.0.as_raw_fd(), pipe.as_raw_fd())?;
+                Some((pipe, waiter))
             }
+            None => None,
+        };
+        Ok(StdinReader { input, wake })
+    }
+}
+
+impl Read for StdinReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some((_, waiter)) = &self.wake
+            && waiter.wait()?
+        {
+            // Stopped: report end of input; the server reads the stop flag.
+            return Ok(0);
         }
         self.input.read(buf)
     }

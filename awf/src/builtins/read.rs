@@ -122,7 +122,16 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
     if limit == 0 {
         return Err("limit must be at least 1".into());
     }
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    // Read what the file held when it was opened (no read past its end to find it; a
+    // size of 0 may be a file whose size is not known: read to its end).
+    let size = meta.len();
+    let file = file.take(if size == 0 { u64::MAX } else { size });
+    let cap = if size == 0 {
+        64 * 1024
+    } else {
+        size.clamp(1, 64 * 1024) as usize
+    };
+    let mut reader = BufReader::with_capacity(cap, file);
     // A NUL byte in the first 8 KiB is how git and ripgrep tell binary from text.
     let head = reader
         .fill_buf()
