@@ -371,3 +371,39 @@ fn json_logs_on_stderr_one_line_per_call() {
             .contains("file not found")
     );
 }
+
+/// Standard input that cannot be waited on (a file, /dev/null) is read as it is: every
+/// request answered, exit 0 at its end.
+#[test]
+fn requests_from_a_file_or_dev_null_are_served() {
+    let (base, root, _o) = workspace("stdin-file");
+    let requests = base.join("requests.jsonl");
+    std::fs::write(
+        &requests,
+        concat!(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let root = root.to_str().unwrap();
+    let from_file = Command::new(AWF)
+        .args(["mcp-serve", "--root", root])
+        .stdin(std::fs::File::open(&requests).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(from_file.status.code(), Some(0), "{from_file:?}");
+    let answers: Vec<Value> = String::from_utf8(from_file.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[1]["id"], 1);
+    assert_eq!(answers[1]["result"], json!({}));
+
+    let (code, stdout, stderr) = serve_fails(&["mcp-serve", "--root", root]);
+    assert_eq!((code, stdout.as_str()), (0, ""), "{stderr}");
+}

@@ -170,6 +170,7 @@ mod wait {
     const EPOLLIN: u32 = 0x1;
     const EPOLL_CTL_ADD: i32 = 1;
     const EPOLL_CLOEXEC: i32 = 0o2000000;
+    const EPERM: i32 = 1;
     const WAKE: u64 = 1;
 
     unsafe extern "C" {
@@ -181,7 +182,9 @@ mod wait {
     pub(super) struct Waiter(OwnedFd);
 
     impl Waiter {
-        pub(super) fn new(input: RawFd, wake: RawFd) -> io::Result<Waiter> {
+        /// `None` when standard input cannot be waited on (a regular file, `/dev/null`):
+        /// its reads never block, so the server sees a stop between lines anyway.
+        pub(super) fn new(input: RawFd, wake: RawFd) -> io::Result<Option<Waiter>> {
             // SAFETY: plain system call; a new descriptor or -1.
             let fd = unsafe { epoll_create1(EPOLL_CLOEXEC) };
             if fd < 0 {
@@ -196,10 +199,14 @@ mod wait {
                 };
                 // SAFETY: `ev` is a valid epoll_event for the duration of the call.
                 if unsafe { epoll_ctl(fd, EPOLL_CTL_ADD, watched, &mut ev) } < 0 {
-                    return Err(io::Error::last_os_error());
+                    let e = io::Error::last_os_error();
+                    if watched == input && e.raw_os_error() == Some(EPERM) {
+                        return Ok(None);
+                    }
+                    return Err(e);
                 }
             }
-            Ok(waiter)
+            Ok(Some(waiter))
         }
 
         /// True when woken for a stop.
@@ -246,8 +253,8 @@ mod wait {
     }
 
     impl Waiter {
-        pub(super) fn new(input: RawFd, wake: RawFd) -> io::Result<Waiter> {
-            Ok(Waiter { input, wake })
+        pub(super) fn new(input: RawFd, wake: RawFd) -> io::Result<Option<Waiter>> {
+            Ok(Some(Waiter { input, wake }))
         }
 
         /// True when woken for a stop.
@@ -288,10 +295,8 @@ pub(crate) struct StdinReader {
 impl StdinReader {
     pub(crate) fn new(input: Fd, wake: Option<io::PipeReader>) -> io::Result<StdinReader> {
         let wake = match wake {
-            Some(pipe) => {
-                let waiter = wait::Waiter::new(input.0.as_raw_fd(), pipe.as_raw_fd())?;
-                Some((pipe, waiter))
-            }
+            Some(pipe) => wait::Waiter::new(input.0.as_raw_fd(), pipe.as_raw_fd())?
+                .map(|waiter| (pipe, waiter)),
             None => None,
         };
         Ok(StdinReader { input, wake })
