@@ -112,12 +112,13 @@ def main():
         found = sum(1 for name in listed if name in defined)
         print(f"{found} of {len(listed)} listed functions are defined in {binary}")
         return
+    # Startup's functions first, then the calls'; each group sorted, so that the file
+    # changes only where the code did.
     order, seen = [], set()
     for full in (False, True):
-        for name in traced_functions(binary, full):
-            if name in defined and name not in seen:
-                seen.add(name)
-                order.append(name)
+        group = {n for n in traced_functions(binary, full) if n in defined} - seen
+        seen |= group
+        order += sorted(group)
     print(HEADER)
     print("\n".join(order))
 
