@@ -61,7 +61,10 @@ impl ServerBuilder {
 
     /// How many tool calls may run at once (default 8). When that many run, the server
     /// stops reading until one ends, so memory stays bounded under any flood. `1` runs
-    /// every call on the reading thread, one at a time.
+    /// every call on the reading thread, one at a time: no `ping` is answered while a
+    /// call runs, but the server never starts a second thread (which costs about
+    /// 0.13 MiB and, on Linux, ~2% of a quick call's round trip) — a fit for servers
+    /// whose tools all answer in microseconds.
     pub fn max_concurrency(mut self, calls: usize) -> ServerBuilder {
         self.max_concurrency = calls;
         self
