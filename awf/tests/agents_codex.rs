@@ -20,30 +20,33 @@ fn codex_env(step: &Step) -> Vec<(&'static str, String)> {
     )]
 }
 
-#[test]
-fn codex_reads_greps_and_edits_through_awf_with_its_shell_disabled() {
-    let Some(cli) = agent_cli("codex") else {
-        return;
-    };
+/// Codex on the Read/Grep/Edit script, in its own CODEX_HOME, with or without
+/// interception; `None` when the CLI is not installed.
+fn run_codex(tag: &str, intercept: bool) -> Option<(FakeModel, Step, Run)> {
+    let cli = agent_cli("codex")?;
     let fake = FakeModel::start(read_grep_edit());
-    let step = Step::new("codex");
+    let step = Step::new(tag);
     std::fs::create_dir_all(step.home.join(".codex")).unwrap();
     let run = run_cli(
         &Codex,
         &cli,
         &step,
         json!({"model": "gpt-5-codex", "base_url": format!("{}/v1", fake.base_url())}),
-        &step.injection(true),
+        &step.injection(intercept),
         &codex_env(&step),
     );
+    Some((fake, step, run))
+}
+
+#[test]
+fn codex_reads_greps_and_edits_through_awf_with_its_shell_disabled() {
+    let Some((fake, step, run)) = run_codex("codex", true) else {
+        return;
+    };
     assert_read_grep_edit(&step, &fake, &run, "mcp__awf__");
     let offered = fake.offered_tools();
     eprintln!("codex offered: {offered:?}");
-    let ours: Vec<String> = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
-        .iter()
-        .map(|t| format!("mcp__awf__{t}"))
-        .collect();
-    let others: Vec<&String> = offered.iter().filter(|t| !ours.contains(t)).collect();
+    let others = offered_beyond_awf(&fake, "mcp__awf__");
     assert!(
         others
             .iter()
@@ -67,20 +70,9 @@ fn codex_reads_greps_and_edits_through_awf_with_its_shell_disabled() {
 
 #[test]
 fn codex_without_interception_offers_its_shell_beside_awf() {
-    let Some(cli) = agent_cli("codex") else {
+    let Some((fake, step, run)) = run_codex("codex-both", false) else {
         return;
     };
-    let fake = FakeModel::start(read_grep_edit());
-    let step = Step::new("codex-both");
-    std::fs::create_dir_all(step.home.join(".codex")).unwrap();
-    let run = run_cli(
-        &Codex,
-        &cli,
-        &step,
-        json!({"model": "gpt-5-codex", "base_url": format!("{}/v1", fake.base_url())}),
-        &step.injection(false),
-        &codex_env(&step),
-    );
     assert_read_grep_edit(&step, &fake, &run, "mcp__awf__");
     let offered = fake.offered_tools();
     eprintln!("codex (no interception) offered: {offered:?}");

@@ -5,60 +5,15 @@
 //! `awf tools list|call`, and that no plugin outlives a SIGKILLed `awf mcp-serve`.
 
 mod common;
+#[path = "../../plugin-sdk/tests/support/examples.rs"]
+mod plugin_examples;
 
 use common::{AWF, Server, audit_lines, dead, eventually, write_config};
+use plugin_examples::example;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-
-/// Path of a built plugin-sdk example, building them once per test binary into this
-/// test's target directory (a fresh clone has not built them yet).
-fn example(name: &str) -> PathBuf {
-    static BUILT: OnceLock<HashMap<String, PathBuf>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        // <target>/<profile>/deps/<this test>
-        let exe = std::env::current_exe().unwrap();
-        let target_dir = exe.ancestors().nth(3).unwrap().to_path_buf();
-        let output = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "plugin-sdk",
-                "--examples",
-                "--message-format=json",
-            ])
-            .arg("--target-dir")
-            .arg(&target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("cannot run cargo to build the example plugins");
-        assert!(
-            output.status.success(),
-            "building the example plugins failed"
-        );
-        let mut found = HashMap::new();
-        for line in String::from_utf8_lossy(&output.stdout).lines() {
-            let Ok(m) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            let is_example = m["target"]["kind"]
-                .as_array()
-                .is_some_and(|k| k.iter().any(|k| k == "example"));
-            if let (true, Some(path)) = (is_example, m["executable"].as_str()) {
-                let name = m["target"]["name"].as_str().unwrap().to_string();
-                found.insert(name, PathBuf::from(path));
-            }
-        }
-        found
-    });
-    built
-        .get(name)
-        .unwrap_or_else(|| panic!("cargo built no example named {name}: {built:?}"))
-        .clone()
-}
 
 /// A test directory: `plugins/{notes,faulty}/{plugin.yaml,<exe>}` as a user installs them,
 /// `root/` (the workspace) and `tmp/` (the plugins' TMPDIR, where their sockets go).
@@ -75,14 +30,7 @@ fn setup(tag: &str) -> Setup {
     let _ = std::fs::remove_dir_all(&base);
     let plugins = base.join("plugins");
     for name in ["notes", "faulty"] {
-        let dir = plugins.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../plugin-sdk/examples")
-            .join(name)
-            .join("plugin.yaml");
-        std::fs::copy(manifest, dir.join("plugin.yaml")).unwrap();
-        std::os::unix::fs::symlink(example(name), dir.join(name)).unwrap();
+        plugin_examples::install(name, &plugins);
     }
     let root = base.join("root");
     let tmp = base.join("tmp");

@@ -3,10 +3,12 @@
 //! The plugin cases install the plugin-sdk `notes` example as a user would (a directory
 //! with `plugin.yaml` and the executable, found through AWF_PLUGINS_PATH).
 
+#[path = "../../plugin-sdk/tests/support/examples.rs"]
+mod plugin_examples;
+
 use serde_json::Value;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 
 const AWF: &str = env!("CARGO_BIN_EXE_awf");
@@ -27,47 +29,12 @@ fn scratch(tag: &str) -> PathBuf {
     d
 }
 
-/// A plugins directory holding the `notes` example (built once per test binary).
+/// A plugins directory holding the `notes` example (installed once per test binary).
 fn plugins_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        let target_dir = exe.ancestors().nth(3).unwrap().to_path_buf();
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "plugin-sdk",
-                "--example",
-                "notes",
-                "--message-format=json",
-            ])
-            .arg("--target-dir")
-            .arg(&target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cargo to build the notes plugin");
-        assert!(out.status.success(), "building the notes plugin failed");
-        let built: HashMap<String, PathBuf> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|m| {
-                Some((
-                    m["target"]["name"].as_str()?.to_string(),
-                    PathBuf::from(m["executable"].as_str()?),
-                ))
-            })
-            .collect();
         let dir = scratch("plugins").join("plugins");
-        let notes = dir.join("notes");
-        std::fs::create_dir_all(&notes).unwrap();
-        std::fs::copy(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugin-sdk/examples/notes/plugin.yaml"),
-            notes.join("plugin.yaml"),
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(&built["notes"], notes.join("notes")).unwrap();
+        plugin_examples::install("notes", &dir);
         dir
     })
     .clone()

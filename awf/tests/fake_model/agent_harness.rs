@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../../../plugin-sdk/tests/support/examples.rs"]
+mod plugin_examples;
+
 pub const AWF: &str = env!("CARGO_BIN_EXE_awf");
 
 /// One agent CLI at a time per test binary: each is a heavy process (a Node or Bun
@@ -274,6 +277,18 @@ pub fn run_cli(
     }
 }
 
+/// The tools the model was offered besides awf's six (named `<prefix><tool>`).
+pub fn offered_beyond_awf(fake: &FakeModel, prefix: &str) -> Vec<String> {
+    let ours: Vec<String> = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
+        .iter()
+        .map(|t| format!("{prefix}{t}"))
+        .collect();
+    fake.offered_tools()
+        .into_iter()
+        .filter(|t| !ours.contains(t))
+        .collect()
+}
+
 /// The checks every successful Read/Grep/Edit run must pass.
 pub fn assert_read_grep_edit(step: &Step, fake: &FakeModel, run: &Run, prefix_forms: &str) {
     let ctx = run.context(fake);
@@ -349,48 +364,9 @@ pub fn assert_read_grep_edit(step: &Step, fake: &FakeModel, run: &Run, prefix_fo
 
 // ---- Through `awf run` ----------------------------------------------------------------
 
-/// The plugin-sdk example `notes` as a user installs it (`<dir>/notes/{plugin.yaml,notes}`),
-/// built once per test binary into this test's target dir (a fresh clone has not built it).
+/// The plugin-sdk example `notes` as a user installs it (`<dir>/notes/{plugin.yaml,notes}`).
 pub fn install_notes_plugin(plugins_dir: &Path) {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let exe = BUILT.get_or_init(|| {
-        // <target>/<profile>/deps/<this test>
-        let me = std::env::current_exe().unwrap();
-        let target_dir = me.ancestors().nth(3).unwrap().to_path_buf();
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "plugin-sdk",
-                "--example",
-                "notes",
-                "--message-format=json",
-            ])
-            .arg("--target-dir")
-            .arg(&target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cargo to build the notes example plugin");
-        assert!(
-            out.status.success(),
-            "building the notes example plugin failed"
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|m| m["target"]["name"] == "notes" && m["executable"].is_string())
-            .map(|m| PathBuf::from(m["executable"].as_str().unwrap()))
-            .expect("cargo reported the notes example's executable")
-    });
-    let dir = plugins_dir.join("notes");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugin-sdk/examples/notes/plugin.yaml"),
-        dir.join("plugin.yaml"),
-    )
-    .unwrap();
-    std::os::unix::fs::symlink(exe, dir.join("notes")).unwrap();
+    plugin_examples::install("notes", plugins_dir);
 }
 
 /// What `awf run` left behind.

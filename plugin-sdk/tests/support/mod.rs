@@ -1,10 +1,8 @@
 //! Runs the example plugins as real processes, the way a host does: builds them, starts
 //! them with the cookie, reads the handshake line and connects over gRPC.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use plugin_sdk::host::{self, Endpoint};
@@ -18,63 +16,11 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 
+mod examples;
+pub use examples::{example, manifest};
+
 /// Not a timing assertion: only keeps a broken plugin from hanging the test run forever.
 pub const PATIENCE: Duration = Duration::from_secs(60);
-
-/// Path of a built example, building all examples once per test binary. `cargo test`
-/// already builds them, but `cargo test --test plugins` alone does not.
-pub fn example(name: &str) -> PathBuf {
-    static BUILT: OnceLock<HashMap<String, PathBuf>> = OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        // <target>/<profile>/deps/<this test>: build into the same target directory.
-        let exe = std::env::current_exe().unwrap();
-        let target_dir = exe.ancestors().nth(3).unwrap().to_path_buf();
-        let output = std::process::Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "plugin-sdk",
-                "--examples",
-                "--message-format=json",
-            ])
-            .arg("--target-dir")
-            .arg(&target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("cannot run cargo to build the example plugins");
-        assert!(
-            output.status.success(),
-            "building the example plugins failed"
-        );
-        let mut found = HashMap::new();
-        for line in String::from_utf8_lossy(&output.stdout).lines() {
-            let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            let is_example = message["target"]["kind"]
-                .as_array()
-                .is_some_and(|kinds| kinds.iter().any(|k| k == "example"));
-            if let (true, Some(path)) = (is_example, message["executable"].as_str()) {
-                let name = message["target"]["name"].as_str().unwrap().to_string();
-                found.insert(name, PathBuf::from(path));
-            }
-        }
-        found
-    });
-    built
-        .get(name)
-        .unwrap_or_else(|| panic!("cargo built no example named {name}: {built:?}"))
-        .clone()
-}
-
-/// The manifest that ships next to an example.
-pub fn manifest(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(name)
-        .join("plugin.yaml")
-}
 
 /// A plugin process started with the handshake, connected over gRPC.
 pub struct Running {

@@ -1,0 +1,73 @@
+//! The example plugins as built executables, for the tests of every crate that runs them
+//! (plugin-sdk's own, and awf's through `#[path]`). Only std and serde_json.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// Path of a built example, building all examples once per test binary into this test's
+/// target directory. `cargo test` already builds them, but `cargo test --test X` alone
+/// (or a fresh clone) does not.
+pub fn example(name: &str) -> PathBuf {
+    static BUILT: OnceLock<HashMap<String, PathBuf>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        // <target>/<profile>/deps/<this test>: build into the same target directory.
+        let exe = std::env::current_exe().unwrap();
+        let target_dir = exe.ancestors().nth(3).unwrap().to_path_buf();
+        let output = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "-p",
+                "plugin-sdk",
+                "--examples",
+                "--message-format=json",
+            ])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("cannot run cargo to build the example plugins");
+        assert!(
+            output.status.success(),
+            "building the example plugins failed"
+        );
+        let mut found = HashMap::new();
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let is_example = message["target"]["kind"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|k| k == "example"));
+            if let (true, Some(path)) = (is_example, message["executable"].as_str()) {
+                let name = message["target"]["name"].as_str().unwrap().to_string();
+                found.insert(name, PathBuf::from(path));
+            }
+        }
+        found
+    });
+    built
+        .get(name)
+        .unwrap_or_else(|| panic!("cargo built no example named {name}: {built:?}"))
+        .clone()
+}
+
+/// The manifest that ships next to an example.
+pub fn manifest(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugin-sdk/examples")
+        .join(name)
+        .join("plugin.yaml")
+}
+
+/// Installs an example the way a user installs a plugin: `<plugins_dir>/<name>/` holding
+/// its `plugin.yaml` and its executable.
+#[allow(dead_code)] // not every test binary installs plugins
+pub fn install(name: &str, plugins_dir: &Path) {
+    let dir = plugins_dir.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(manifest(name), dir.join("plugin.yaml")).unwrap();
+    std::os::unix::fs::symlink(example(name), dir.join(name)).unwrap();
+}
