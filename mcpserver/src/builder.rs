@@ -1,7 +1,6 @@
 //! Building a server: tools, limits, hooks. Every tool is checked here, so a bad name
 //! or schema is an error at startup, never at call time.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -131,8 +130,7 @@ impl ServerBuilder {
         if self.page_size == Some(0) {
             problems.push("page_size must be at least 1 (or None for a single page)".to_owned());
         }
-        let mut seen = HashSet::with_capacity(self.tools.len());
-        for (tool, _) in &self.tools {
+        for (i, (tool, _)) in self.tools.iter().enumerate() {
             if let Err(p) = check_name(&tool.name) {
                 problems.push(p);
             }
@@ -148,7 +146,9 @@ impl ServerBuilder {
                     tool.name, tool.input_schema
                 ));
             }
-            if !seen.insert(tool.name.as_str()) {
+            // A scan, not a hash set: tool sets are small, and hashing would seed
+            // std's random keys at startup.
+            if self.tools[..i].iter().any(|(t, _)| t.name == tool.name) {
                 problems.push(format!(
                     "tool \"{}\" is registered twice: tool names must be unique",
                     tool.name

@@ -6,7 +6,7 @@
 
 use std::io::{self, Read};
 
-const INITIAL_BUFFER: usize = 16 * 1024;
+const INITIAL_BUFFER: usize = 8 * 1024;
 
 /// What the next read produced.
 pub(crate) enum Frame<'a> {

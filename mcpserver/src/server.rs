@@ -38,7 +38,7 @@ const TICK: Duration = Duration::from_millis(1);
 const MAX_TICK: Duration = Duration::from_millis(16);
 /// Idle ticks after which the monitor sleeps until the next call.
 const MONITOR_IDLE_TICKS: u32 = 64;
-const WRITE_BUFFER: usize = 16 * 1024;
+const WRITE_BUFFER: usize = 8 * 1024;
 
 /// Why [`Server::serve`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,9 +175,9 @@ impl Server {
             } else {
                 None
             };
-            let stdio = crate::sys::Stdio::take()?;
-            let reader = crate::sys::StdinReader::new(stdio.input()?, wake)?;
-            let result = self.serve(reader, stdio.output()?);
+            let (stdio, input, output) = crate::sys::Stdio::take()?;
+            let reader = crate::sys::StdinReader::new(input, wake)?;
+            let result = self.serve(reader, output);
             stdio.restore();
             result
         }

@@ -13,52 +13,39 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 unsafe extern "C" {
-    fn dup(fd: i32) -> i32;
     fn dup2(old: i32, new: i32) -> i32;
 }
 
+/// What `serve_stdio` changed about the process's standard output, to put it back.
 pub(crate) struct Stdio {
-    input: OwnedFd,
-    output: OwnedFd,
     /// The original fd 1, put back by `restore`.
     saved_stdout: Option<OwnedFd>,
 }
 
+/// A duplicate of `fd`, closed on `exec`: a process a handler starts must not inherit
+/// the client's pipes, or the client would wait for that process to see end of output.
 fn dup_owned(fd: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: dup returns a new descriptor we own, or -1.
-    let new = unsafe { dup(fd) };
-    if new < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `new` is a fresh descriptor owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    // SAFETY: the descriptor is only borrowed for the duplication (an `fcntl` that
+    // fails cleanly if it is not open).
+    unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()
 }
 
 impl Stdio {
-    pub(crate) fn take() -> io::Result<Stdio> {
-        let input = io::stdin().as_fd().try_clone_to_owned()?;
-        let output = io::stdout().as_fd().try_clone_to_owned()?;
+    /// The protocol's input and output (duplicates of fds 0 and 1, taken straight from
+    /// the descriptors: std's `stdin()`/`stdout()` would allocate buffers the server
+    /// never uses), with fd 1 pointed at stderr until `restore`.
+    pub(crate) fn take() -> io::Result<(Stdio, Fd, Fd)> {
+        let input = Fd(File::from(dup_owned(0)?));
+        let output = Fd(File::from(dup_owned(1)?));
         let saved_stdout = dup_owned(1).ok();
         if saved_stdout.is_some() {
             // SAFETY: plain descriptor duplication; fd 1 now writes to stderr.
             unsafe { dup2(2, 1) };
         }
-        Ok(Stdio {
-            input,
-            output,
-            saved_stdout,
-        })
-    }
-
-    pub(crate) fn input(&self) -> io::Result<Fd> {
-        Ok(Fd(File::from(self.input.try_clone()?)))
-    }
-
-    pub(crate) fn output(&self) -> io::Result<Fd> {
-        Ok(Fd(File::from(self.output.try_clone()?)))
+        Ok((Stdio { saved_stdout }, input, output))
     }
 
     pub(crate) fn restore(self) {

@@ -173,3 +173,62 @@ fn ping_is_answered_while_a_slow_call_runs_in_the_process() {
     );
     assert!(child.wait().unwrap().success());
 }
+
+/// While serving, the server holds duplicates of the client's pipes; a process one of
+/// its handlers starts must not inherit them (the client would then wait for that
+/// process to exit before it saw the end of the server's output).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_client_pipes_are_not_inherited_by_processes_handlers_start() {
+    use std::os::fd::AsRawFd;
+
+    let mut child = Command::new(echo_binary())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, "{}", init_line(0)).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":0"), "{line}");
+
+    let link = |path: String| {
+        std::fs::read_link(path)
+            .ok()
+            .map(|p| p.display().to_string())
+    };
+    let ours = [
+        link(format!("/proc/self/fd/{}", stdin.as_raw_fd())).unwrap(),
+        link(format!("/proc/self/fd/{}", stdout.get_ref().as_raw_fd())).unwrap(),
+    ];
+    let mut held = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{}/fd", child.id())).unwrap() {
+        let fd = entry.unwrap().file_name().into_string().unwrap();
+        let Some(target) = link(format!("/proc/{}/fd/{fd}", child.id())) else {
+            continue;
+        };
+        if fd.parse::<u32>().unwrap() > 2 && ours.contains(&target) {
+            let info =
+                std::fs::read_to_string(format!("/proc/{}/fdinfo/{fd}", child.id())).unwrap();
+            let flags = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
+                .unwrap();
+            held.push((fd, target, flags & 0o2_000_000 != 0));
+        }
+    }
+    // It does hold both pipes (so the check below looked at something)...
+    assert!(held.iter().any(|(_, t, _)| *t == ours[0]), "{held:?}");
+    assert!(held.iter().any(|(_, t, _)| *t == ours[1]), "{held:?}");
+    // ...and every duplicate is closed on exec.
+    assert!(
+        held.iter().all(|(_, _, cloexec)| *cloexec),
+        "inheritable: {held:?}"
+    );
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
