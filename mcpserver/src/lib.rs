@@ -54,6 +54,7 @@
 
 mod builder;
 mod context;
+mod doorbell;
 mod framing;
 mod hooks;
 pub mod jsonrpc;

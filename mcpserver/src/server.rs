@@ -15,7 +15,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::thread::{self, Scope, Thread};
+use std::thread::{self, Scope};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -24,6 +24,7 @@ use serde_json::value::RawValue;
 
 use crate::builder::ServerBuilder;
 use crate::context::{CallContext, CancellationToken, ClientInfo};
+use crate::doorbell::Doorbell;
 use crate::framing::{Frame, LineReader};
 use crate::hooks::{CallOutcome, CallStatus, Hooks};
 use crate::jsonrpc::{self, Call, CallParams, ErrorAnswer, Message, RequestId};
@@ -211,7 +212,8 @@ impl Server {
             idle_cv: Condvar::new(),
             leader_call: AtomicU64::new(0),
             next_seq: AtomicU64::new(1),
-            monitor: OnceLock::new(),
+            monitor: AtomicBool::new(false),
+            doorbell: Doorbell::new(),
             monitor_sleeping: AtomicBool::new(false),
             more_buffered: AtomicBool::new(false),
             unflushed: AtomicBool::new(false),
@@ -261,7 +263,10 @@ struct Session<'s, R, W: Write> {
     /// Sequence number of the call the leader runs itself, 0 when none.
     leader_call: AtomicU64,
     next_seq: AtomicU64,
-    monitor: OnceLock<Thread>,
+    /// The monitor thread was started (only the leader starts it).
+    monitor: AtomicBool,
+    /// Where the monitor sleeps between ticks.
+    doorbell: Doorbell,
     monitor_sleeping: AtomicBool,
     /// Another complete line waits in the reader: the leader may leave its answer in
     /// the buffer (set by the leader after each read).
@@ -395,9 +400,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         c.leader = false;
         drop(c);
         self.idle_cv.notify_all();
-        if let Some(m) = self.monitor.get() {
-            m.unpark();
-        }
+        self.doorbell.ring();
     }
 
     fn handle_line<'scope>(&'scope self, line: &[u8], scope: &'scope Scope<'scope, '_>) -> Flow {
@@ -766,21 +769,19 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
 
     /// Makes sure a monitor watches the call the leader just started.
     fn watch<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
-        match self.monitor.get() {
-            Some(m) => {
-                if self.monitor_sleeping.load(Ordering::SeqCst) {
-                    self.monitor_sleeping.store(false, Ordering::SeqCst);
-                    m.unpark();
-                }
+        if self.monitor.load(Ordering::Relaxed) {
+            if self.monitor_sleeping.load(Ordering::SeqCst) {
+                self.monitor_sleeping.store(false, Ordering::SeqCst);
+                self.doorbell.ring();
             }
-            None => {
-                let spawned = thread::Builder::new()
-                    .name("mcp-monitor".into())
-                    .spawn_scoped(scope, move || self.monitor(scope));
-                // Without a monitor, calls simply run one at a time.
-                if let Ok(handle) = spawned {
-                    let _ = self.monitor.set(handle.thread().clone());
-                }
+        } else {
+            self.monitor.store(true, Ordering::Relaxed);
+            let spawned = thread::Builder::new()
+                .name("mcp-monitor".into())
+                .spawn_scoped(scope, move || self.monitor(scope));
+            // Without a monitor, calls simply run one at a time.
+            if spawned.is_err() {
+                self.monitor.store(false, Ordering::Relaxed);
             }
         }
     }
@@ -800,7 +801,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 if quiet >= MONITOR_IDLE_TICKS {
                     self.monitor_sleeping.store(true, Ordering::SeqCst);
                     if self.leader_call.load(Ordering::SeqCst) == 0 && !lock(&self.coord).finished {
-                        thread::park();
+                        self.doorbell.wait(None);
                     }
                     self.monitor_sleeping.store(false, Ordering::SeqCst);
                     quiet = 0;
@@ -816,7 +817,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 }
             }
             last = current;
-            thread::park_timeout(tick);
+            self.doorbell.wait(Some(tick));
         }
     }
 
