@@ -458,6 +458,49 @@ fn summary(rounds: &[Figures], fig: Fig) -> Option<(f64, f64, f64)> {
     median(&mut v).map(|m| (m, lo, hi))
 }
 
+/// One figure of two servers compared round by round (they ran alternately within
+/// each round, so each pair met the same machine): the ratios' median and quartiles,
+/// and in how many rounds the first did at least as well.
+struct Paired {
+    median: f64,
+    q1: f64,
+    q3: f64,
+    as_good: usize,
+    rounds: usize,
+}
+
+fn paired(ours: &[Figures], base: &[Figures], fig: Fig) -> Option<Paired> {
+    let mut ratios: Vec<f64> = ours
+        .iter()
+        .zip(base)
+        .filter_map(|(a, b)| Some((*a.get(&fig)?, *b.get(&fig)?)))
+        .filter(|(a, b)| *b > 0.0 && a.is_finite() && b.is_finite())
+        .map(|(a, b)| a / b)
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+    let as_good = ratios
+        .iter()
+        .filter(|&&r| {
+            if fig.higher_is_better() {
+                r >= 1.0
+            } else {
+                r <= 1.0
+            }
+        })
+        .count();
+    Some(Paired {
+        median: at(0.5),
+        q1: at(0.25),
+        q3: at(0.75),
+        as_good,
+        rounds: ratios.len(),
+    })
+}
+
 fn fmt(v: f64) -> String {
     if v.is_infinite() {
         ">5000".into()
@@ -569,8 +612,15 @@ fn print_targets(ours: &str, rounds: &BTreeMap<String, Vec<Figures>>) {
         ] {
             if let (Some(a), Some(b)) = (get(ours, f), get("mcport", f)) {
                 let ok = if f.higher_is_better() { a >= b } else { a <= b };
+                let per_round = paired(&rounds[ours], &rounds["mcport"], f)
+                    .map_or(String::new(), |p| {
+                        format!(
+                            " (per round: ratio {:.3}, middle half {:.3}–{:.3}; as good or better in {} of {})",
+                            p.median, p.q1, p.q3, p.as_good, p.rounds
+                        )
+                    });
                 println!(
-                    "  {:<34} {} vs mcport {}: {}",
+                    "  {:<34} {} vs mcport {}: {}{per_round}",
                     f.label(),
                     fmt(a),
                     fmt(b),
