@@ -11,18 +11,19 @@ use std::time::Duration;
 
 /// Wakes one sleeper, like `park`/`unpark`: a ring while nobody sleeps is kept for the
 /// next `wait`. Wake-ups may also be spurious; the caller re-checks its state.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 pub(crate) struct Doorbell {
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
     rung: std::sync::atomic::AtomicU32,
-    #[cfg(not(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )))]
-    rung: (std::sync::Mutex<bool>, std::sync::Condvar),
 }
+
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+pub(crate) use portable::Doorbell;
 
 #[cfg(all(
     target_os = "linux",
@@ -108,62 +109,90 @@ mod futex {
     }
 }
 
-#[cfg(not(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-)))]
-impl Doorbell {
-    pub(crate) fn new() -> Doorbell {
-        Doorbell {
-            rung: (std::sync::Mutex::new(false), std::sync::Condvar::new()),
-        }
+/// The doorbell where there is no futex; on Linux it is built for its tests only.
+#[cfg(any(
+    test,
+    not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))
+))]
+mod portable {
+    use std::sync::{Condvar, Mutex};
+    use std::time::Duration;
+
+    pub(crate) struct Doorbell {
+        rung: Mutex<bool>,
+        cv: Condvar,
     }
 
-    /// Returns when rung (now or before), after `timeout`, or spuriously.
-    pub(crate) fn wait(&self, timeout: Option<Duration>) {
-        let (lock, cv) = &self.rung;
-        let mut rung = lock.lock().unwrap_or_else(|e| e.into_inner());
-        if !*rung {
-            rung = match timeout {
-                Some(t) => cv.wait_timeout(rung, t).map(|(g, _)| g),
-                None => cv.wait(rung),
+    impl Doorbell {
+        pub(crate) fn new() -> Doorbell {
+            Doorbell {
+                rung: Mutex::new(false),
+                cv: Condvar::new(),
             }
-            .unwrap_or_else(|e| e.into_inner());
         }
-        *rung = false;
-    }
 
-    pub(crate) fn ring(&self) {
-        let (lock, cv) = &self.rung;
-        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        cv.notify_one();
+        /// Returns when rung (now or before), after `timeout`, or spuriously.
+        pub(crate) fn wait(&self, timeout: Option<Duration>) {
+            let mut rung = self.rung.lock().unwrap_or_else(|e| e.into_inner());
+            if !*rung {
+                rung = match timeout {
+                    Some(t) => {
+                        self.cv
+                            .wait_timeout(rung, t)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0
+                    }
+                    None => self.cv.wait(rung).unwrap_or_else(|e| e.into_inner()),
+                };
+            }
+            *rung = false;
+        }
+
+        pub(crate) fn ring(&self) {
+            *self.rung.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.cv.notify_one();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Doorbell;
     use std::sync::Arc;
     use std::time::Duration;
 
-    #[test]
-    fn a_ring_before_the_wait_is_kept() {
-        let bell = Doorbell::new();
-        bell.ring();
-        // Would sleep forever if the ring were lost.
-        bell.wait(None);
+    macro_rules! doorbell_tests {
+        ($name:ident, $bell:ty) => {
+            mod $name {
+                use super::*;
+
+                #[test]
+                fn a_ring_before_the_wait_is_kept() {
+                    let bell = <$bell>::new();
+                    bell.ring();
+                    // Would sleep forever if the ring were lost.
+                    bell.wait(None);
+                }
+
+                #[test]
+                fn a_ring_wakes_a_sleeper_and_a_timeout_ends_the_wait() {
+                    let bell = Arc::new(<$bell>::new());
+                    let sleeper = {
+                        let bell = bell.clone();
+                        std::thread::spawn(move || bell.wait(None))
+                    };
+                    // Whether the ring lands before or during the wait, the sleeper returns.
+                    bell.ring();
+                    sleeper.join().unwrap();
+                    // Nothing rings: only the timeout can end this wait.
+                    bell.wait(Some(Duration::from_millis(1)));
+                }
+            }
+        };
     }
 
-    #[test]
-    fn a_ring_wakes_a_sleeper_and_a_timeout_ends_the_wait() {
-        let bell = Arc::new(Doorbell::new());
-        let sleeper = {
-            let bell = bell.clone();
-            std::thread::spawn(move || bell.wait(None))
-        };
-        // Whether the ring lands before or during the wait, the sleeper returns.
-        bell.ring();
-        sleeper.join().unwrap();
-        bell.wait(Some(Duration::from_millis(1)));
-    }
+    doorbell_tests!(default, super::super::Doorbell);
+    doorbell_tests!(portable, super::super::portable::Doorbell);
 }
