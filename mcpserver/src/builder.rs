@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::context::CallContext;
 use crate::hooks::Hooks;
 use crate::server::{Inner, Server, StopSignal};
-use crate::tool::{self, CallError, Handler, Tool, ToolResult};
+use crate::tool::{self, CallError, Handler, Tool, ToolPage, ToolResult};
 
 /// Default largest message accepted, in bytes.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
@@ -160,8 +160,11 @@ impl ServerBuilder {
         }
         let (tools, handlers): (Vec<Tool>, Vec<Handler>) = self.tools.into_iter().unzip();
         let list_json = [false, true].map(|newer| {
-            let list: Vec<Value> = tools.iter().map(|t| t.to_json(newer)).collect();
-            serde_json::json!({ "tools": list }).to_string()
+            let page = ToolPage {
+                tools: tools.iter().map(|t| t.listed(newer)).collect(),
+                next_cursor: None,
+            };
+            serde_json::to_string(&page).expect("a tool list serializes")
         });
         Ok(Server {
             inner: Arc::new(Inner {

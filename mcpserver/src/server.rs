@@ -28,7 +28,7 @@ use crate::doorbell::Doorbell;
 use crate::framing::{Frame, LineReader};
 use crate::hooks::{CallOutcome, CallStatus, Hooks};
 use crate::jsonrpc::{self, Call, CallParams, ErrorAnswer, Message, RequestId};
-use crate::tool::{Handler, Outcome, Tool, ToolResult};
+use crate::tool::{Handler, Outcome, Tool, ToolPage, ToolResult};
 use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION};
 
 /// How long a call may keep the leadership before another thread takes over reading,
@@ -558,16 +558,15 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             return self.answer(&id, |w| w.write_all(body.as_bytes()));
         };
         let end = (start + size).min(total);
-        let page: Vec<Value> = self.inner.tools[start..end]
-            .iter()
-            .map(|t| t.to_json(newer))
-            .collect();
-        let mut result = serde_json::json!({ "tools": page });
-        if end < total {
-            result["nextCursor"] = Value::String(format!("page:{end}"));
-        }
+        let page = ToolPage {
+            tools: self.inner.tools[start..end]
+                .iter()
+                .map(|t| t.listed(newer))
+                .collect(),
+            next_cursor: (end < total).then(|| format!("page:{end}")),
+        };
         self.answer(&id, |w| {
-            serde_json::to_writer(w, &result).map_err(io::Error::from)
+            serde_json::to_writer(w, &page).map_err(io::Error::from)
         })
     }
 

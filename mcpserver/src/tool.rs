@@ -81,28 +81,41 @@ impl Tool {
         &self.input_schema
     }
 
-    /// The tool as a `tools/list` entry; `newer` adds the fields of revisions after 2024-11-05.
-    pub(crate) fn to_json(&self, newer: bool) -> Value {
-        let mut obj = serde_json::Map::new();
-        obj.insert("name".into(), Value::String(self.name.clone()));
-        obj.insert(
-            "description".into(),
-            Value::String(self.description.clone()),
-        );
-        obj.insert("inputSchema".into(), self.input_schema.clone());
-        if newer {
-            if let Some(t) = &self.title {
-                obj.insert("title".into(), Value::String(t.clone()));
-            }
-            if let Some(a) = &self.annotations {
-                obj.insert("annotations".into(), a.clone());
-            }
-            if let Some(o) = &self.output_schema {
-                obj.insert("outputSchema".into(), o.clone());
-            }
+    /// The tool as a `tools/list` entry, borrowed (nothing is cloned to serialize it);
+    /// `newer` adds the fields of revisions after 2024-11-05.
+    pub(crate) fn listed(&self, newer: bool) -> ListedTool<'_> {
+        ListedTool {
+            name: &self.name,
+            title: self.title.as_deref().filter(|_| newer),
+            description: &self.description,
+            input_schema: &self.input_schema,
+            output_schema: self.output_schema.as_ref().filter(|_| newer),
+            annotations: self.annotations.as_ref().filter(|_| newer),
         }
-        Value::Object(obj)
     }
+}
+
+/// A `tools/list` entry.
+#[derive(Serialize)]
+pub(crate) struct ListedTool<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    title: Option<&'a str>,
+    description: &'a str,
+    #[serde(rename = "inputSchema")]
+    input_schema: &'a Value,
+    #[serde(rename = "outputSchema", skip_serializing_if = "Option::is_none")]
+    output_schema: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<&'a Value>,
+}
+
+/// A `tools/list` result: one page of tools, and the cursor of the next if any.
+#[derive(Serialize)]
+pub(crate) struct ToolPage<'a> {
+    pub tools: Vec<ListedTool<'a>>,
+    #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// One item of a tool result's `content`.
