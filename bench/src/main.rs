@@ -85,6 +85,10 @@ struct Cli {
     /// Print every round's figures too.
     #[arg(long)]
     verbose: bool,
+    /// Also print where the peak RSS is: each server's mean resident KiB per mapping
+    /// (`/proc/PID/smaps`) right after the unpinned flood.
+    #[arg(long)]
+    memory_map: bool,
 }
 
 /// One figure of the table: how it is named, its unit, and which way is better.
@@ -307,6 +311,7 @@ fn flood_run(
     count: usize,
     big: Option<(&str, usize)>,
     out: &mut Figures,
+    maps: Option<&mut MemoryMaps>,
 ) -> io::Result<()> {
     let _pin = pin.map(Pinned::to).transpose()?;
     let mut s = Session::start(spec, work, pin)?;
@@ -320,6 +325,15 @@ fn flood_run(
     }
     out.insert(Fig::Tput, rate);
     out.insert(Fig::Peak, s.memory_kib("VmHWM")? as f64 / 1024.0);
+    if let Some(maps) = maps {
+        let map = sys::resident_by_mapping(s.pid()).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{}: reading its memory map: {e}", spec.name),
+            )
+        })?;
+        maps.entry(spec.name.clone()).or_default().push(map);
+    }
     if let Some((args, runs)) = big {
         let mut t = Vec::new();
         // The first is checked in full (and not timed), the others only for a result.
@@ -391,6 +405,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         cli.cpu
     );
     let mut rounds: BTreeMap<String, Vec<Figures>> = BTreeMap::new();
+    let mut maps = MemoryMaps::new();
     for round in 0..cli.rounds {
         // Rotate the order each round so no server always follows the same one.
         let mut order: Vec<&ServerSpec> = servers.iter().collect();
@@ -417,6 +432,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                     cli.flood,
                     big,
                     figs.get_mut(s.name.as_str()).unwrap(),
+                    cli.memory_map.then_some(&mut maps),
                 )
                 .map_err(err)?;
             }
@@ -430,6 +446,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                         cli.flood,
                         None,
                         figs.get_mut(s.name.as_str()).unwrap(),
+                        None,
                     )
                     .map_err(err)?;
                 }
@@ -447,7 +464,49 @@ fn run(cli: &Cli) -> Result<(), String> {
         }
     }
     print_report(cli, &servers, &rounds, big.is_some());
+    if cli.memory_map {
+        print_memory_maps(&servers, &maps);
+    }
     Ok(())
+}
+
+/// Per server, one resident-by-mapping table per flood.
+type MemoryMaps = BTreeMap<String, Vec<BTreeMap<String, u64>>>;
+
+fn print_memory_maps(servers: &[ServerSpec], maps: &MemoryMaps) {
+    let names: Vec<&str> = servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| maps.contains_key(*n))
+        .collect();
+    let mean = |name: &str, mapping: Option<&str>| {
+        let runs = &maps[name];
+        let total: u64 = runs
+            .iter()
+            .map(|m| mapping.map_or_else(|| m.values().sum(), |k| m.get(k).copied().unwrap_or(0)))
+            .sum();
+        total as f64 / runs.len().max(1) as f64
+    };
+    let mappings: std::collections::BTreeSet<&str> = maps
+        .values()
+        .flatten()
+        .flat_map(|m| m.iter().filter(|(_, v)| **v > 0).map(|(k, _)| k.as_str()))
+        .collect();
+    println!();
+    println!("Resident KiB by mapping right after the flood (mean over rounds):");
+    let mut header = format!("{:<34}", "mapping");
+    for n in &names {
+        header.push_str(&format!(" {n:>10}"));
+    }
+    println!("{header}");
+    println!("{}", "-".repeat(header.chars().count()));
+    for mapping in mappings.iter().map(|m| Some(*m)).chain([None]) {
+        let mut row = format!("{:<34}", mapping.unwrap_or("total"));
+        for n in &names {
+            row.push_str(&format!(" {:>10.1}", mean(n, mapping)));
+        }
+        println!("{row}");
+    }
 }
 
 /// Median, min and max over rounds of one figure for one server.

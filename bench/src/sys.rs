@@ -1,6 +1,7 @@
 //! The two OS facts the benchmark needs: CPU affinity (to pin a latency run to one
 //! core) and a process's memory from `/proc/PID/status`.
 
+use std::collections::BTreeMap;
 use std::io;
 
 /// A CPU set, as `sched_getaffinity` returns it.
@@ -76,4 +77,32 @@ pub fn status_kib(pid: u32, field: &str) -> io::Result<u64> {
                 format!("/proc/{pid}/status has no {field} line"),
             )
         })
+}
+
+/// Resident KiB of each mapping of a process (`/proc/PID/smaps`), keyed by file name and
+/// permissions; the process's own executable is named `(binary)` so that servers can
+/// be compared mapping by mapping.
+pub fn resident_by_mapping(pid: u32) -> io::Result<BTreeMap<String, u64>> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))?;
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
+    let mut out = BTreeMap::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let first = fields.next().unwrap_or_default();
+        if first.contains('-') && !first.ends_with(':') {
+            let perms = fields.next().unwrap_or_default();
+            let path = fields.nth(3).unwrap_or("[anon]");
+            let name = if std::path::Path::new(path) == exe {
+                "(binary)".to_string()
+            } else {
+                path.rsplit('/').next().unwrap_or(path).to_string()
+            };
+            current = format!("{name} {perms}");
+        } else if first == "Rss:" {
+            let kib: u64 = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+            *out.entry(current.clone()).or_default() += kib;
+        }
+    }
+    Ok(out)
 }
