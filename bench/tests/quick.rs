@@ -101,3 +101,40 @@ fn a_server_that_answers_with_errors_fails_the_run() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_memory_map_adds_up_to_the_server_s_resident_memory() {
+    let floor = env!("CARGO_BIN_EXE_floor_echo");
+    let out = bench()
+        .args(QUICK)
+        .args(["--only", "floor", "--server", &format!("floor={floor}")])
+        .arg("--memory-map")
+        .output()
+        .expect("run mcp-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let table = stdout
+        .split("Resident KiB by mapping")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no memory map in:\n{stdout}"));
+    let kib = |label: &str| -> f64 {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no row {label:?} in:\n{table}"));
+        row[label.len()..].trim().parse().unwrap()
+    };
+    // The server's own code is named as such, and the rows add up to the total.
+    assert!(kib("(binary) r-xp") > 0.0, "{table}");
+    let rows: f64 = table
+        .lines()
+        .skip(3)
+        .filter(|l| !l.starts_with("total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    let total = kib("total");
+    assert!(
+        total > 1000.0 && (rows - total).abs() < 0.5,
+        "{rows} vs {total}:\n{table}"
+    );
+}
