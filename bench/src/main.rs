@@ -670,16 +670,24 @@ fn print_targets(ours: &str, rounds: &BTreeMap<String, Vec<Figures>>) {
             Fig::Big,
         ] {
             if let (Some(a), Some(b)) = (get(ours, f), get("mcport", f)) {
-                let ok = if f.higher_is_better() { a >= b } else { a <= b };
-                let per_round = paired(&rounds[ours], &rounds["mcport"], f)
-                    .map_or(String::new(), |p| {
-                        format!(
-                            " (per round: ratio {:.3}, middle half {:.3}–{:.3}; as good or better in {} of {})",
-                            p.median, p.q1, p.q3, p.as_good, p.rounds
-                        )
-                    });
+                // Judged round by round: both ran in each round, alternately, so each
+                // pair met the same machine, and the median of their ratios is steadier
+                // than the ratio of two medians taken from different rounds.
+                let paired = paired(&rounds[ours], &rounds["mcport"], f);
+                let ratio = paired.as_ref().map_or(a / b, |p| p.median);
+                let ok = if f.higher_is_better() {
+                    ratio >= 1.0
+                } else {
+                    ratio <= 1.0
+                };
+                let detail = paired.map_or(String::new(), |p| {
+                    format!(
+                        "; per round {ratio:.3} (middle half {:.3}–{:.3}), as good or better in {} of {}",
+                        p.q1, p.q3, p.as_good, p.rounds
+                    )
+                });
                 println!(
-                    "  {:<34} {} vs mcport {}: {}{per_round}",
+                    "  {:<34} {} vs mcport {} (medians){detail}: {}",
                     f.label(),
                     fmt(a),
                     fmt(b),
