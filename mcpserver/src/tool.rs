@@ -354,6 +354,10 @@ where
     })
 }
 
+/// Plain text is written on in runs of at most this many bytes, so that a long text
+/// reaches the client while the rest is still being scanned.
+const WRITE_RUN: usize = 16 * 1024;
+
 /// A JSON string, escaped as serde_json does, skipping 8 plain bytes at a time.
 fn write_json_str(out: &mut impl std::io::Write, s: &str) -> std::io::Result<()> {
     let b = s.as_bytes();
@@ -365,6 +369,10 @@ fn write_json_str(out: &mut impl std::io::Write, s: &str) -> std::io::Result<()>
             let w = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
             if crate::swar::string_special(w) == 0 {
                 i += 8;
+                if i - start >= WRITE_RUN {
+                    out.write_all(&b[start..i])?;
+                    start = i;
+                }
                 continue;
             }
         }
@@ -422,6 +430,45 @@ mod tests {
         }
         let all: String = (0u32..0x80).filter_map(char::from_u32).collect();
         assert_eq!(ours(&all), serde_json::to_string(&all).unwrap());
+    }
+
+    /// Long plain text leaves in runs of `WRITE_RUN` bytes (so the client reads while the
+    /// rest is scanned); escapes before, on and after a run's end still come out right.
+    #[test]
+    fn long_text_is_written_in_runs_and_escaped_as_serde_would() {
+        struct Writes(Vec<usize>, Vec<u8>);
+        impl std::io::Write for Writes {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.push(b.len());
+                self.1.extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let plain = "a".repeat(3 * WRITE_RUN + 5);
+        let mut w = Writes(Vec::new(), Vec::new());
+        write_json_str(&mut w, &plain).unwrap();
+        assert_eq!(w.1, serde_json::to_vec(&plain).unwrap());
+        assert!(w.0.iter().all(|&n| n <= WRITE_RUN), "{:?}", w.0);
+        for at in [
+            1,
+            WRITE_RUN - 1,
+            WRITE_RUN,
+            WRITE_RUN + 1,
+            2 * WRITE_RUN + 7,
+        ] {
+            let mut s = plain.clone().into_bytes();
+            s[at] = b'"';
+            s[at + 3] = b'\n';
+            let s = String::from_utf8(s).unwrap();
+            assert_eq!(
+                ours(&s),
+                serde_json::to_string(&s).unwrap(),
+                "escape at {at}"
+            );
+        }
     }
 
     #[test]
