@@ -62,7 +62,7 @@ impl ServerBuilder {
     /// stops reading until one ends, so memory stays bounded under any flood. `1` runs
     /// every call on the reading thread, one at a time: no `ping` is answered while a
     /// call runs, but the server never starts a second thread (which costs about
-    /// 0.13 MiB and, on Linux, ~2% of a quick call's round trip) — a fit for servers
+    /// 0.1 MiB and, on Linux, ~1% of a quick call's round trip) — a fit for servers
     /// whose tools all answer in microseconds.
     pub fn max_concurrency(mut self, calls: usize) -> ServerBuilder {
         self.max_concurrency = calls;
