@@ -53,10 +53,12 @@ impl RequestId {
     }
 
     pub(crate) fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
+        // serde_json writes integers without `core::fmt` (a quarter of the instructions).
         match self {
-            RequestId::Number(n) => write!(out, "{n}"),
-            RequestId::String(s) => serde_json::to_writer(out, s).map_err(io::Error::from),
+            RequestId::Number(n) => serde_json::to_writer(out, n),
+            RequestId::String(s) => serde_json::to_writer(out, s),
         }
+        .map_err(io::Error::from)
     }
 }
 
@@ -280,6 +282,21 @@ pub(crate) fn write_error(out: &mut impl Write, err: &ErrorAnswer) -> io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_written_back_as_json() {
+        for (id, json) in [
+            (RequestId::Number(0), "0"),
+            (RequestId::Number(-7), "-7"),
+            (RequestId::Number(i64::MAX), "9223372036854775807"),
+            (RequestId::Number(i64::MIN), "-9223372036854775808"),
+            (RequestId::String("a\"b\n".into()), r#""a\"b\n""#),
+        ] {
+            let mut out = Vec::new();
+            id.write_json(&mut out).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), json);
+        }
+    }
 
     fn invalid(line: &str) -> ErrorAnswer {
         match classify(line.as_bytes()) {
