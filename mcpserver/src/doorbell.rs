@@ -42,70 +42,15 @@ impl Doorbell {
         if self.rung.swap(0, Ordering::Acquire) == 1 {
             return;
         }
-        futex::wait(&self.rung, 0, timeout);
+        crate::linux::futex_wait(&self.rung, 0, timeout);
         self.rung.swap(0, Ordering::Acquire);
     }
 
     pub(crate) fn ring(&self) {
         use std::sync::atomic::Ordering;
         if self.rung.swap(1, Ordering::Release) == 0 {
-            futex::wake_one(&self.rung);
+            crate::linux::futex_wake_one(&self.rung);
         }
-    }
-}
-
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-mod futex {
-    use std::ffi::c_long;
-    use std::sync::atomic::AtomicU32;
-    use std::time::Duration;
-
-    #[cfg(target_arch = "x86_64")]
-    const SYS_FUTEX: c_long = 202;
-    #[cfg(target_arch = "aarch64")]
-    const SYS_FUTEX: c_long = 98;
-    const FUTEX_WAIT_PRIVATE: c_long = 128;
-    const FUTEX_WAKE_PRIVATE: c_long = 129;
-
-    #[repr(C)]
-    struct Timespec {
-        tv_sec: c_long,
-        tv_nsec: c_long,
-    }
-
-    unsafe extern "C" {
-        fn syscall(number: c_long, ...) -> c_long;
-    }
-
-    /// Sleeps while `*word == expected`, at most `timeout` (relative: no clock read).
-    pub(super) fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-        let ts = timeout.map(|t| Timespec {
-            tv_sec: t.as_secs().min(c_long::MAX as u64) as c_long,
-            tv_nsec: t.subsec_nanos() as c_long,
-        });
-        let ts_ptr = ts
-            .as_ref()
-            .map_or(std::ptr::null(), |t| t as *const Timespec);
-        // SAFETY: `word` is a live 32-bit atomic and `ts_ptr` null or a valid timespec
-        // for the duration of the call; the result (woken, timed out, interrupted, or
-        // the value already changed) needs no handling: callers re-check their state.
-        unsafe {
-            syscall(
-                SYS_FUTEX,
-                word.as_ptr(),
-                FUTEX_WAIT_PRIVATE,
-                expected,
-                ts_ptr,
-            )
-        };
-    }
-
-    pub(super) fn wake_one(word: &AtomicU32) {
-        // SAFETY: `word` is a live 32-bit atomic.
-        unsafe { syscall(SYS_FUTEX, word.as_ptr(), FUTEX_WAKE_PRIVATE, 1 as c_long) };
     }
 }
 

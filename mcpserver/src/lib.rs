@@ -58,6 +58,11 @@ mod doorbell;
 mod framing;
 mod hooks;
 pub mod jsonrpc;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod linux;
 pub mod memory;
 mod scan;
 mod server;

@@ -6,10 +6,8 @@
 //! wake-up pipe together (`epoll` on Linux, `poll` elsewhere), so a stop is seen even
 //! while no message arrives.
 //!
-//! On Linux the two descriptors are read and written with direct system calls. Once a
-//! process has a second thread (the server's monitor), the C library's `read` and
-//! `write` wrap each call in thread-cancellation bookkeeping the server never uses; a
-//! round trip is only a few microseconds, so that is worth skipping.
+//! On Linux the two descriptors are read and written with direct system calls
+//! (`crate::linux`).
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -59,45 +57,6 @@ impl Stdio {
 /// A descriptor read and written with direct system calls where that is supported.
 pub(crate) struct Fd(File);
 
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-mod raw {
-    use std::ffi::c_long;
-
-    #[cfg(target_arch = "x86_64")]
-    const SYS_READ: c_long = 0;
-    #[cfg(target_arch = "x86_64")]
-    const SYS_WRITE: c_long = 1;
-    #[cfg(target_arch = "aarch64")]
-    const SYS_READ: c_long = 63;
-    #[cfg(target_arch = "aarch64")]
-    const SYS_WRITE: c_long = 64;
-
-    unsafe extern "C" {
-        fn syscall(number: c_long, ...) -> c_long;
-    }
-
-    fn check(n: c_long) -> std::io::Result<usize> {
-        if n < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-
-    pub(super) fn read(fd: i32, buf: &mut [u8]) -> std::io::Result<usize> {
-        // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-        check(unsafe { syscall(SYS_READ, fd, buf.as_mut_ptr(), buf.len()) })
-    }
-
-    pub(super) fn write(fd: i32, buf: &[u8]) -> std::io::Result<usize> {
-        // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-        check(unsafe { syscall(SYS_WRITE, fd, buf.as_ptr(), buf.len()) })
-    }
-}
-
 impl Read for Fd {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         #[cfg(all(
@@ -105,7 +64,7 @@ impl Read for Fd {
             any(target_arch = "x86_64", target_arch = "aarch64")
         ))]
         {
-            raw::read(self.0.as_raw_fd(), buf)
+            crate::linux::read(self.0.as_raw_fd(), buf)
         }
         #[cfg(not(all(
             target_os = "linux",
@@ -124,7 +83,7 @@ impl Write for Fd {
             any(target_arch = "x86_64", target_arch = "aarch64")
         ))]
         {
-            raw::write(self.0.as_raw_fd(), buf)
+            crate::linux::write(self.0.as_raw_fd(), buf)
         }
         #[cfg(not(all(
             target_os = "linux",
