@@ -9,7 +9,8 @@
 //!   pages nothing else touches.
 
 use std::ffi::c_long;
-use std::io;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
@@ -41,14 +42,37 @@ fn check(n: c_long) -> io::Result<usize> {
     }
 }
 
-pub(crate) fn read(fd: i32, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-    check(unsafe { syscall(nr::READ, fd, buf.as_mut_ptr(), buf.len()) })
+/// A descriptor read and written with direct system calls.
+pub(crate) struct Fd(OwnedFd);
+
+impl From<OwnedFd> for Fd {
+    fn from(fd: OwnedFd) -> Fd {
+        Fd(fd)
+    }
 }
 
-pub(crate) fn write(fd: i32, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-    check(unsafe { syscall(nr::WRITE, fd, buf.as_ptr(), buf.len()) })
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+impl Read for Fd {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
+        check(unsafe { syscall(nr::READ, self.as_raw_fd(), buf.as_mut_ptr(), buf.len()) })
+    }
+}
+
+impl Write for Fd {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
+        check(unsafe { syscall(nr::WRITE, self.as_raw_fd(), buf.as_ptr(), buf.len()) })
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 #[repr(C)]

@@ -9,8 +9,7 @@
 //! On Linux the two descriptors are read and written with direct system calls
 //! (`crate::linux`).
 
-use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 unsafe extern "C" {
@@ -36,8 +35,8 @@ impl Stdio {
     /// the descriptors: std's `stdin()`/`stdout()` would allocate buffers the server
     /// never uses), with fd 1 pointed at stderr until `restore`.
     pub(crate) fn take() -> io::Result<(Stdio, Fd, Fd)> {
-        let input = Fd(File::from(dup_owned(0)?));
-        let output = Fd(File::from(dup_owned(1)?));
+        let input = Fd::from(dup_owned(0)?);
+        let output = Fd::from(dup_owned(1)?);
         let saved_stdout = dup_owned(1).ok();
         if saved_stdout.is_some() {
             // SAFETY: plain descriptor duplication; fd 1 now writes to stderr.
@@ -54,50 +53,18 @@ impl Stdio {
     }
 }
 
-/// A descriptor read and written with direct system calls where that is supported.
-pub(crate) struct Fd(File);
-
-impl Read for Fd {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        #[cfg(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
-        {
-            crate::linux::read(self.0.as_raw_fd(), buf)
-        }
-        #[cfg(not(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        )))]
-        {
-            self.0.read(buf)
-        }
-    }
-}
-
-impl Write for Fd {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        #[cfg(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
-        {
-            crate::linux::write(self.0.as_raw_fd(), buf)
-        }
-        #[cfg(not(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        )))]
-        {
-            self.0.write(buf)
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+/// The protocol's descriptors: read and written with direct system calls on Linux
+/// (`crate::linux::Fd`), through `File` elsewhere.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(crate) use crate::linux::Fd;
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+pub(crate) type Fd = std::fs::File;
 
 /// Waits until standard input or the wake-up pipe is readable: one `epoll_wait` per wait
 /// on Linux (registered once; `poll` re-registers both descriptors on every call).
@@ -241,8 +208,9 @@ pub(crate) struct StdinReader {
 impl StdinReader {
     pub(crate) fn new(input: Fd, wake: Option<io::PipeReader>) -> io::Result<StdinReader> {
         let wake = match wake {
-            Some(pipe) => wait::Waiter::new(input.0.as_raw_fd(), pipe.as_raw_fd())?
-                .map(|waiter| (pipe, waiter)),
+            Some(pipe) => {
+                wait::Waiter::new(input.as_raw_fd(), pipe.as_raw_fd())?.map(|waiter| (pipe, waiter))
+            }
             None => None,
         };
         Ok(StdinReader { input, wake })
