@@ -2,7 +2,7 @@
 //! is an error rather than a guess (AWF's Go Edit silently replaced the first of several
 //! matches): the model is told how many matches there were and how to disambiguate.
 
-use super::{BuiltinEnv, read, resolve, schema, write};
+use super::{BuiltinEnv, read, schema, write};
 use crate::tools::ToolSpec;
 use serde::Deserialize;
 
@@ -61,8 +61,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
     if args.old == args.new {
         return Err("old and new are the same text; nothing would change".into());
     }
-    let path = resolve(env, &args.path)?;
-    let (text, _meta) = read::read_all(env, &path, &args.path, env.limits.write_bytes)?;
+    let (text, path) = read::read_all(env, &args.path, env.limits.write_bytes)?;
     let count = text.matches(args.old.as_str()).count();
     if count == 0 {
         let hint = if text.contains(args.old.trim()) {

@@ -55,6 +55,18 @@ pub(crate) fn walker(base: &std::path::Path) -> WalkBuilder {
     b
 }
 
+/// Whether `path` names an entry beneath the root now, with no symlink on the way.
+fn beneath_root(sandbox: &super::sandbox::Sandbox, path: &std::path::Path) -> bool {
+    sandbox
+        .open_at(
+            sandbox.root_fd(),
+            sandbox.relative(path),
+            libc::O_PATH | libc::O_NOFOLLOW,
+            0,
+        )
+        .is_ok()
+}
+
 pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
     if args.pattern.starts_with('/') || args.pattern.split('/').any(|c| c == "..") {
         return Err(format!(
@@ -78,6 +90,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
     walker(&base).build_parallel().run(|| {
         let base = &base;
         let matcher = &matcher;
+        let sandbox = &env.sandbox;
         let found = &found;
         Box::new(move |entry| {
             let Ok(entry) = entry else {
@@ -86,8 +99,11 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
             if entry.file_type().is_some_and(|t| t.is_dir()) {
                 return WalkState::Continue;
             }
+            // The walker lists by path name, which a rename race may point outside for
+            // a moment: a match is kept only if it exists beneath the root, by fd.
             if let Ok(rel) = entry.path().strip_prefix(base)
                 && matcher.is_match(rel)
+                && beneath_root(sandbox, entry.path())
             {
                 found.lock().unwrap().push(entry.into_path());
             }

@@ -4,7 +4,7 @@
 //! files, symlinks and multiply-linked files are skipped. Results are sorted by path so
 //! the answer is the same from run to run, and capped with a note.
 
-use super::{BuiltinEnv, bound, glob::walker, resolve, schema};
+use super::{BuiltinEnv, bound, glob::walker, schema};
 use crate::tools::ToolSpec;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
@@ -97,6 +97,10 @@ struct FileHits {
 /// cannot exhaust memory; counts stay exact.
 const STORE_BUDGET: usize = 64 * 1024 * 1024;
 
+/// The most a searcher's buffer may grow to hold one line (grep-searcher's heap limit):
+/// a file with a longer line is reported, not loaded whole.
+const LINE_HEAP_LIMIT: usize = 16 * 1024 * 1024;
+
 struct Collect<'a> {
     mode: Mode,
     per_file_cap: usize,
@@ -149,6 +153,7 @@ struct Results {
     files: Vec<FileHits>,
     binary_skipped: usize,
     linked_skipped: usize,
+    changed_skipped: usize,
     errors: Vec<String>,
 }
 
@@ -160,18 +165,59 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         .build(&args.pattern)
         .map_err(|e| format!("invalid regex {:?}: {e}", args.pattern))?;
     let path_input = args.path.as_deref().unwrap_or(".");
-    let target = resolve(env, path_input)?;
-    let meta = std::fs::metadata(&target).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!(
-            "path \"{path_input}\" not found under the root {}",
-            env.sandbox.root().display()
-        ),
-        _ => format!("cannot inspect \"{path_input}\": {e}"),
-    })?;
+    let (target_file, target) = env
+        .sandbox
+        .open(path_input, libc::O_RDONLY | libc::O_NONBLOCK)
+        .map_err(|e| {
+            if e.starts_with("file not found") {
+                format!(
+                    "path \"{path_input}\" not found under the root {}",
+                    env.sandbox.root().display()
+                )
+            } else {
+                e
+            }
+        })?;
+    let meta = target_file
+        .metadata()
+        .map_err(|e| format!("cannot inspect \"{path_input}\": {e}"))?;
     let cap = env.limits.grep_results;
     let stored = AtomicUsize::new(0);
     let results = Mutex::new(Results::default());
-    let search_file = |searcher: &mut Searcher, path: &Path, meta: &std::fs::Metadata| {
+    // Each file is opened again by fd beneath the root (never by the walker's path name,
+    // which a rename race may have pointed outside), and checked on what was opened.
+    let search_file = |searcher: &mut Searcher, path: &Path, file: Option<std::fs::File>| {
+        let file = match file {
+            Some(f) => f,
+            None => match env.sandbox.open_at(
+                env.sandbox.root_fd(),
+                env.sandbox.relative(path),
+                libc::O_RDONLY | libc::O_NONBLOCK,
+                0,
+            ) {
+                Ok(f) => f,
+                // Gone or replaced since it was listed: the name may have been listed
+                // from outside the root, so it is not shown.
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::NotFound
+                        || matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) =>
+                {
+                    results.lock().unwrap().changed_skipped += 1;
+                    return;
+                }
+                Err(e) => {
+                    let mut r = results.lock().unwrap();
+                    r.errors.push(format!("{}: {e}", env.sandbox.show(path)));
+                    return;
+                }
+            },
+        };
+        let Ok(meta) = file.metadata() else {
+            return;
+        };
+        if !meta.is_file() {
+            return;
+        }
         if meta.nlink() > 1 {
             results.lock().unwrap().linked_skipped += 1;
             return;
@@ -185,9 +231,14 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
             lines: Vec::new(),
             binary: false,
         };
-        let outcome = searcher.search_path(&matcher, path, &mut sink);
+        let outcome = searcher.search_file(&matcher, &file, &mut sink);
         let mut r = results.lock().unwrap();
         match outcome {
+            Err(e) if e.to_string().contains("allocation limit") => r.errors.push(format!(
+                "{}: a line is longer than {} MiB, the most Grep holds (use Bash with head -c or cut)",
+                env.sandbox.show(path),
+                LINE_HEAP_LIMIT >> 20
+            )),
             Err(e) => r.errors.push(format!("{}: {e}", env.sandbox.show(path))),
             Ok(()) if sink.binary => r.binary_skipped += 1,
             Ok(()) if sink.count > 0 => r.files.push(FileHits {
@@ -201,6 +252,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
     let new_searcher = || {
         SearcherBuilder::new()
             .binary_detection(BinaryDetection::quit(0))
+            .heap_limit(Some(LINE_HEAP_LIMIT))
             .line_number(true)
             .build()
     };
@@ -217,8 +269,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
                 ));
             }
         }
-        let lmeta = std::fs::symlink_metadata(&target).map_err(|e| e.to_string())?;
-        search_file(&mut new_searcher(), &target, &lmeta);
+        search_file(&mut new_searcher(), &target, Some(target_file));
     } else if meta.is_dir() {
         let mut walk = walker(&target);
         if let Some(g) = &args.glob {
@@ -234,10 +285,8 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
                     return WalkState::Continue;
                 };
                 // Regular files only: symlinks are not followed (they may lead out of the root).
-                if entry.file_type().is_some_and(|t| t.is_file())
-                    && let Ok(m) = entry.metadata()
-                {
-                    search_file(&mut searcher, entry.path(), &m);
+                if entry.file_type().is_some_and(|t| t.is_file()) {
+                    search_file(&mut searcher, entry.path(), None);
                 }
                 WalkState::Continue
             })
@@ -304,6 +353,12 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         out.push_str(&format!(
             "[{} files with several hard links skipped: they may be files outside the root]\n",
             r.linked_skipped
+        ));
+    }
+    if r.changed_skipped > 0 {
+        out.push_str(&format!(
+            "[{} files skipped: they changed (were moved, removed or replaced by a symlink) while being searched]\n",
+            r.changed_skipped
         ));
     }
     if !r.errors.is_empty() {

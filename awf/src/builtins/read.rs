@@ -2,12 +2,11 @@
 //! long lines cut, the whole answer bounded; binary files refused. The file is streamed,
 //! so reading the head of a huge log costs what the head costs.
 
-use super::{BuiltinEnv, bound, resolve, schema};
+use super::{BuiltinEnv, bound, schema};
 use crate::tools::ToolSpec;
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,48 +48,14 @@ pub fn spec(env: &BuiltinEnv) -> ToolSpec {
     }
 }
 
-/// Opens a resolved path for reading without following a final symlink, without blocking
-/// on a FIFO, and re-checks it is inside the root and is a regular, singly-linked file.
-pub(crate) fn open_regular(
-    env: &BuiltinEnv,
-    path: &Path,
-    input: &str,
-) -> Result<(File, std::fs::Metadata), String> {
-    let file = env
-        .sandbox
-        .open_resolved(path, libc::O_RDONLY | libc::O_NONBLOCK, 0, input)
-        .map_err(|e| open_error(env, path, input, e))?;
-    check_regular(env, file, input)
-}
-
-/// Opens `input` for reading: the symlink-free fast path when it applies, else the full
-/// resolution. Both end in the same checks.
+/// Opens `input` for reading (beneath the root, no symlink followed on the way, without
+/// blocking on a FIFO) and checks it is a regular, singly-linked file.
 pub(crate) fn open_input(
     env: &BuiltinEnv,
     input: &str,
 ) -> Result<(File, std::fs::Metadata), String> {
-    match env
-        .sandbox
-        .open_direct(input, libc::O_RDONLY | libc::O_NONBLOCK)
-    {
-        Some(Ok((file, _))) => check_regular(env, file, input),
-        Some(Err((path, e))) => Err(open_error(env, &path, input, e)),
-        None => {
-            let path = resolve(env, input)?;
-            open_regular(env, &path, input)
-        }
-    }
-}
-
-fn open_error(env: &BuiltinEnv, path: &Path, input: &str, e: std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => format!(
-            "file not found: \"{input}\" (looked for {} under the root {})",
-            env.sandbox.show(path),
-            env.sandbox.root().display()
-        ),
-        _ => format!("cannot open \"{input}\": {e}"),
-    }
+    let (file, _) = env.sandbox.open(input, libc::O_RDONLY | libc::O_NONBLOCK)?;
+    check_regular(env, file, input)
 }
 
 fn check_regular(
@@ -150,20 +115,24 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
     let budget = env.limits.output_bytes;
     let line_cap = env.limits.line_bytes;
     let mut out = String::new();
-    let mut line = Vec::new();
+    // A line is kept up to the cut (plus one char to cut it cleanly), never whole: a file
+    // of one 2 GiB line costs this buffer, not 2 GiB.
+    let keep = line_cap + 4;
+    let mut line = Vec::with_capacity(keep.min(64 * 1024));
     let mut index = 0usize; // lines seen so far
     let mut shown = 0usize;
     let mut cut_lines = 0usize;
     let mut stopped_for_size = false;
     loop {
         line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| format!("cannot read \"{}\": {e}", args.path))?;
-        if n == 0 {
+        let skipping = index < offset;
+        let Some(total) =
+            read_line_bounded(&mut reader, &mut line, if skipping { 0 } else { keep })
+                .map_err(|e| format!("cannot read \"{}\": {e}", args.path))?
+        else {
             break;
-        }
-        if index < offset {
+        };
+        if skipping {
             index += 1;
             continue;
         }
@@ -180,13 +149,15 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         let text = String::from_utf8_lossy(&line);
         let body = text.strip_suffix('\n').unwrap_or(&text);
         let body = body.strip_suffix('\r').unwrap_or(body);
-        let mut rendered = if body.len() > line_cap {
+        // The kept bytes are the whole line when it was short: then its `\r` is not counted.
+        let total = total - u64::from(line.len() as u64 == total && line.ends_with(b"\r"));
+        let mut rendered = if total > line_cap as u64 {
             cut_lines += 1;
             format!(
                 "{} [line cut: {} of {} bytes shown]",
                 &body[..bound::floor_char_boundary(body, line_cap)],
                 line_cap,
-                body.len()
+                total
             )
         } else {
             body.to_string()
@@ -226,14 +197,49 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
     ))
 }
 
-/// Reads a whole small text file (Edit), refusing binary content and sizes over `max`.
+/// Reads one line (through its `\n`) from `reader`, appending at most `keep` bytes of it
+/// to `line`; returns the line's length without the `\n` (None at the end of the input).
+fn read_line_bounded(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    keep: usize,
+) -> std::io::Result<Option<u64>> {
+    let mut total = 0u64;
+    let mut any = false;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(any.then_some(total));
+        }
+        any = true;
+        let (chunk, done) = match memchr_newline(buf) {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        let room = keep.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        total += chunk.len() as u64;
+        let used = done.unwrap_or(buf.len());
+        reader.consume(used);
+        if done.is_some() {
+            return Ok(Some(total));
+        }
+    }
+}
+
+fn memchr_newline(buf: &[u8]) -> Option<usize> {
+    buf.iter().position(|&b| b == b'\n')
+}
+
+/// Reads a whole small text file (Edit), refusing binary content and sizes over `max`;
+/// returns the text and the path it resolved to.
 pub(crate) fn read_all(
     env: &BuiltinEnv,
-    path: &Path,
     input: &str,
     max: usize,
-) -> Result<(String, std::fs::Metadata), String> {
-    let (file, meta) = open_regular(env, path, input)?;
+) -> Result<(String, std::path::PathBuf), String> {
+    let (file, path) = env.sandbox.open(input, libc::O_RDONLY | libc::O_NONBLOCK)?;
+    let (file, meta) = check_regular(env, file, input)?;
     if meta.len() as usize > max {
         return Err(format!(
             "\"{input}\" is {} bytes, over the {max}-byte limit for editing; use Bash (sed) for big files",
@@ -252,7 +258,7 @@ pub(crate) fn read_all(
     let text = String::from_utf8(bytes).map_err(|_| {
         format!("\"{input}\" is not valid UTF-8; only UTF-8 text files can be edited")
     })?;
-    Ok((text, meta))
+    Ok((text, path))
 }
 
 #[cfg(test)]

@@ -2,18 +2,23 @@
 //! root. AWF's Go builtins checked paths lexically, so one symlink escaped them; here each
 //! component is looked at on disk (`lstat`), symlinks are followed by hand (in any
 //! component, dangling ones included) and the result must stay under the canonical root.
-//! The resolved path has no symlinks left, so callers open *it* (never the raw input),
-//! with `O_NOFOLLOW`, and re-check the opened file through `/proc/self/fd` to close the
-//! window between the check and the open.
+//!
+//! A checked path is only a name, and the agent may rename things meanwhile (swap a
+//! directory with a symlink in a loop). So nothing is ever opened by that name: every open
+//! is one `openat2` relative to a directory fd (the root's, held from the start) with
+//! RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, which the kernel refuses (ELOOP, EXDEV) when a
+//! symlink or a way out appears on the way, and creating, linking and renaming go through
+//! the fd of the parent directory opened that way ([`Sandbox::open_dir`]).
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::fmt;
 use std::fs::File;
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// Linux's PATH_MAX and NAME_MAX: longer inputs are refused up front with a clear message
 /// rather than failing later with ENAMETOOLONG somewhere deep.
@@ -32,10 +37,12 @@ impl fmt::Display for SandboxError {
     }
 }
 
-/// The root directory all builtin paths are confined to.
+/// The root directory all builtin paths are confined to, and an fd of it that every open
+/// starts from.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     root: PathBuf,
+    root_fd: Arc<OwnedFd>,
 }
 
 impl Sandbox {
@@ -49,7 +56,19 @@ impl Sandbox {
                 format!("{} is not a directory", root.display()),
             ));
         }
-        Ok(Sandbox { root })
+        let root_fd = openat2_beneath(None, &root, libc::O_PATH | libc::O_DIRECTORY, 0).map_err(
+            |e| match e.raw_os_error() {
+                Some(libc::ENOSYS | libc::EPERM) => io::Error::other(format!(
+                    "this system refuses openat2 ({e}); awf needs it (Linux 5.6 or later, not \
+                 blocked by a seccomp filter) to keep the builtins' paths inside the root"
+                )),
+                _ => e,
+            },
+        )?;
+        Ok(Sandbox {
+            root,
+            root_fd: Arc::new(root_fd),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -179,101 +198,115 @@ impl Sandbox {
         }
     }
 
-    /// The fast path for the common case, a plain path with no symlink and no `..`: one
-    /// `openat2(RESOLVE_NO_SYMLINKS)` on the root-joined path, no `lstat` walk. Returns
-    /// None when the path needs the full resolution (it has `..`, is absolute outside the
-    /// root lexically, or goes through a symlink), so refusals always come from
-    /// [`Sandbox::resolve`] with its full explanation. On an open error, the path tried.
-    #[allow(clippy::type_complexity)]
-    pub fn open_direct(
-        &self,
-        input: &str,
-        flags: i32,
-    ) -> Option<Result<(File, PathBuf), (PathBuf, io::Error)>> {
-        self.check_text(input).ok()?;
-        let path = Path::new(input);
-        if path.components().any(|c| matches!(c, Component::ParentDir)) {
-            return None;
+    /// `path` (from [`Sandbox::resolve`], or any path under the root) relative to the
+    /// root; "." for the root itself.
+    pub fn relative<'a>(&self, path: &'a Path) -> &'a Path {
+        match path.strip_prefix(&self.root) {
+            Ok(rel) if !rel.as_os_str().is_empty() => rel,
+            _ => Path::new("."),
         }
+    }
+
+    /// The root's directory fd (the start of every open).
+    pub fn root_fd(&self) -> BorrowedFd<'_> {
+        self.root_fd.as_fd()
+    }
+
+    /// Opens `input` (checked like [`Sandbox::resolve`]) with `flags`; returns the file and
+    /// the resolved path. A plain path (no `..`, no symlink) is opened as given in one
+    /// `openat2`; one with a symlink on the way is resolved by hand first, then opened the
+    /// same way, so a symlink swapped in between fails the open instead of being followed.
+    pub fn open(&self, input: &str, flags: i32) -> Result<(File, PathBuf), String> {
+        self.check_text(input).map_err(|e| e.0)?;
+        let path = Path::new(input);
+        let plain = !path.components().any(|c| matches!(c, Component::ParentDir));
         let full = if path.is_absolute() {
             path.to_path_buf()
         } else {
             self.root.join(path)
         };
-        if !full.starts_with(&self.root) {
-            return None;
-        }
-        match openat2_no_symlinks(&full, flags, 0) {
-            Ok(file) => Some(Ok((file, full))),
-            // ELOOP: a symlink on the way; ENOSYS/EPERM: no openat2 here. Take the long way.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ELOOP | libc::ENOSYS | libc::EPERM | libc::EXDEV)
-                ) =>
-            {
-                None
+        if plain && full.starts_with(&self.root) {
+            match self.open_at(self.root_fd(), self.relative(&full), flags, 0) {
+                Ok(file) => return Ok((file, full)),
+                // A symlink on the way: it may be one that stays inside; take the long way.
+                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {}
+                Err(e) => return Err(self.open_error(input, &full, e)),
             }
-            Err(e) => Some(Err((full, e))),
         }
+        let resolved = self.resolve(input).map_err(|e| e.0)?;
+        let file = self
+            .open_at(self.root_fd(), self.relative(&resolved), flags, 0)
+            .map_err(|e| self.open_error(input, &resolved, e))?;
+        Ok((file, resolved))
     }
 
-    /// Opens a path returned by [`Sandbox::resolve`] so that no symlink can be followed on
-    /// the way (one `openat2` with RESOLVE_NO_SYMLINKS: a symlink swapped in after the
-    /// check makes the open fail with ELOOP). Kernels before 5.6 lack openat2: there the
-    /// path is opened with O_NOFOLLOW and the result re-checked through /proc.
-    pub fn open_resolved(
+    /// The one way a builtin opens anything: `openat2(dir, rel, flags)` with
+    /// RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS. `dir` is the root's
+    /// fd or one opened from it this way.
+    pub fn open_at(
         &self,
-        path: &Path,
+        dir: BorrowedFd<'_>,
+        rel: &Path,
         flags: i32,
         mode: u32,
-        input: &str,
     ) -> io::Result<File> {
-        match openat2_no_symlinks(path, flags, mode) {
-            Err(e)
-                if e.raw_os_error() == Some(libc::ENOSYS)
-                    || e.raw_os_error() == Some(libc::EPERM) =>
-            {
-                // ENOSYS: old kernel; EPERM: a seccomp filter that forbids openat2.
-                use std::os::unix::fs::OpenOptionsExt;
-                let mut o = std::fs::OpenOptions::new();
-                o.custom_flags(flags | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                    .mode(mode);
-                match flags & libc::O_ACCMODE {
-                    libc::O_WRONLY => o.write(true),
-                    libc::O_RDWR => o.read(true).write(true),
-                    _ => o.read(true),
-                };
-                if flags & libc::O_CREAT != 0 {
-                    o.create(true);
-                }
-                let file = o.open(path)?;
-                self.verify_opened(&file, input)
-                    .map_err(|e| io::Error::other(e.0))?;
-                Ok(file)
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(io::Error::other(format!(
-                "\"{input}\" changed while being opened (a symlink appeared); refused"
-            ))),
-            other => other,
-        }
+        openat2_beneath(Some(dir), rel, flags, mode).map(File::from)
     }
 
-    /// Re-checks an opened file: the kernel's view of what was opened must be inside the
-    /// root (defeats a symlink swapped in between `resolve` and `open`). Where /proc is not
-    /// mounted the check is skipped: `resolve` plus O_NOFOLLOW still hold.
-    pub fn verify_opened(&self, file: &File, input: &str) -> Result<(), SandboxError> {
-        let link = format!("/proc/self/fd/{}", file.as_raw_fd());
-        match std::fs::read_link(&link) {
-            Ok(real) if real.starts_with(&self.root) => Ok(()),
-            Ok(real) => Err(self.refuse(
-                input,
-                &format!(
-                    "while it was opened it became {}, which is outside",
-                    real.display()
-                ),
-            )),
-            Err(_) => Ok(()),
+    /// Opens the directory `dir` (a resolved path under the root), creating what is
+    /// missing one component at a time (`mkdirat` in the fd of the one before), for
+    /// creating, linking and renaming inside it by fd. Returns an O_PATH fd.
+    pub fn open_dir(&self, dir: &Path, input: &str, create: bool) -> Result<File, String> {
+        let flags = libc::O_PATH | libc::O_DIRECTORY;
+        let rel = self.relative(dir);
+        match self.open_at(self.root_fd(), rel, flags, 0) {
+            Ok(d) => return Ok(d),
+            Err(e) if create && e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(self.open_error(input, dir, e)),
+        }
+        let mut cur = self
+            .open_at(self.root_fd(), Path::new("."), flags, 0)
+            .map_err(|e| self.open_error(input, &self.root, e))?;
+        let mut shown = self.root.clone();
+        for c in rel.components() {
+            let Component::Normal(name) = c else {
+                continue;
+            };
+            shown.push(name);
+            let name = Path::new(name);
+            cur = match self.open_at(cur.as_fd(), name, flags, 0) {
+                Ok(d) => d,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    mkdir_at(cur.as_fd(), name).map_err(|e| {
+                        format!("cannot create the directory {}: {e}", self.show(&shown))
+                    })?;
+                    self.open_at(cur.as_fd(), name, flags, 0)
+                        .map_err(|e| self.open_error(input, &shown, e))?
+                }
+                Err(e) => return Err(self.open_error(input, &shown, e)),
+            };
+        }
+        Ok(cur)
+    }
+
+    /// The message for a failed open of `input` (looked for at `path`).
+    pub fn open_error(&self, input: &str, path: &Path, e: io::Error) -> String {
+        match e.raw_os_error() {
+            Some(libc::ENOENT) => format!(
+                "file not found: \"{input}\" (looked for {} under the root {})",
+                self.show(path),
+                self.root.display()
+            ),
+            // The checks saw no symlink and no way out, the kernel met one: the tree was
+            // changed meanwhile (a rename race).
+            Some(libc::ELOOP | libc::EXDEV) => format!(
+                "\"{input}\" changed while being opened (a symlink appeared on the way); refused"
+            ),
+            Some(libc::ENOTDIR) => format!(
+                "path \"{input}\": a component of {} is not a directory",
+                self.show(path)
+            ),
+            _ => format!("cannot open \"{input}\": {e}"),
         }
     }
 
@@ -300,25 +333,36 @@ struct OpenHow {
     resolve: u64,
 }
 
-fn openat2_no_symlinks(path: &Path, flags: i32, mode: u32) -> io::Result<File> {
-    use std::os::unix::io::FromRawFd;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+/// `openat2` with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS (relative
+/// to `dir`), or, without a `dir`, an absolute path opened with no symlink followed.
+fn openat2_beneath(
+    dir: Option<BorrowedFd<'_>>,
+    path: &Path,
+    flags: i32,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    let c = cstr(path)?;
+    let beneath = if dir.is_some() {
+        libc::RESOLVE_BENEATH
+    } else {
+        0
+    };
     let how = OpenHow {
         flags: (flags | libc::O_CLOEXEC) as u64,
         // The kernel rejects a mode without O_CREAT/O_TMPFILE.
-        mode: if flags & libc::O_CREAT != 0 {
+        mode: if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 {
             u64::from(mode)
         } else {
             0
         },
-        resolve: libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+        resolve: beneath | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
     };
+    let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
     // SAFETY: a valid C string and a properly sized open_how; the returned fd is ours.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_openat2,
-            libc::AT_FDCWD,
+            dirfd,
             c.as_ptr(),
             &how as *const OpenHow,
             std::mem::size_of::<OpenHow>(),
@@ -328,7 +372,25 @@ fn openat2_no_symlinks(path: &Path, flags: i32, mode: u32) -> io::Result<File> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: fd is a fresh descriptor owned by nobody else.
-    Ok(unsafe { File::from_raw_fd(fd as i32) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+pub(crate) fn cstr(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+/// `mkdirat(dir, name, 0777)`; an existing entry is fine (the open after it checks it).
+fn mkdir_at(dir: BorrowedFd<'_>, name: &Path) -> io::Result<()> {
+    let c = cstr(name)?;
+    // SAFETY: a valid fd and C string.
+    if unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o777) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 fn push_components(pending: &mut Vec<OsString>, path: &Path) {
@@ -427,26 +489,59 @@ mod tests {
     }
 
     #[test]
-    fn direct_open_takes_plain_paths_and_leaves_the_rest_to_resolve() {
-        let d = tmp("direct");
+    fn open_takes_plain_paths_and_inside_symlinks_and_refuses_the_rest() {
+        let d = tmp("open");
         let root = d.join("root");
         symlink("sub/f.txt", root.join("infile")).unwrap();
+        symlink(d.join("outside"), root.join("outdir")).unwrap();
         let sb = Sandbox::new(&root).unwrap();
-        let (_, p) = sb
-            .open_direct("sub/f.txt", libc::O_RDONLY)
-            .unwrap()
-            .unwrap();
+        let (_, p) = sb.open("sub/f.txt", libc::O_RDONLY).unwrap();
         assert_eq!(p, sb.root().join("sub/f.txt"));
-        let (_, e) = sb
-            .open_direct("sub/missing", libc::O_RDONLY)
-            .unwrap()
+        let (_, p) = sb.open("infile", libc::O_RDONLY).unwrap();
+        assert_eq!(p, sb.root().join("sub/f.txt"));
+        let e = sb.open("sub/missing", libc::O_RDONLY).unwrap_err();
+        assert!(e.contains("file not found"), "{e}");
+        assert!(
+            sb.open("outdir/secret", libc::O_RDONLY)
+                .unwrap_err()
+                .contains("outside")
+        );
+        assert!(
+            sb.open("/etc/passwd", libc::O_RDONLY)
+                .unwrap_err()
+                .contains("outside")
+        );
+        // The kernel check alone: a symlink on the way is refused, not followed.
+        let e = sb
+            .open_at(sb.root_fd(), Path::new("outdir/secret"), libc::O_RDONLY, 0)
             .unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound);
-        // A symlink on the way, `..`, outside paths and bad texts: the long way.
-        assert!(sb.open_direct("infile", libc::O_RDONLY).is_none());
-        assert!(sb.open_direct("sub/../sub/f.txt", libc::O_RDONLY).is_none());
-        assert!(sb.open_direct("/etc/passwd", libc::O_RDONLY).is_none());
-        assert!(sb.open_direct("a\\b", libc::O_RDONLY).is_none());
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+        let e = sb
+            .open_at(
+                sb.root_fd(),
+                Path::new("../outside/secret"),
+                libc::O_RDONLY,
+                0,
+            )
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EXDEV));
+    }
+
+    #[test]
+    fn open_dir_creates_missing_directories_inside_only() {
+        let d = tmp("mkdir");
+        let root = d.join("root");
+        symlink(d.join("outside"), root.join("outdir")).unwrap();
+        let sb = Sandbox::new(&root).unwrap();
+        sb.open_dir(&sb.root().join("a/b/c"), "a/b/c/f", true)
+            .unwrap();
+        assert!(root.join("a/b/c").is_dir());
+        // Given a path that names a symlink (as after a swap), nothing is created beyond it.
+        let e = sb
+            .open_dir(&sb.root().join("outdir/x/y"), "outdir/x/y/f", true)
+            .unwrap_err();
+        assert!(e.contains("changed while being opened"), "{e}");
+        assert!(!d.join("outside/x").exists());
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! Write: replaces or creates a file atomically (temp file in the same directory, then
-//! rename), creating parent directories and keeping an existing file's mode and owner.
+//! rename, both by the directory's fd), creating parent directories and keeping an
+//! existing file's mode and owner.
 //! Readers never see a half-written file, and a hard link to the old file is left
 //! untouched (the name is re-pointed, the old inode is not written through).
 
+use super::sandbox::cstr;
 use super::{BuiltinEnv, resolve, schema};
 use crate::tools::ToolSpec;
 use serde::Deserialize;
 use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,79 +70,187 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Writes `content` to the resolved `path` through a temp file + rename. Returns whether
-/// the file was created (true) or replaced (false).
+/// Writes `content` to the resolved `path`: the parent directory is opened (and created)
+/// by fd beneath the root, the content goes to an unnamed O_TMPFILE file in it, which is
+/// linked under a temp name and renamed over `path` only once complete, all relative to
+/// that directory's fd, so a rename race cannot redirect any step, and a kill mid-write
+/// leaves no file behind. Returns whether the file was created (true) or replaced (false).
 pub(crate) fn atomic_write(
     env: &BuiltinEnv,
     path: &Path,
     input: &str,
     content: &[u8],
 ) -> Result<bool, String> {
+    let sb = &env.sandbox;
+    let name = Path::new(
+        path.file_name()
+            .ok_or_else(|| format!("\"{input}\" does not name a file"))?,
+    );
     let parent = path
         .parent()
         .ok_or_else(|| format!("\"{input}\" has no parent directory"))?;
-    let name = path
-        .file_name()
-        .ok_or_else(|| format!("\"{input}\" does not name a file"))?;
-    std::fs::create_dir_all(parent).map_err(|e| {
-        format!(
-            "cannot create the directory {}: {e}",
-            env.sandbox.show(parent)
-        )
-    })?;
-    let existing = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => return Err(format!("\"{input}\" is a directory; give a file path")),
-        Ok(m) if m.file_type().is_symlink() => {
-            // resolve() followed every symlink, so one here was swapped in meanwhile.
-            return Err(format!(
-                "\"{input}\" became a symlink while being written; refused"
-            ));
+    let dir = sb.open_dir(parent, input, true)?;
+    let existing = match sb.open_at(dir.as_fd(), name, libc::O_PATH, 0) {
+        Ok(f) => {
+            let m = f
+                .metadata()
+                .map_err(|e| format!("cannot inspect \"{input}\": {e}"))?;
+            if m.is_dir() {
+                return Err(format!("\"{input}\" is a directory; give a file path"));
+            }
+            if !m.is_file() {
+                return Err(format!(
+                    "\"{input}\" is not a regular file (a device, FIFO or socket); refused"
+                ));
+            }
+            Some(m)
         }
-        Ok(m) if !m.is_file() => {
-            return Err(format!(
-                "\"{input}\" is not a regular file (a device, FIFO or socket); refused"
-            ));
-        }
-        Ok(m) => Some(m),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("cannot inspect \"{input}\": {e}")),
+        Err(e) => return Err(sb.open_error(input, path, e)),
     };
-    let temp = parent.join(format!(
-        ".{}.awf-{}-{}.tmp",
-        name.to_string_lossy(),
+    let mut temp = TempFile::create(env, &dir, input)?;
+    if let Some(m) = &existing {
+        let _ = temp
+            .file
+            .set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777));
+        // Best effort: only root may give a file away, and then it should keep its owner.
+        let _ = std::os::unix::fs::fchown(&temp.file, Some(m.uid()), Some(m.gid()));
+    }
+    temp.file
+        .write_all(content)
+        .and_then(|_| temp.file.sync_data())
+        .map_err(|e| format!("cannot write \"{input}\": {e}"))?;
+    temp.commit(&dir, name, existing.is_none())
+        .map_err(|e| format!("cannot replace \"{input}\": {e}"))?;
+    Ok(existing.is_none())
+}
+
+/// The new content, in the target's directory: unnamed (O_TMPFILE) where the file system
+/// offers it, else a named `.awf-*.tmp` file removed on drop unless committed.
+struct TempFile {
+    file: std::fs::File,
+    /// The name, once the file has one (named from the start, or linked by `commit`).
+    name: Option<String>,
+    dir: RawFd,
+}
+
+impl TempFile {
+    fn create(env: &BuiltinEnv, dir: &std::fs::File, input: &str) -> Result<TempFile, String> {
+        let sb = &env.sandbox;
+        let unnamed = sb.open_at(
+            dir.as_fd(),
+            Path::new("."),
+            libc::O_TMPFILE | libc::O_WRONLY,
+            0o666,
+        );
+        let err = |e| format!("cannot create a temp file for \"{input}\": {e}");
+        match unnamed {
+            Ok(file) => Ok(TempFile {
+                file,
+                name: None,
+                dir: dir.as_raw_fd(),
+            }),
+            // The file system has no O_TMPFILE (EOPNOTSUPP; EISDIR on old kernels).
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {
+                let name = temp_name();
+                let file = sb
+                    .open_at(
+                        dir.as_fd(),
+                        Path::new(&name),
+                        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+                        0o666,
+                    )
+                    .map_err(err)?;
+                Ok(TempFile {
+                    file,
+                    name: Some(name),
+                    dir: dir.as_raw_fd(),
+                })
+            }
+            Err(e) => Err(err(e)),
+        }
+    }
+
+    /// Gives the file its final `name` in `dir`, replacing what was there in one rename;
+    /// a `new` file is linked straight under its name (no temp name ever exists).
+    fn commit(&mut self, dir: &std::fs::File, name: &Path, new: bool) -> std::io::Result<()> {
+        if self.name.is_none() && new {
+            match link_unnamed(&self.file, dir, name) {
+                Ok(()) => return Ok(()),
+                // Created meanwhile: replace it like an existing file.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.name.is_none() {
+            let temp = temp_name();
+            link_unnamed(&self.file, dir, Path::new(&temp))?;
+            self.name = Some(temp);
+        }
+        let from = cstr(Path::new(self.name.as_deref().unwrap_or_default()))?;
+        let to = cstr(name)?;
+        // SAFETY: valid fds and C strings.
+        let rc =
+            unsafe { libc::renameat(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr()) };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        self.name = None;
+        Ok(())
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(name) = &self.name
+            && let Ok(c) = cstr(Path::new(name))
+        {
+            // SAFETY: the directory fd outlives this value (both live in atomic_write).
+            unsafe { libc::unlinkat(self.dir, c.as_ptr(), 0) };
+        }
+    }
+}
+
+fn temp_name() -> String {
+    format!(
+        ".awf-{}-{}.tmp",
         std::process::id(),
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut file = env
-        .sandbox
-        .open_resolved(
-            &temp,
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
-            0o666,
-            input,
+    )
+}
+
+/// Links an O_TMPFILE file as `name` in `dir`: by its fd (AT_EMPTY_PATH, which needs
+/// CAP_DAC_READ_SEARCH), else through its /proc/self/fd entry (the documented way).
+fn link_unnamed(file: &std::fs::File, dir: &std::fs::File, name: &Path) -> std::io::Result<()> {
+    let to = cstr(name)?;
+    // SAFETY: valid fds and C strings.
+    let rc = unsafe {
+        libc::linkat(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            dir.as_raw_fd(),
+            to.as_ptr(),
+            libc::AT_EMPTY_PATH,
         )
-        .map_err(|e| {
-            format!(
-                "cannot create a temp file in {}: {e}",
-                env.sandbox.show(parent)
-            )
-        })?;
-    let cleanup = |msg: String| {
-        let _ = std::fs::remove_file(&temp);
-        msg
     };
-    if let Some(m) = &existing {
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777));
-        // Best effort: only root may give a file away, and then it should keep its owner.
-        let _ = std::os::unix::fs::fchown(&file, Some(m.uid()), Some(m.gid()));
+    if rc == 0 {
+        return Ok(());
     }
-    file.write_all(content)
-        .and_then(|_| file.sync_data())
-        .map_err(|e| cleanup(format!("cannot write \"{input}\": {e}")))?;
-    drop(file);
-    std::fs::rename(&temp, path)
-        .map_err(|e| cleanup(format!("cannot replace \"{input}\": {e}")))?;
-    Ok(existing.is_none())
+    let proc_path = cstr(Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())))?;
+    // SAFETY: valid fds and C strings.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc_path.as_ptr(),
+            dir.as_raw_fd(),
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
