@@ -59,7 +59,8 @@ pub enum Cmd {
         /// Summary format on stdout.
         #[arg(long, value_parser = ["human", "json"], default_value = "human")]
         output: String,
-        /// Directory for the steps' audit files (default: $TMPDIR/awf-runs/RUN_ID).
+        /// Directory for the steps' audit files (default: $XDG_STATE_HOME/awf/audit/RUN_ID, i.e.
+        /// ~/.local/state/awf/audit/RUN_ID); it must be outside the workspace and the temp dir.
         #[arg(long, value_name = "DIR")]
         audit_dir: Option<PathBuf>,
     },

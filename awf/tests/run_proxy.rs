@@ -87,6 +87,7 @@ impl Case {
             .arg(&self.audit_dir)
             .current_dir(self.dir.join("work"))
             .env("AWF_PLUGINS_PATH", "")
+            .env("XDG_STATE_HOME", self.dir.join("state"))
             .env("FAKE_AGENT_MODE", mode)
             .env("FAKE_AGENT_PIDS", &self.pids)
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -219,14 +220,16 @@ fn a_proxied_step_calls_through_awf_mcp_serve_and_cleans_up() {
     assert!(audit.iter().any(|r| r["type"] == "session.end"));
     c.assert_nothing_left();
     // Per-step files (config, generated CLI config) are gone.
-    let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+    let runs = c.dir.join("state/awf/runs");
+    assert!(
+        runs.is_dir(),
+        "no run directory was made under {}",
+        runs.display()
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&runs)
         .unwrap()
         .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with(&format!("awf-run-{}", s["run_id"].as_str().unwrap()))
-        })
+        .filter(|e| e.file_name().to_string_lossy() == s["run_id"].as_str().unwrap())
         .collect();
     assert!(
         leftovers.is_empty(),

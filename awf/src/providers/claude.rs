@@ -191,30 +191,11 @@ pub(super) fn api_key(
     }
 }
 
-/// Writes a generated per-step file readable by its owner only (it may hold keys).
+/// Writes a generated per-step file (new, 0600, in a private directory; it may hold keys).
 pub(super) fn write_private(path: &Path, contents: &str) -> Result<(), AwfError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let io_err = |e: std::io::Error| {
-        AwfError::new(
-            codes::IO,
-            format!("cannot write the agent config {}: {e}", path.display()),
-        )
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(io_err)?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(io_err)?;
-    f.write_all(contents.as_bytes()).map_err(io_err)
+    crate::proxy::write_private(path, contents.as_bytes())
 }
 
-/// The JSON objects among stdout's lines (CLIs mix in the odd non-JSON line).
 pub(super) fn json_lines(stdout: &str) -> impl Iterator<Item = Value> + '_ {
     stdout
         .lines()
@@ -308,6 +289,46 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(written["mcpServers"]["awf"]["args"][2], "/s/c.json");
         assert_eq!(written["mcpServers"]["awf"]["env"]["TRACEPARENT"], "00-x");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_planted_config_symlink_is_refused_and_its_target_untouched() {
+        let dir = std::env::temp_dir().join(format!("awf-claude-planted-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "keep me").unwrap();
+        let step_dir = dir.join("step");
+        std::fs::create_dir(&step_dir).unwrap();
+        std::os::unix::fs::symlink(&victim, step_dir.join("claude-mcp.json")).unwrap();
+        let proxy = ProxyInjection {
+            server_name: "awf".into(),
+            command: "/bin/awf".into(),
+            args: vec![],
+            env: vec![],
+            intercept_builtins: true,
+            tool_names: vec![],
+            step_dir: step_dir.clone(),
+        };
+        let options = Map::new();
+        let req = AgentRequest {
+            state: "s",
+            prompt: "p",
+            options: &options,
+            workdir: Path::new("/w"),
+            proxy: Some(&proxy),
+        };
+        let e = Claude.command(&req).unwrap_err();
+        assert!(e.message().contains("claude-mcp.json"), "{}", e.message());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+        // A step directory that is itself a planted symlink is refused too.
+        std::fs::remove_dir_all(&step_dir).unwrap();
+        let elsewhere = dir.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &step_dir).unwrap();
+        assert!(Claude.command(&req).is_err());
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -201,16 +201,7 @@ impl CliProvider for OpenCode {
 fn seed_config_home(step_dir: &std::path::Path) -> Result<std::path::PathBuf, AwfError> {
     let home = step_dir.join("opencode-config-home");
     let dir = home.join("opencode");
-    let io_err = |e: std::io::Error| {
-        AwfError::new(
-            codes::IO,
-            format!(
-                "cannot prepare OpenCode's config folder {}: {e}",
-                dir.display()
-            ),
-        )
-    };
-    std::fs::create_dir_all(dir.join("node_modules")).map_err(io_err)?;
+    crate::proxy::private_dir(&dir.join("node_modules"))?;
     let deps = json!({HELPER_PACKAGE: HELPER_VERSION});
     write_private(
         &dir.join("package.json"),

@@ -48,7 +48,7 @@ const OUTPUT_CAP: usize = 16 << 20;
 pub struct RunOptions {
     pub inputs: Vec<String>,
     pub json: bool,
-    /// Where per-step audit files go; default `<tmp>/awf-runs/<run id>`.
+    /// Where per-step audit files go; default `$XDG_STATE_HOME/awf/audit/<run id>`.
     pub audit_dir: Option<PathBuf>,
 }
 
@@ -227,12 +227,13 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     }
     process::become_subreaper();
     let run_id = crate::telemetry::new_session_id();
-    let run_dir = std::env::temp_dir().join(format!("awf-run-{run_id}"));
-    crate::proxy::private_dir(&run_dir)?;
+    // Outside the temp dir and the workspace, which the steps' Bash may write (checked below).
+    let state = crate::proxy::state_dir();
+    let run_dir = state.join("runs").join(&run_id);
     let audit_dir = opts
         .audit_dir
         .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("awf-runs").join(&run_id));
+        .unwrap_or_else(|| state.join("audit").join(&run_id));
     let exe = std::env::current_exe()
         .map_err(|e| AwfError::new(codes::SPAWN, format!("cannot find the awf executable: {e}")))?;
     let mut runner = Runner {
@@ -252,6 +253,8 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         workdir,
         started: Instant::now(),
     };
+    runner.proxy.check_locations()?;
+    crate::proxy::private_dir(&run_dir)?;
     eprintln!("awf: run {run_id} of {} ({})", wf.name, file.display());
     let outcome = runner.drive();
     runner.proxy.shutdown();

@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 pub struct AuditLog {
@@ -16,13 +16,46 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Opens (creating, mode 0600: arguments may be sensitive even when masked) for append.
+    /// A symlink at the path is not followed, and what was opened must be a regular file of
+    /// ours with one link: a planted symlink or hard link cannot send the records elsewhere.
     pub fn open(path: &Path) -> io::Result<AuditLog> {
         let file = OpenOptions::new()
             .append(true)
             .create(true)
             .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(path)?;
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => io::Error::other(format!(
+                    "{} is a symbolic link; the audit file must be a regular file (remove the link)",
+                    path.display()
+                )),
+                _ => e,
+            })?;
+        let meta = file.metadata()?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let why = if !meta.is_file() {
+            Some("is not a regular file".to_string())
+        } else if meta.nlink() != 1 {
+            Some(format!(
+                "has {} hard links (it may be another file's name)",
+                meta.nlink()
+            ))
+        } else if meta.uid() != me {
+            Some(format!(
+                "is owned by uid {}, not by awf's uid {me}",
+                meta.uid()
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(io::Error::other(format!(
+                "{} {why}; refused as the audit file (remove it or choose another path)",
+                path.display()
+            )));
+        }
         Ok(AuditLog { file })
     }
 
