@@ -254,18 +254,23 @@ fn tools_call(
             "arguments must be a JSON object, e.g. '{\"path\": \"README.md\"}'",
         ));
     }
-    // Audit: the config's file when it names one, else a private temp file for this call.
+    // Audit: the config's file when it names one, else a private file for this call.
     let configured = match &source.config {
         Some(c) => ServeConfig::load(c)?.audit_path,
         None => None,
     };
+    // (Not in the temp dir: the call's Bash may write there.)
     let temp = match configured {
         Some(_) => None,
-        None => Some(std::env::temp_dir().join(format!(
-            "awf-tools-call-{}-{}.jsonl",
-            std::process::id(),
-            crate::telemetry::new_session_id()
-        ))),
+        None => {
+            let dir = crate::proxy::state_dir().join("tools-call");
+            crate::proxy::private_dir(&dir)?;
+            Some(dir.join(format!(
+                "{}-{}.jsonl",
+                std::process::id(),
+                crate::telemetry::new_session_id()
+            )))
+        }
     };
     let audit_path = configured
         .clone()

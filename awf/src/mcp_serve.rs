@@ -190,6 +190,16 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         if let confine::Status::Unavailable(why) = confinement.status() {
             tracing::warn!("Bash writes are NOT confined: {why}");
         }
+        // Bash must not be able to forge or delete the records of its own calls.
+        if let Some(dir) = cfg.audit_path.as_deref().and_then(Path::parent) {
+            crate::proxy::check_private_location(
+                "audit file's directory",
+                dir,
+                confinement.writable(),
+                "give the audit file (--audit or audit_path) a place outside the root and the \
+                 temp directory",
+            )?;
+        }
         providers.push(Box::new(Builtins::new(BuiltinEnv {
             sandbox,
             limits: cfg.limits.clone(),

@@ -136,3 +136,26 @@ fn a_planted_audit_symlink_or_hard_link_is_refused_and_the_victim_untouched() {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "TOPSECRET\n");
     }
 }
+
+#[test]
+fn mcp_serve_refuses_an_audit_file_that_bash_may_write() {
+    let (_base, root, _o) = workspace("serve-audit-inside");
+    let audit = root.join("audit.jsonl");
+    let out = Command::new(AWF)
+        .args(["mcp-serve", "--root"])
+        .arg(&root)
+        .arg("--audit")
+        .arg(&audit)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the server started: {err}");
+    assert!(
+        err.contains(&root.display().to_string())
+            && err.contains("Bash may write")
+            && err.contains("--audit"),
+        "{err}"
+    );
+    assert!(!audit.exists());
+}
