@@ -15,6 +15,7 @@ pub mod client;
 pub mod error;
 pub mod mcp_serve;
 pub mod plugins;
+pub mod process;
 pub mod providers;
 pub mod proxy;
 pub mod run;

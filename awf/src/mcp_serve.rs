@@ -4,8 +4,9 @@
 //! `shutdown`, or SIGTERM/SIGINT, answering everything read and flushing telemetry
 //! before it exits 0.
 
-use crate::builtins::{self, BuiltinEnv, Builtins, Limits, confine, sandbox::Sandbox};
+use crate::builtins::{BuiltinEnv, Builtins, Limits, confine, sandbox::Sandbox};
 use crate::error::{AwfError, codes};
+use crate::process::{self, Shutdown};
 use crate::telemetry::{StepIds, Telemetry, TelemetryObserver, audit::AuditLog};
 use crate::tools::{CallMeta, Cancellation, ToolProvider, ToolRouter};
 use serde::Deserialize;
@@ -173,6 +174,8 @@ pub struct Prepared {
     pub router: Arc<ToolRouter>,
     pub telemetry: Arc<Telemetry>,
     pub root: PathBuf,
+    /// Begun on a signal: the builtins' running commands stop, new ones are refused.
+    pub shutdown: Shutdown,
 }
 
 /// Builds providers, telemetry and router from a checked config.
@@ -185,6 +188,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
     })?;
     let root = sandbox.root().to_path_buf();
     let mut providers: Vec<Box<dyn ToolProvider>> = Vec::new();
+    let shutdown = Shutdown::new();
     if cfg.intercept_builtins {
         let confinement = confine::Confinement::new(cfg.landlock, &root, &cfg.writable_paths);
         if let confine::Status::Unavailable(why) = confinement.status() {
@@ -204,6 +208,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             sandbox,
             limits: cfg.limits.clone(),
             confine: confinement,
+            shutdown: shutdown.clone(),
         })));
     }
     // Plugins start (and their tools are checked) only when the config exposes some.
@@ -244,11 +249,16 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         router: Arc::new(router),
         telemetry,
         root,
+        shutdown,
     })
 }
 
 /// Adapts the router to an `mcpserver::Server` (one raw handler per tool).
-pub fn build_server(router: &Arc<ToolRouter>, root: &Path) -> Result<mcpserver::Server, AwfError> {
+pub fn build_server(
+    router: &Arc<ToolRouter>,
+    root: &Path,
+    shutdown: &Shutdown,
+) -> Result<mcpserver::Server, AwfError> {
     let mut b = mcpserver::Server::builder("awf", env!("CARGO_PKG_VERSION")).instructions(format!(
         "AWF workspace tools. Every path is inside the workspace root {} (relative paths are \
          relative to it); paths leading outside are refused.",
@@ -265,6 +275,7 @@ pub fn build_server(router: &Arc<ToolRouter>, root: &Path) -> Result<mcpserver::
         }
         let router = router.clone();
         let name = spec.name.clone();
+        let shutdown = shutdown.clone();
         b = b.tool_raw(
             tool,
             move |args: serde_json::Value, ctx: &mcpserver::CallContext| {
@@ -280,9 +291,8 @@ pub fn build_server(router: &Arc<ToolRouter>, root: &Path) -> Result<mcpserver::
                 };
                 let token = ctx.cancellation();
                 // A signal-driven shutdown cancels every running call, like a client cancel.
-                let cancel = Cancellation::new(move || {
-                    token.is_cancelled() || builtins::bash::shutting_down()
-                });
+                let shutdown = shutdown.clone();
+                let cancel = Cancellation::new(move || token.is_cancelled() || shutdown.is_set());
                 let out = router.call(&name, &args, meta, &cancel);
                 if out.invalid_arguments {
                     // -32602, naming the tool and the field (the library's typed handlers
@@ -382,12 +392,15 @@ pub fn fast_serve_args(args: &[std::ffi::OsString]) -> Option<FastServeArgs> {
 
 /// Runs `awf mcp-serve` to completion. Returns Ok on every clean stop.
 pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
+    // Processes that escape a Bash command's group are re-parented here, to be killed.
+    process::become_subreaper();
     let prepared = prepare(&cfg)?;
-    let server = build_server(&prepared.router, &prepared.root)?;
+    let server = build_server(&prepared.router, &prepared.root, &prepared.shutdown)?;
     let stop = server.stop_handle();
     let signal = Arc::new(AtomicI32::new(0));
     {
         let signal = signal.clone();
+        let shutdown = prepared.shutdown.clone();
         let mut signals = signal_hook::iterator::Signals::new([
             signal_hook::consts::SIGTERM,
             signal_hook::consts::SIGINT,
@@ -400,7 +413,7 @@ pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
                     signal.store(sig, Ordering::SeqCst);
                     // Running commands are killed so their calls are answered at once;
                     // the server then stops reading, answers what it read and returns.
-                    builtins::bash::begin_shutdown();
+                    shutdown.begin();
                     stop.stop();
                 }
             })
@@ -414,12 +427,13 @@ pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
         .session_start(&prepared.root.display().to_string(), &tools);
     tracing::debug!(root = %prepared.root.display(), tools = ?tools, "serving");
     let result = server.serve_stdio();
-    builtins::bash::kill_all_running();
+    // Every call has ended; whatever escaped and was re-parented here goes too.
+    process::kill_orphans();
     let sig = signal.load(Ordering::SeqCst);
     match result {
         Ok(reason) => {
             let (reason, detail) = if sig != 0 {
-                ("signal", Some(signal_name(sig)))
+                ("signal", Some(process::signal_name(sig)))
             } else {
                 (reason.as_str(), None)
             };
@@ -436,14 +450,6 @@ pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
                 format!("serving stdio failed: {e}"),
             ))
         }
-    }
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        _ => "other",
     }
 }
 

@@ -1,21 +1,20 @@
 //! Bash: runs a command with `bash -c` (`sh -c` where bash is missing) in its own process
 //! group, cwd inside the root, stdin from /dev/null, writes confined by Landlock. On
 //! timeout (default 120 s, at most 600 s) or cancellation the whole group is killed, and
-//! when the shell exits whatever it left running in its group is killed too: nothing a
-//! call started outlives the call. stdout and stderr are drained fully (the command never
+//! when the shell exits whatever it left running is killed too, in its group or not (the
+//! server is a subreaper: see `crate::process`): nothing a call started outlives the call. stdout and stderr are drained fully (the command never
 //! blocks on a full pipe) but kept only up to the output bound.
 
 use super::bound::HeadBuffer;
 use super::{BuiltinEnv, resolve, schema};
+use crate::process::{self, Ended, ProcessGroup};
 use crate::tools::{Cancellation, ToolSpec};
 use serde::Deserialize;
-use std::collections::HashSet;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 #[derive(Deserialize)]
@@ -26,36 +25,6 @@ pub struct Args {
     pub timeout_seconds: Option<u64>,
     #[serde(default)]
     pub cwd: Option<String>,
-}
-
-/// Set when the server is shutting down on a signal: running commands are killed so that
-/// their calls can be answered and the process can exit promptly.
-static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
-
-/// Process groups of the commands running now (for the signal path).
-fn running() -> &'static Mutex<HashSet<i32>> {
-    static RUNNING: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
-    RUNNING.get_or_init(|| Mutex::new(HashSet::new()))
-}
-
-/// Makes running and future commands stop at once (server shutdown).
-pub fn begin_shutdown() {
-    SHUTTING_DOWN.store(true, Ordering::SeqCst);
-}
-
-/// True once [`begin_shutdown`] was called.
-pub fn shutting_down() -> bool {
-    SHUTTING_DOWN.load(Ordering::SeqCst)
-}
-
-/// Kills every process group still running (last resort before the process exits).
-pub fn kill_all_running() {
-    if let Ok(set) = running().lock() {
-        for &pgid in set.iter() {
-            // SAFETY: plain syscall on a process group we created.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        }
-    }
 }
 
 fn shell() -> &'static str {
@@ -102,12 +71,6 @@ pub fn spec(env: &BuiltinEnv) -> ToolSpec {
     }
 }
 
-enum End {
-    Exited(std::process::ExitStatus),
-    TimedOut,
-    Cancelled,
-}
-
 pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String, String> {
     let max = env.limits.bash_max_timeout_seconds;
     let timeout = args
@@ -121,7 +84,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String
     if args.command.trim().is_empty() {
         return Err("command is empty".into());
     }
-    if SHUTTING_DOWN.load(Ordering::SeqCst) {
+    if env.shutdown.is_set() {
         return Err("the server is shutting down; command not started".into());
     }
     let cwd_input = args.cwd.as_deref().unwrap_or(".");
@@ -138,8 +101,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String
         .current_dir(&cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     let mut ruleset = env.confine.prepare()?;
     if ruleset.is_some() {
         // SAFETY: the closure only makes syscalls (prctl, landlock_restrict_self) on a
@@ -154,27 +116,23 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String
             });
         }
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", shell()))?;
-    let pgid = child.id() as i32;
-    running().lock().map(|mut s| s.insert(pgid)).ok();
+    // Tied: the shell dies with this server, and its orphans stay below it while it runs.
+    let mut group =
+        ProcessGroup::spawn_tied(&mut cmd).map_err(|e| format!("cannot start {}: {e}", shell()))?;
 
     let half = (env.limits.output_bytes / 2).max(1024);
     let (done_tx, done_rx) = mpsc::channel::<(&'static str, HeadBuffer)>();
     for (name, stream) in [
         (
             "stdout",
-            child
-                .stdout
-                .take()
+            group
+                .take_stdout()
                 .map(|s| Box::new(s) as Box<dyn Read + Send>),
         ),
         (
             "stderr",
-            child
-                .stderr
-                .take()
+            group
+                .take_stderr()
                 .map(|s| Box::new(s) as Box<dyn Read + Send>),
         ),
     ] {
@@ -194,40 +152,15 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String
     }
     drop(done_tx);
 
-    let (exit_tx, exit_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = exit_tx.send(child.wait());
+    let deadline = Instant::now() + Duration::from_secs(timeout);
+    let ended = group.supervise(Some(deadline), Duration::from_millis(50), &mut || {
+        cancel.is_cancelled() || env.shutdown.is_set()
     });
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(timeout);
-    // Cancellation is polled; the exit itself is noticed at once through the channel.
-    let end = loop {
-        let now = Instant::now();
-        if now >= deadline {
-            break End::TimedOut;
-        }
-        if cancel.is_cancelled() || SHUTTING_DOWN.load(Ordering::SeqCst) {
-            break End::Cancelled;
-        }
-        match exit_rx.recv_timeout((deadline - now).min(Duration::from_millis(50))) {
-            Ok(Ok(status)) => break End::Exited(status),
-            Ok(Err(e)) => {
-                kill_group(pgid);
-                return Err(format!("waiting for the command failed: {e}"));
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                kill_group(pgid);
-                return Err("lost track of the command".into());
-            }
-        }
-    };
-    // Whatever the end, the group goes: background children included, pipes closed.
-    kill_group(pgid);
-    if !matches!(end, End::Exited(_)) {
-        let _ = exit_rx.recv_timeout(Duration::from_secs(5));
-    }
-    running().lock().map(|mut s| s.remove(&pgid)).ok();
+    // Whatever the end, the group goes, and so does every process the command started
+    // that left the group (re-parented to this server, a subreaper): pipes get closed.
+    group.kill();
+    process::kill_orphans();
+    let end = ended.map_err(|e| format!("waiting for the command failed: {e}"))?;
 
     let mut stdout = HeadBuffer::new(0);
     let mut stderr = HeadBuffer::new(0);
@@ -246,7 +179,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String
     let hint = "redirect the output to a file and Read it with offset/limit, or filter it (grep, head, tail)";
     let mut text = String::new();
     let is_error = match &end {
-        End::Exited(status) => {
+        Ended::Exited(status) => {
             match (status.code(), status.signal()) {
                 (Some(code), _) => text.push_str(&format!("exit code: {code}\n")),
                 (None, Some(sig)) => text.push_str(&format!("killed by signal {sig}\n")),
@@ -254,14 +187,14 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String
             }
             !status.success()
         }
-        End::TimedOut => {
+        Ended::TimedOut => {
             text.push_str(&format!(
                 "timed out after {timeout} s: the command and its process group were killed \
                  (raise timeout_seconds, at most {max})\n"
             ));
             true
         }
-        End::Cancelled => {
+        Ended::Interrupted => {
             text.push_str("cancelled: the command and its process group were killed\n");
             true
         }
@@ -281,11 +214,6 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String
         text.push_str("[output may be incomplete: a process that left the command's group still holds its output]\n");
     }
     if is_error { Err(text) } else { Ok(text) }
-}
-
-fn kill_group(pgid: i32) {
-    // SAFETY: plain syscall; the group id is the child's pid (process_group(0)).
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
 }
 
 #[cfg(test)]

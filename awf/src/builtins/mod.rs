@@ -60,6 +60,8 @@ pub struct BuiltinEnv {
     pub sandbox: Sandbox,
     pub limits: Limits,
     pub confine: confine::Confinement,
+    /// Set when the server goes down: running commands are killed, new ones refused.
+    pub shutdown: crate::process::Shutdown,
 }
 
 pub struct Builtins {
@@ -82,6 +84,7 @@ impl Builtins {
             sandbox,
             limits: Limits::default(),
             confine,
+            shutdown: Default::default(),
         }))
     }
 
@@ -186,6 +189,7 @@ pub(crate) mod testutil {
             sandbox,
             limits: Limits::default(),
             confine,
+            shutdown: Default::default(),
         }
     }
 }

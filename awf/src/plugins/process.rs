@@ -19,6 +19,7 @@
 use super::manifest::Manifest;
 use super::runtime::{Interrupted, PluginRuntime};
 use crate::error::{AwfError, codes};
+use crate::process::{ProcessGroup, signal_name};
 use crate::tools::Cancellation;
 use plugin_sdk::host::{self, Endpoint};
 use plugin_sdk::proto::operation_service_client::OperationServiceClient;
@@ -29,8 +30,8 @@ use plugin_sdk::proto::{
 };
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -54,7 +55,7 @@ const MAX_HANDSHAKE_LINE: u64 = 4096;
 pub struct PluginProcess {
     manifest: Manifest,
     runtime: Arc<PluginRuntime>,
-    child: Mutex<Child>,
+    child: Mutex<ProcessGroup>,
     pid: u32,
     /// The write end of the plugin's stdin; `None` once stopped.
     lifeline: Mutex<Option<ChildStdin>>,
@@ -98,18 +99,18 @@ impl PluginProcess {
         };
         let started = Instant::now();
         let deadline = started + START_TIMEOUT;
-        let mut child = Command::new(&manifest.executable)
-            .envs(host::handshake_env())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            // Plugins log to stderr; sharing awf's keeps their lines where awf's go.
-            .stderr(Stdio::inherit())
-            .process_group(0)
-            .spawn()
-            .map_err(|e| fail(format!("cannot be started: {e}")))?;
-        let pid = child.id();
-        let lifeline = child.stdin.take();
-        let stdout = child.stdout.take().expect("piped stdout");
+        let mut child = ProcessGroup::spawn(
+            Command::new(&manifest.executable)
+                .envs(host::handshake_env())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                // Plugins log to stderr; sharing awf's keeps their lines where awf's go.
+                .stderr(Stdio::inherit()),
+        )
+        .map_err(|e| fail(format!("cannot be started: {e}")))?;
+        let pid = child.pid();
+        let lifeline = child.take_stdin();
+        let stdout = child.take_stdout().expect("piped stdout");
 
         // Read the handshake on a thread so that a silent plugin cannot block us past the
         // deadline. The thread then keeps draining stdout (the SDK sends nothing more, but
@@ -134,12 +135,12 @@ impl PluginProcess {
                 }
             });
         if let Err(e) = reader {
-            kill_and_reap(&mut child);
+            child.kill();
             return Err(fail(format!("cannot be watched: {e}")));
         }
         let line = match rx.recv_timeout(START_TIMEOUT) {
             Err(RecvTimeoutError::Timeout) => {
-                kill_and_reap(&mut child);
+                child.kill();
                 return Err(fail(format!(
                     "printed no handshake line within {} s and was killed; a plugin must \
                      announce its socket at start-up (plugin_sdk::serve does), so check that it \
@@ -148,18 +149,19 @@ impl PluginProcess {
                 )));
             }
             Err(RecvTimeoutError::Disconnected) => {
-                kill_and_reap(&mut child);
+                child.kill();
                 return Err(fail("lost its stdout reader".into()));
             }
             Ok(Err(e)) => {
-                kill_and_reap(&mut child);
+                child.kill();
                 return Err(fail(format!("could not be read from: {e}")));
             }
             Ok(Ok(line)) if line.is_empty() => {
-                let status = wait_for_exit(&mut child, CRASH_REAP_WAIT)
+                let status = child
+                    .wait_timeout(CRASH_REAP_WAIT)
                     .map(describe_exit)
                     .unwrap_or_else(|| "closed its stdout".into());
-                kill_and_reap(&mut child);
+                child.kill();
                 return Err(fail(format!(
                     "exited before its handshake ({status}); its stderr above says why"
                 )));
@@ -170,7 +172,7 @@ impl PluginProcess {
         let endpoint = match host::parse_handshake(&line) {
             Ok(e) => e,
             Err(e) => {
-                kill_and_reap(&mut child);
+                child.kill();
                 return Err(fail(format!("failed its handshake and was killed: {e}")));
             }
         };
@@ -185,7 +187,7 @@ impl PluginProcess {
         let channel = match connected {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
-                kill_and_reap(&mut child);
+                child.kill();
                 let _ = host::remove_socket(&endpoint);
                 return Err(fail(format!(
                     "announced {} but cannot be connected to: {e}",
@@ -193,7 +195,7 @@ impl PluginProcess {
                 )));
             }
             Err(_) => {
-                kill_and_reap(&mut child);
+                child.kill();
                 let _ = host::remove_socket(&endpoint);
                 return Err(fail(format!(
                     "did not accept a connection on {} within {} s and was killed",
@@ -228,7 +230,7 @@ impl PluginProcess {
         let (info, operations) = match setup {
             Ok(v) => v,
             Err(why) => {
-                kill_and_reap(&mut child);
+                child.kill();
                 let _ = host::remove_socket(&endpoint);
                 return Err(fail(why));
             }
@@ -336,13 +338,13 @@ impl PluginProcess {
         }
         let exited = {
             let mut child = lock(&self.child);
-            wait_for_exit(&mut child, CRASH_REAP_WAIT)
+            child.wait_timeout(CRASH_REAP_WAIT)
         };
         let reason = match exited {
             Some(status) => format!("the plugin process {} {}", self.pid, describe_exit(status)),
             // Alive but answering with a transport error: only a lost connection does that.
             None if status.code() == Code::Unavailable => {
-                kill_and_reap(&mut lock(&self.child));
+                lock(&self.child).kill();
                 format!(
                     "the connection to the plugin was lost ({}); the process was killed",
                     status.message()
@@ -381,12 +383,12 @@ impl PluginProcess {
                 Some(Instant::now() + SETUP_RPC_TIMEOUT),
                 None,
             );
-            if wait_for_exit(&mut child, SHUTDOWN_GRACE).is_none() {
+            if child.wait_timeout(SHUTDOWN_GRACE).is_none() {
                 tracing::warn!(plugin = %self.name(), "plugin did not stop after Shutdown; sending SIGTERM");
-                signal_group(self.pid, libc::SIGTERM);
-                if wait_for_exit(&mut child, TERM_GRACE).is_none() {
+                child.signal(libc::SIGTERM);
+                if child.wait_timeout(TERM_GRACE).is_none() {
                     tracing::warn!(plugin = %self.name(), "plugin ignored SIGTERM for {} s; killing it", TERM_GRACE.as_secs());
-                    kill_and_reap(&mut child);
+                    child.kill();
                 }
             }
         }
@@ -423,56 +425,11 @@ fn setup_rpc<T: Send + 'static>(
     }
 }
 
-/// Signals the plugin's process group (its pid: it was started as a group leader), so
-/// that helpers it started go too.
-fn signal_group(pid: u32, signal: libc::c_int) {
-    // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
-    unsafe {
-        libc::kill(-(pid as libc::pid_t), signal);
-    }
-}
-
-fn kill_and_reap(child: &mut Child) {
-    if matches!(child.try_wait(), Ok(None)) {
-        signal_group(child.id(), libc::SIGKILL);
-        let _ = child.kill();
-    }
-    let _ = child.wait();
-}
-
-/// Polls for the child's exit for up to `limit`; `None` if it is still running.
-fn wait_for_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let until = Instant::now() + limit;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Err(_) => return None,
-            Ok(None) if Instant::now() >= until => return None,
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-        }
-    }
-}
-
 /// `exited with status 1`, `was killed by signal 6 (SIGABRT)`.
 fn describe_exit(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited with status {code}"),
         (None, Some(sig)) => format!("was killed by signal {sig} ({})", signal_name(sig)),
         _ => format!("ended ({status})"),
-    }
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGILL => "SIGILL",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGPIPE => "SIGPIPE",
-        _ => "signal",
     }
 }

@@ -11,8 +11,8 @@ pub mod span;
 
 use crate::error::{AwfError, codes};
 use crate::mcp_serve::{self, PluginTools, ServeConfig};
+use crate::process::{self, ProcessGroup};
 use crate::providers::ProxyInjection;
-use crate::run::process;
 use crate::workflow::McpProxy;
 use crate::workflow::check::{PluginCatalog, check_with};
 use serde::Serialize;
@@ -20,7 +20,6 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Child;
 
 /// Per-run settings of the service.
 pub struct ToolProxyService {
@@ -356,22 +355,23 @@ impl ToolProxyService {
         Ok(prepared)
     }
 
-    /// Tears the step down: the agent's group (`leader` is its Child, when there is one)
+    /// Tears the step down: the agent's group (`leader`, when there is one)
     /// and any `awf mcp-serve` still running with this step's config, then the files.
     pub fn close(
         &self,
         mut session: ProxySession,
-        group: Option<i32>,
-        leader: Option<&mut Child>,
+        leader: Option<&mut ProcessGroup>,
         outcome: &str,
     ) -> ProxyReport {
         let needle = session.config_path.display().to_string();
         let strays = process::pids_with_arg(&needle);
-        let killed = process::terminate(group, &strays, leader, process::GRACE);
+        let killed = process::terminate(leader, &strays, process::GRACE);
         // Servers that escaped the group and were started after the scan above.
         let late = process::pids_with_arg(&needle);
         let mut killed = killed;
-        killed.extend(process::terminate(None, &late, None, process::GRACE));
+        killed.extend(process::terminate(None, &late, process::GRACE));
+        // Anything else that left the agent's group and was re-parented to this subreaper.
+        process::kill_orphans();
         let mut report = summarise_audit(&session.audit_path);
         report.killed = killed;
         if let Err(e) = std::fs::remove_dir_all(&session.injection.step_dir) {

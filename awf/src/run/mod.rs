@@ -5,9 +5,8 @@
 //! timeout take the same teardown path as a normal end. Progress goes to stderr; the
 //! summary (human or JSON) to stdout.
 
-pub mod process;
-
 use crate::error::{AwfError, codes};
+use crate::process::{self, ProcessGroup};
 use crate::providers::{self, AgentOutput, AgentRequest};
 use crate::proxy::{ProxyReport, ToolProxyService};
 use crate::tools::Cancellation;
@@ -18,7 +17,6 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -257,6 +255,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     crate::proxy::private_dir(&run_dir)?;
     eprintln!("awf: run {run_id} of {} ({})", wf.name, file.display());
     let outcome = runner.drive();
+    process::kill_orphans();
     runner.proxy.shutdown();
     let _ = std::fs::remove_dir_all(&run_dir);
     let (code, error) = match &outcome {
@@ -598,7 +597,7 @@ impl Runner<'_> {
         }
         let Some(provider) = providers::cli_provider(&a.provider) else {
             if let Some(s) = session {
-                r.proxy = Some(self.proxy.close(s, None, None, "error"));
+                r.proxy = Some(self.proxy.close(s, None, "error"));
             }
             return Err(AwfError::new(
                 rc::PROVIDER_UNAVAILABLE,
@@ -619,7 +618,7 @@ impl Runner<'_> {
             Ok(c) => c,
             Err(e) => {
                 if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None, None, "error"));
+                    r.proxy = Some(self.proxy.close(s, None, "error"));
                 }
                 return Err(e);
             }
@@ -641,7 +640,7 @@ impl Runner<'_> {
             Ok(v) => v,
             Err(e) => {
                 if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None, None, "error"));
+                    r.proxy = Some(self.proxy.close(s, None, "error"));
                 }
                 return Err(AwfError::new(
                     codes::SPAWN,
@@ -657,9 +656,7 @@ impl Runner<'_> {
         match session {
             // Teardown of a proxied step also finds `awf mcp-serve` processes by config path.
             Some(s) => {
-                let report = self
-                    .proxy
-                    .close(s, Some(p.pgid), Some(&mut leader), &p.status);
+                let report = self.proxy.close(s, Some(&mut leader), &p.status);
                 p.collect();
                 r.tool_calls = report.tool_calls.clone();
                 let crashed = !report.crashed_sessions.is_empty();
@@ -676,7 +673,8 @@ impl Runner<'_> {
                 }
             }
             None => {
-                process::terminate(Some(p.pgid), &[], Some(&mut leader), process::GRACE);
+                leader.terminate(process::GRACE);
+                process::kill_orphans();
                 p.collect();
             }
         }
@@ -737,7 +735,7 @@ impl Runner<'_> {
             Ok(o) => o,
             Err(e) => {
                 if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None, None, "error"));
+                    r.proxy = Some(self.proxy.close(s, None, "error"));
                 }
                 return Err(e);
             }
@@ -747,7 +745,7 @@ impl Runner<'_> {
                 Ok(p) => Some(p),
                 Err(e) => {
                     if let Some(s) = session {
-                        r.proxy = Some(self.proxy.close(s, None, None, "error"));
+                        r.proxy = Some(self.proxy.close(s, None, "error"));
                     }
                     return Err(e);
                 }
@@ -795,8 +793,9 @@ impl Runner<'_> {
         } else {
             let _ = worker.join();
         }
-        crate::builtins::bash::kill_all_running();
         if let Some(p) = &prepared {
+            // Bash commands still running stop now (the in-process server goes down).
+            p.shutdown.begin();
             p.telemetry.session_end(
                 if result.is_some() {
                     "end_of_step"
@@ -813,7 +812,7 @@ impl Runner<'_> {
                 Some(Err(_)) => "failure",
                 None => r.status.as_str(),
             };
-            let report = self.proxy.close(s, None, None, outcome);
+            let report = self.proxy.close(s, None, outcome);
             r.tool_calls = report.tool_calls.clone();
             r.proxy = Some(report);
         }
@@ -858,7 +857,10 @@ impl Runner<'_> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let (mut w, mut child) = self.spawn_and_supervise(cmd, deadline, None, name)?;
         // Whatever the end, nothing the step started outlives it.
-        process::terminate(Some(w.pgid), &[], Some(&mut child), process::GRACE);
+        child.terminate(process::GRACE);
+        // What left the group and was re-parented to this subreaper goes too, before
+        // the output is collected (it may hold the pipes).
+        process::kill_orphans();
         w.collect();
         Ok(w)
     }
@@ -871,24 +873,26 @@ impl Runner<'_> {
         deadline: Option<Instant>,
         audit: Option<&Path>,
         name: &str,
-    ) -> Result<(Waited, std::process::Child), AwfError> {
+    ) -> Result<(Waited, ProcessGroup), AwfError> {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        let mut child = cmd.spawn().map_err(|e| {
+            .stderr(Stdio::piped());
+        let mut child = ProcessGroup::spawn(&mut cmd).map_err(|e| {
             AwfError::new(
                 codes::SPAWN,
                 format!("cannot start {:?}: {e}", cmd.get_program()),
             )
         })?;
-        let pgid = child.id() as i32;
-        let out = reader(child.stdout.take());
-        let err = reader(child.stderr.take());
+        let out = reader(child.take_stdout());
+        let err = reader(child.take_stderr());
         let mut progress = Progress::new(name, audit);
-        let ended = process::supervise(&mut child, deadline, &self.interrupt, &mut || {
-            progress.tick()
-        });
+        let interrupt = self.interrupt.clone();
+        let ended = child
+            .supervise(deadline, Duration::from_millis(250), &mut || {
+                progress.tick();
+                interrupt.load(Ordering::SeqCst)
+            })
+            .unwrap_or(process::Ended::Interrupted);
         // The last calls before the end are shown too.
         progress.tick();
         let (status, exit_status) = match ended {
@@ -903,7 +907,6 @@ impl Runner<'_> {
                 exit_status,
                 stdout: String::new(),
                 stderr: String::new(),
-                pgid,
                 readers: Some((out, err)),
             },
             child,
@@ -917,7 +920,6 @@ struct Waited {
     exit_status: Option<std::process::ExitStatus>,
     stdout: String,
     stderr: String,
-    pgid: i32,
     readers: Option<(
         std::thread::JoinHandle<String>,
         std::thread::JoinHandle<String>,

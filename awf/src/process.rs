@@ -1,0 +1,611 @@
+//! Child processes: every process awf starts runs as the leader of its own process group,
+//! owned by a [`ProcessGroup`] that ends the group with grace (SIGTERM, a wait, SIGKILL),
+//! reaps the leader, and kills and reaps on drop, so that no path leaves a group running.
+//!
+//! A process can leave its group (`setsid`, `setpgid`) and outlive its parent. `awf run`
+//! and `awf mcp-serve` are child subreapers ([`become_subreaper`]), so such a process is
+//! re-parented to them instead of to init: it becomes an *adopted* child, one that no
+//! `ProcessGroup` owns. [`kill_orphans`] kills every adopted child with all its descendants
+//! and reaps them; [`reap_orphans`] only reaps the adopted children that already exited.
+//! Both tell owned from adopted children by the set of pids the live `ProcessGroup`s hold.
+//! That set is kept for the whole process, because children are a property of the
+//! process (as the subreaper flag is); it follows that in a subreaper every child must be
+//! started through `ProcessGroup`, or it would be taken for an orphan. Outside a subreaper
+//! both functions do nothing: there, every child is some `std::process::Child`'s own.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, mpsc};
+use std::time::{Duration, Instant};
+
+/// Between SIGTERM and SIGKILL when a group is ended with grace.
+pub const GRACE: Duration = Duration::from_secs(5);
+const POLL: Duration = Duration::from_millis(25);
+/// Rounds of [`kill_orphans`] (each a scan, kills and reaps) before it gives up on
+/// processes that do not die (uninterruptible sleep).
+const KILL_ROUNDS: usize = 400;
+const KILL_ROUND_PAUSE: Duration = Duration::from_millis(5);
+
+/// Set once when the process is going down on a signal: whoever runs commands for it
+/// ends them at once (a running Bash command is killed, a new one is refused).
+#[derive(Debug, Clone, Default)]
+pub struct Shutdown(Arc<AtomicBool>);
+
+impl Shutdown {
+    pub fn new() -> Shutdown {
+        Shutdown::default()
+    }
+
+    pub fn begin(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Pids of the children the live `ProcessGroup`s own (not yet reaped).
+fn owned() -> MutexGuard<'static, HashSet<i32>> {
+    static OWNED: OnceLock<Mutex<HashSet<i32>>> = OnceLock::new();
+    OWNED
+        .get_or_init(|| Mutex::new(HashSet::new()))
+        .lock()
+        // A panic while holding the lock leaves a consistent set (single inserts/removes).
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+fn my_pid() -> i32 {
+    std::process::id() as i32
+}
+
+/// Orphans of this process's descendants are re-parented to it, not to init. Returns
+/// false if the kernel refused (then escaped processes are beyond [`kill_orphans`]).
+pub fn become_subreaper() -> bool {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag and touches no memory.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+}
+
+/// True when this process is a child subreaper.
+pub fn is_subreaper() -> bool {
+    let mut flag: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer, which is valid.
+    let ok = unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut flag as *mut libc::c_int) };
+    ok == 0 && flag != 0
+}
+
+/// One line of /proc/<pid>/stat, the fields used here.
+#[derive(Debug, Clone, Copy)]
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    pgrp: i32,
+    state: char,
+}
+
+impl Proc {
+    fn live(&self) -> bool {
+        self.state != 'Z' && self.state != 'X'
+    }
+}
+
+fn stat(pid: i32) -> Option<Proc> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    Some(Proc {
+        pid,
+        ppid,
+        pgrp,
+        state,
+    })
+}
+
+/// Every process, from /proc.
+fn processes() -> Vec<Proc> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        .filter_map(stat)
+        .collect()
+}
+
+fn alive(pid: i32) -> bool {
+    stat(pid).is_some_and(|p| p.live())
+}
+
+/// Live members of process group `pgid`.
+fn group_members(pgid: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|p| p.pgrp == pgid && p.live())
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Pids whose command line contains `needle` (e.g. a step's private config path).
+pub fn pids_with_arg(needle: &str) -> Vec<i32> {
+    let me = my_pid();
+    processes()
+        .into_iter()
+        .filter(|p| p.pid != me && p.state != 'Z')
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/cmdline", p.pid))
+                .map(|c| {
+                    c.split(|b| *b == 0).any(|a| {
+                        a == needle.as_bytes() || String::from_utf8_lossy(a).contains(needle)
+                    })
+                })
+                .unwrap_or(false)
+        })
+        .map(|p| p.pid)
+        .collect()
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill(2) with a pid or negative group id; no memory involved.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// Reaps the adopted children of this subreaper that already exited; never a child a
+/// `ProcessGroup` owns (its exit status is its owner's to read). Returns how many.
+pub fn reap_orphans() -> usize {
+    if !is_subreaper() {
+        return 0;
+    }
+    let owned = owned();
+    let me = my_pid();
+    let mut reaped = 0;
+    for p in processes() {
+        if p.ppid == me && p.state == 'Z' && !owned.contains(&p.pid) {
+            reap(p.pid);
+            reaped += 1;
+        }
+    }
+    reaped
+}
+
+fn reap(pid: i32) {
+    let mut status = 0;
+    // SAFETY: waitpid on one zombie child of ours, non-blocking; status is a valid int.
+    unsafe {
+        libc::waitpid(pid, &mut status, libc::WNOHANG);
+    }
+}
+
+/// Kills every adopted child of this subreaper and all its descendants with SIGKILL (they
+/// left their group, so no grace is owed), and reaps them. Children a `ProcessGroup` owns,
+/// and everything below them, are left alone. Returns the pids killed.
+pub fn kill_orphans() -> Vec<i32> {
+    if !is_subreaper() {
+        return Vec::new();
+    }
+    let me = my_pid();
+    let mut killed: Vec<i32> = Vec::new();
+    for _ in 0..KILL_ROUNDS {
+        // Held for the round: a child spawned meanwhile is registered before it is seen.
+        let owned = owned();
+        let procs = processes();
+        let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
+        for p in &procs {
+            children.entry(p.ppid).or_default().push(p);
+        }
+        let adopted: Vec<&Proc> = children
+            .get(&me)
+            .into_iter()
+            .flatten()
+            .filter(|p| !owned.contains(&p.pid))
+            .copied()
+            .collect();
+        if adopted.is_empty() {
+            break;
+        }
+        // The adopted children and their descendants; SIGKILL cannot be caught, so a
+        // process seen here forks no more once signalled, and what it forked before is
+        // found in the next round (re-parented to us when its parent dies).
+        let mut todo = adopted.clone();
+        while let Some(p) = todo.pop() {
+            if p.ppid == me && !p.live() {
+                reap(p.pid);
+                continue;
+            }
+            if p.live() {
+                signal(p.pid, libc::SIGKILL);
+                if !killed.contains(&p.pid) {
+                    killed.push(p.pid);
+                }
+            }
+            todo.extend(children.get(&p.pid).into_iter().flatten().copied());
+        }
+        drop(owned);
+        std::thread::sleep(KILL_ROUND_PAUSE);
+    }
+    if !killed.is_empty() {
+        tracing::debug!(pids = ?killed, "killed processes that escaped their group");
+    }
+    killed
+}
+
+/// `SIGTERM`, `SIGKILL`, … for the signals awf reports; `unknown signal` otherwise.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGPIPE => "SIGPIPE",
+        _ => "unknown signal",
+    }
+}
+
+/// How a supervised group leader ended.
+#[derive(Debug)]
+pub enum Ended {
+    Exited(ExitStatus),
+    TimedOut,
+    Interrupted,
+}
+
+/// A child started as the leader of its own process group, reaped by this value only.
+pub struct ProcessGroup {
+    child: Child,
+    pgid: i32,
+    status: Option<ExitStatus>,
+}
+
+impl ProcessGroup {
+    /// Spawns `cmd` as the leader of a new process group.
+    pub fn spawn(cmd: &mut Command) -> io::Result<ProcessGroup> {
+        Self::start(cmd, false)
+    }
+
+    /// Like [`spawn`](Self::spawn), and the leader is tied to the spawning thread and
+    /// holds on to its own descendants: it gets SIGKILL when that thread ends
+    /// (PR_SET_PDEATHSIG: the thread that runs a command waits for it, so this fires when
+    /// awf dies, by SIGKILL too), and it is a subreaper, so that while it runs every
+    /// process it started stays below it, whatever other commands of this process do.
+    /// The settings survive the exec. Added after the caller's own `pre_exec` steps.
+    pub fn spawn_tied(cmd: &mut Command) -> io::Result<ProcessGroup> {
+        Self::start(cmd, true)
+    }
+
+    fn start(cmd: &mut Command, tied: bool) -> io::Result<ProcessGroup> {
+        cmd.process_group(0);
+        if tied {
+            let parent = my_pid();
+            // SAFETY: the closure only makes syscalls (prctl, getppid) and allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
+                        || libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                    // The parent died before the signal was armed: nobody will wait for us.
+                    if libc::getppid() != parent {
+                        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                    }
+                    Ok(())
+                });
+            }
+        }
+        // Registered under the lock before anyone can see the child as an orphan.
+        let mut owned = owned();
+        let child = cmd.spawn()?;
+        let pid = child.id() as i32;
+        owned.insert(pid);
+        Ok(ProcessGroup {
+            child,
+            pgid: pid,
+            status: None,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The group's id (the leader's pid).
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.child.stdin.take()
+    }
+
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
+        self.child.stderr.take()
+    }
+
+    fn ended(&mut self, status: ExitStatus) -> ExitStatus {
+        self.status = Some(status);
+        owned().remove(&self.pgid);
+        status
+    }
+
+    /// The leader's exit status if it exited (reaped now), `None` while it runs.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if let Some(s) = self.status {
+            return Ok(Some(s));
+        }
+        Ok(self.child.try_wait()?.map(|s| self.ended(s)))
+    }
+
+    /// Waits for the leader's exit and reaps it.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(s) = self.status {
+            return Ok(s);
+        }
+        let s = self.child.wait()?;
+        Ok(self.ended(s))
+    }
+
+    /// Waits up to `limit` for the leader's exit; `None` if it still runs.
+    pub fn wait_timeout(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let until = Instant::now() + limit;
+        loop {
+            match self.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Err(_) => return None,
+                Ok(None) if Instant::now() >= until => return None,
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    /// Waits until the leader exits, `deadline` passes or `interrupt` (asked about every
+    /// `poll`) says stop. The exit is noticed at once, not at the next poll. Does not kill:
+    /// the caller ends the group.
+    pub fn supervise(
+        &mut self,
+        deadline: Option<Instant>,
+        poll: Duration,
+        interrupt: &mut dyn FnMut() -> bool,
+    ) -> io::Result<Ended> {
+        let pid = self.child.id() as libc::id_t;
+        let (tx, exited) = mpsc::channel::<()>();
+        // Waits for the exit without reaping it (WNOWAIT): the zombie keeps the pid ours
+        // until try_wait below reaps it.
+        let waiter = std::thread::Builder::new()
+            .name("awf-wait".into())
+            .spawn(move || {
+                loop {
+                    // SAFETY: waitid writes into a zeroed siginfo_t we own.
+                    let r = unsafe {
+                        let mut info: libc::siginfo_t = std::mem::zeroed();
+                        libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
+                    };
+                    if r == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                        break;
+                    }
+                }
+                let _ = tx.send(());
+            });
+        let mut notified = waiter.is_ok();
+        loop {
+            if let Some(status) = self.try_wait()? {
+                return Ok(Ended::Exited(status));
+            }
+            if interrupt() {
+                return Ok(Ended::Interrupted);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(Ended::TimedOut);
+            }
+            let wait = deadline.map_or(poll, |d| poll.min(d - now));
+            if notified {
+                if let Err(mpsc::RecvTimeoutError::Disconnected) = exited.recv_timeout(wait) {
+                    notified = false;
+                }
+            } else {
+                std::thread::sleep(wait);
+            }
+        }
+    }
+
+    /// Sends `sig` to the whole group.
+    pub fn signal(&self, sig: i32) {
+        signal(-self.pgid, sig);
+    }
+
+    /// Ends the group with grace: SIGTERM, up to `grace` for every member to go, then
+    /// SIGKILL; the leader is reaped. Returns true when SIGKILL was needed.
+    pub fn terminate(&mut self, grace: Duration) -> bool {
+        !terminate(Some(self), &[], grace).is_empty()
+    }
+
+    /// SIGKILL to the group (and to the leader, should it have changed group), then reaps
+    /// the leader.
+    pub fn kill(&mut self) {
+        if self.status.is_none() {
+            self.signal(libc::SIGKILL);
+            let _ = self.child.kill();
+            let _ = self.wait();
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            self.kill();
+        }
+        // Reaping failed (it never does for our own child): do not keep the pid owned.
+        owned().remove(&self.pgid);
+    }
+}
+
+/// Ends a group and some extra pids: SIGTERM, up to `grace` for them to go, then SIGKILL.
+/// The group's leader is reaped, and so are adopted children that exit meanwhile. Returns
+/// the pids that needed SIGKILL.
+pub fn terminate(group: Option<&mut ProcessGroup>, extra: &[i32], grace: Duration) -> Vec<i32> {
+    let mut group = group;
+    let pgid = group.as_ref().map(|g| g.pgid);
+    let mut left = || -> Vec<i32> {
+        if let Some(g) = group.as_mut() {
+            let _ = g.try_wait();
+        }
+        reap_orphans();
+        let mut v: Vec<i32> = pgid.map(group_members).unwrap_or_default();
+        for p in extra {
+            if alive(*p) && !v.contains(p) {
+                v.push(*p);
+            }
+        }
+        v
+    };
+    if left().is_empty() {
+        return Vec::new();
+    }
+    if let Some(g) = pgid {
+        signal(-g, libc::SIGTERM);
+    }
+    for p in extra {
+        signal(*p, libc::SIGTERM);
+    }
+    let end = Instant::now() + grace;
+    let mut stubborn = left();
+    while !stubborn.is_empty() && Instant::now() < end {
+        std::thread::sleep(POLL);
+        stubborn = left();
+    }
+    if !stubborn.is_empty() {
+        if let Some(g) = pgid {
+            signal(-g, libc::SIGKILL);
+        }
+        for p in &stubborn {
+            signal(*p, libc::SIGKILL);
+        }
+        for _ in 0..200 {
+            if left().is_empty() {
+                break;
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+    if let Some(g) = group {
+        let _ = g.wait();
+    }
+    reap_orphans();
+    stubborn
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+
+    fn sh(script: &str) -> Command {
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c")
+            .arg(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        c
+    }
+
+    #[test]
+    fn a_group_is_reaped_and_disowned_once_it_exits() {
+        let mut g = ProcessGroup::spawn(&mut sh("exit 7")).unwrap();
+        let pid = g.pgid();
+        assert!(owned().contains(&pid));
+        assert_eq!(g.wait().unwrap().code(), Some(7));
+        assert!(!owned().contains(&pid));
+        // Cached: asking again does not wait on a pid that may now be someone else's.
+        assert_eq!(g.try_wait().unwrap().unwrap().code(), Some(7));
+    }
+
+    #[test]
+    fn terminate_uses_sigkill_only_for_a_group_that_ignores_sigterm() {
+        let mut polite = ProcessGroup::spawn(&mut sh("sleep 1000")).unwrap();
+        assert!(!polite.terminate(GRACE));
+        assert_eq!(
+            polite.try_wait().unwrap().unwrap().signal(),
+            Some(libc::SIGTERM)
+        );
+
+        let mut c = sh("trap '' TERM; echo ready; while :; do sleep 0.05; done");
+        c.stdout(Stdio::piped());
+        let mut stubborn = ProcessGroup::spawn(&mut c).unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(stubborn.take_stdout().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert!(stubborn.terminate(Duration::from_millis(200)));
+        assert_eq!(
+            stubborn.try_wait().unwrap().unwrap().signal(),
+            Some(libc::SIGKILL)
+        );
+    }
+
+    #[test]
+    fn drop_kills_the_whole_group() {
+        let mut c = sh("sleep 1000 & echo $!; wait");
+        c.stdout(Stdio::piped());
+        let mut g = ProcessGroup::spawn(&mut c).unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(g.take_stdout().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let member: i32 = line.trim().parse().unwrap();
+        drop(g);
+        // The member got SIGKILL with its group; it may wait as a zombie for init.
+        let end = Instant::now() + Duration::from_secs(20);
+        while alive(member) && Instant::now() < end {
+            std::thread::sleep(POLL);
+        }
+        assert!(!alive(member));
+    }
+
+    #[test]
+    fn supervise_reports_exit_timeout_and_interrupt() {
+        let mut g = ProcessGroup::spawn(&mut sh("exit 3")).unwrap();
+        let ended = g.supervise(None, Duration::from_secs(3600), &mut || false);
+        assert!(matches!(ended, Ok(Ended::Exited(s)) if s.code() == Some(3)));
+
+        let mut g = ProcessGroup::spawn(&mut sh("sleep 1000")).unwrap();
+        let past = Instant::now();
+        assert!(matches!(
+            g.supervise(Some(past), POLL, &mut || false),
+            Ok(Ended::TimedOut)
+        ));
+        assert!(matches!(
+            g.supervise(None, POLL, &mut || true),
+            Ok(Ended::Interrupted)
+        ));
+    }
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_name(libc::SIGTERM), "SIGTERM");
+        assert_eq!(signal_name(libc::SIGABRT), "SIGABRT");
+        assert_eq!(signal_name(64), "unknown signal");
+    }
+}
