@@ -10,6 +10,7 @@
 //! command-line front.
 
 pub mod builtins;
+pub mod child_env;
 pub mod cli;
 pub mod client;
 pub mod error;

@@ -1,0 +1,140 @@
+//! The environment a process awf starts on the agent's behalf (Bash, a plugin) begins with:
+//! an allowlist of harmless variables from awf's own environment, never the whole of it.
+//! `awf run` holds the model key and whatever the user exported (cloud credentials, tokens);
+//! a child that inherited them would hand them to the model with one `env`.
+//!
+//! Kept at the crate root: it is about any child awf starts for the agent, not about one
+//! adapter (`builtins::bash` uses it).
+
+/// Variables passed through by name.
+const ALLOWED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "TERM",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TZ",
+    "TMPDIR",
+    // Proxies and CA bundles: tools behind a corporate proxy need them to reach anything.
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+];
+
+/// Variables passed through by prefix (locale categories).
+const ALLOWED_PREFIXES: &[&str] = &["LC_"];
+
+/// Parts of a name that mark it as a secret; such a variable is dropped even when the
+/// allowlist would pass it (e.g. a proxy URL is fine, `HTTPS_PROXY_PASSWORD` is not).
+const SECRET_MARKS: &[&str] = &[
+    "KEY",
+    "SECRET",
+    "TOKEN",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "AUTH",
+];
+
+/// True when `name` looks like it holds a secret.
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_MARKS.iter().any(|m| upper.contains(m))
+}
+
+fn allowed(name: &str) -> bool {
+    (ALLOWED.contains(&name) || ALLOWED_PREFIXES.iter().any(|p| name.starts_with(p)))
+        && !looks_secret(name)
+}
+
+/// True when `name` matches a passthrough pattern: an exact name, or a prefix ending in `*`.
+fn named(name: &str, passthrough: &[String]) -> bool {
+    passthrough.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == p,
+    })
+}
+
+/// The environment for a child: the allowlisted variables of `from`, plus those matched by
+/// `passthrough` (exact names or `PREFIX*`; a variable named this way passes even when it
+/// looks secret: the workflow asked for it).
+pub fn filtered<I>(from: I, passthrough: &[String]) -> Vec<(String, String)>
+where
+    I: IntoIterator<Item = (String, String)>,
+{
+    from.into_iter()
+        .filter(|(k, _)| allowed(k) || named(k, passthrough))
+        .collect()
+}
+
+/// [`filtered`] applied to awf's own environment (variables that are not UTF-8 are dropped).
+pub fn from_process(passthrough: &[String]) -> Vec<(String, String)> {
+    filtered(
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        passthrough,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn names(v: Vec<(String, String)>) -> Vec<String> {
+        v.into_iter().map(|(k, _)| k).collect()
+    }
+
+    #[test]
+    fn only_the_allowlist_passes_and_never_a_secret_name() {
+        let from = env(&[
+            ("PATH", "/bin"),
+            ("HOME", "/h"),
+            ("LC_ALL", "C"),
+            ("HTTPS_PROXY", "http://p"),
+            ("ANTHROPIC_API_KEY", "sk-1"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("GITHUB_TOKEN", "g"),
+            ("DB_PASSWORD", "p"),
+            ("LC_TOKEN", "t"),
+            ("RANDOM_THING", "x"),
+        ]);
+        assert_eq!(
+            names(filtered(from, &[])),
+            ["PATH", "HOME", "LC_ALL", "HTTPS_PROXY"]
+        );
+    }
+
+    #[test]
+    fn passthrough_names_and_globs_pass_even_secret_looking_ones() {
+        let from = env(&[
+            ("CARGO_HOME", "/c"),
+            ("CARGO_TARGET_DIR", "/t"),
+            ("NPM_TOKEN", "n"),
+            ("OTHER_TOKEN", "o"),
+        ]);
+        let pass = vec!["CARGO_*".to_string(), "NPM_TOKEN".to_string()];
+        assert_eq!(
+            names(filtered(from, &pass)),
+            ["CARGO_HOME", "CARGO_TARGET_DIR", "NPM_TOKEN"]
+        );
+    }
+}
