@@ -34,7 +34,8 @@ impl Category {
     }
 }
 
-/// Codes used by this crate, kept in one place so they stay unique and greppable.
+/// Every code awf emits, kept in this one module so they stay unique and greppable; the
+/// category (first segment) maps to the exit code through [`Category::exit_code`].
 pub mod codes {
     pub const CONFIG_MISSING: &str = "USER.CONFIG.MISSING";
     pub const CONFIG_INVALID: &str = "USER.CONFIG.INVALID";
@@ -58,6 +59,32 @@ pub mod codes {
     pub const AGENT_FAILED: &str = "EXECUTION.AGENT.FAILED";
     /// A state option for an agent provider is wrong (type, missing API key variable, ...).
     pub const AGENT_OPTION: &str = "USER.AGENT.BAD_OPTION";
+    // Workflow files: parsing and checking.
+    pub const SYNTAX: &str = "WORKFLOW.PARSE.SYNTAX";
+    pub const UNKNOWN_KEY: &str = "WORKFLOW.PARSE.UNKNOWN_KEY";
+    pub const MISSING_FIELD: &str = "WORKFLOW.PARSE.MISSING_FIELD";
+    pub const WRONG_TYPE: &str = "WORKFLOW.PARSE.WRONG_TYPE";
+    pub const DUPLICATE_KEY: &str = "WORKFLOW.PARSE.DUPLICATE_KEY";
+    pub const INVALID_VALUE: &str = "WORKFLOW.PARSE.INVALID_VALUE";
+    pub const MISSING_INITIAL: &str = "WORKFLOW.STATE.MISSING_INITIAL";
+    pub const UNKNOWN_STATE: &str = "WORKFLOW.STATE.UNKNOWN_TARGET";
+    pub const UNKNOWN_PROVIDER: &str = "WORKFLOW.AGENT.UNKNOWN_PROVIDER";
+    pub const PROMPT_FILE: &str = "WORKFLOW.AGENT.PROMPT_FILE_UNREADABLE";
+    pub const TEMPLATE: &str = "WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE";
+    pub const FILE: &str = "USER.WORKFLOW.FILE_UNREADABLE";
+    pub const PROXY_UNKNOWN_KEY: &str = "USER.MCP_PROXY.UNKNOWN_KEY";
+    pub const UNSUPPORTED_PROVIDER: &str = "USER.MCP_PROXY.UNSUPPORTED_PROVIDER";
+    // Running a workflow.
+    pub const INPUT_UNKNOWN: &str = "USER.INPUT.UNKNOWN";
+    pub const INPUT_MISSING: &str = "USER.INPUT.MISSING";
+    pub const INPUT_INVALID: &str = "USER.INPUT.INVALID";
+    pub const STATE_FAILED: &str = "EXECUTION.RUN.STATE_FAILED";
+    pub const TERMINAL_FAILURE: &str = "EXECUTION.RUN.TERMINAL_FAILURE";
+    pub const RUN_TIMEOUT: &str = "EXECUTION.RUN.TIMEOUT";
+    pub const INTERRUPTED: &str = "EXECUTION.RUN.INTERRUPTED";
+    pub const PROVIDER_UNAVAILABLE: &str = "EXECUTION.PROVIDER.UNAVAILABLE";
+    pub const PROXY_CRASHED: &str = "EXECUTION.MCP_PROXY.SERVER_CRASHED";
+    pub const TOO_MANY_STEPS: &str = "WORKFLOW.RUN.TOO_MANY_STEPS";
 }
 
 /// An error with its taxonomy code. Display is `message (CODE)` so the code is always visible.
@@ -143,6 +170,30 @@ mod tests {
             codes::SPAWN,
             codes::AGENT_FAILED,
             codes::AGENT_OPTION,
+            codes::SYNTAX,
+            codes::UNKNOWN_KEY,
+            codes::MISSING_FIELD,
+            codes::WRONG_TYPE,
+            codes::DUPLICATE_KEY,
+            codes::INVALID_VALUE,
+            codes::MISSING_INITIAL,
+            codes::UNKNOWN_STATE,
+            codes::UNKNOWN_PROVIDER,
+            codes::PROMPT_FILE,
+            codes::TEMPLATE,
+            codes::FILE,
+            codes::PROXY_UNKNOWN_KEY,
+            codes::UNSUPPORTED_PROVIDER,
+            codes::INPUT_UNKNOWN,
+            codes::INPUT_MISSING,
+            codes::INPUT_INVALID,
+            codes::STATE_FAILED,
+            codes::TERMINAL_FAILURE,
+            codes::RUN_TIMEOUT,
+            codes::INTERRUPTED,
+            codes::PROVIDER_UNAVAILABLE,
+            codes::PROXY_CRASHED,
+            codes::TOO_MANY_STEPS,
         ] {
             assert_eq!(code.split('.').count(), 3, "{code}");
             let first = code.split('.').next().unwrap();

@@ -23,21 +23,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-pub mod run_codes {
-    pub const INPUT_UNKNOWN: &str = "USER.INPUT.UNKNOWN";
-    pub const INPUT_MISSING: &str = "USER.INPUT.MISSING";
-    pub const INPUT_INVALID: &str = "USER.INPUT.INVALID";
-    pub const STATE_FAILED: &str = "EXECUTION.RUN.STATE_FAILED";
-    pub const TERMINAL_FAILURE: &str = "EXECUTION.RUN.TERMINAL_FAILURE";
-    pub const TIMEOUT: &str = "EXECUTION.RUN.TIMEOUT";
-    pub const INTERRUPTED: &str = "EXECUTION.RUN.INTERRUPTED";
-    pub const PROVIDER_UNAVAILABLE: &str = "EXECUTION.PROVIDER.UNAVAILABLE";
-    pub const AGENT_FAILED: &str = "EXECUTION.PROVIDER.AGENT_FAILED";
-    pub const PROXY_CRASHED: &str = "EXECUTION.MCP_PROXY.SERVER_CRASHED";
-    pub const TOO_MANY_STEPS: &str = "WORKFLOW.RUN.TOO_MANY_STEPS";
-}
-use run_codes as rc;
-
 /// How many states one run may execute (loops through on_failure are allowed, forever is not).
 const MAX_STEPS: usize = 1000;
 /// Bytes kept of a process's stdout/stderr.
@@ -99,13 +84,13 @@ pub fn resolve_inputs(
     for kv in given {
         let Some((k, v)) = kv.split_once('=') else {
             return Err(AwfError::new(
-                rc::INPUT_INVALID,
+                codes::INPUT_INVALID,
                 format!("--input {kv:?} is not KEY=VALUE"),
             ));
         };
         let Some(def) = wf.inputs.iter().find(|i| i.name == k) else {
             return Err(AwfError::new(
-                rc::INPUT_UNKNOWN,
+                codes::INPUT_UNKNOWN,
                 format!(
                     "--input {k}: the workflow {} declares no input {k:?} (declared: {})",
                     wf.path.display(),
@@ -120,7 +105,7 @@ pub fn resolve_inputs(
         };
         if !ok {
             return Err(AwfError::new(
-                rc::INPUT_INVALID,
+                codes::INPUT_INVALID,
                 format!("--input {k}={v}: the input {k} is declared {:?}", def.kind),
             ));
         }
@@ -136,7 +121,7 @@ pub fn resolve_inputs(
             }
             (None, true) => {
                 return Err(AwfError::new(
-                    rc::INPUT_MISSING,
+                    codes::INPUT_MISSING,
                     format!(
                         "the input {} is required; pass --input {}=VALUE",
                         def.name, def.name
@@ -350,7 +335,7 @@ impl Runner<'_> {
         for seq in 1..=MAX_STEPS {
             if self.interrupt.load(Ordering::SeqCst) {
                 return Err(AwfError::new(
-                    rc::INTERRUPTED,
+                    codes::INTERRUPTED,
                     format!("interrupted before state {current:?} started"),
                 ));
             }
@@ -388,7 +373,7 @@ impl Runner<'_> {
                         Ok(())
                     } else {
                         Err(AwfError::new(
-                            rc::TERMINAL_FAILURE,
+                            codes::TERMINAL_FAILURE,
                             format!(
                                 "the workflow ended in the failure state {:?}{}",
                                 state.name,
@@ -441,7 +426,7 @@ impl Runner<'_> {
             }
             if status == "interrupted" {
                 return Err(AwfError::new(
-                    rc::INTERRUPTED,
+                    codes::INTERRUPTED,
                     format!("interrupted during state {name:?}; its processes were stopped"),
                 ));
             }
@@ -450,7 +435,7 @@ impl Runner<'_> {
                 None => {
                     let (code, msg) = error
                         .map(|e| (e.code, e.message))
-                        .unwrap_or((rc::STATE_FAILED, format!("state {name:?} failed")));
+                        .unwrap_or((codes::STATE_FAILED, format!("state {name:?} failed")));
                     return Err(AwfError::new(
                         code,
                         format!("{msg} (state {name:?} has no on_failure)"),
@@ -459,7 +444,7 @@ impl Runner<'_> {
             }
         }
         Err(AwfError::new(
-            rc::TOO_MANY_STEPS,
+            codes::TOO_MANY_STEPS,
             format!(
                 "the run executed {MAX_STEPS} states without reaching a terminal state; check the on_failure loops"
             ),
@@ -497,7 +482,7 @@ impl Runner<'_> {
             self.spawn_and_wait(cmd, s.timeout, name)
         } else {
             Err(AwfError::new(
-                rc::STATE_FAILED,
+                codes::STATE_FAILED,
                 format!(
                     "the dir {} of step {name:?} is not an existing directory (dir is relative to \
                      the directory awf run was started in)",
@@ -520,17 +505,17 @@ impl Runner<'_> {
                 if r.status != "success" {
                     let why = match p.status.as_str() {
                         "timeout" => (
-                            rc::TIMEOUT,
+                            codes::RUN_TIMEOUT,
                             format!(
                                 "step {name:?} timed out after {:?}",
                                 s.timeout.unwrap_or_default()
                             ),
                         ),
                         "interrupted" => {
-                            (rc::INTERRUPTED, format!("step {name:?} was interrupted"))
+                            (codes::INTERRUPTED, format!("step {name:?} was interrupted"))
                         }
                         _ => (
-                            rc::STATE_FAILED,
+                            codes::STATE_FAILED,
                             format!(
                                 "step {name:?} exited with {}: {}",
                                 p.code
@@ -600,7 +585,7 @@ impl Runner<'_> {
                 r.proxy = Some(self.proxy.close(s, None, "error"));
             }
             return Err(AwfError::new(
-                rc::PROVIDER_UNAVAILABLE,
+                codes::PROVIDER_UNAVAILABLE,
                 format!(
                     "the provider {:?} is not available in this build of awf",
                     a.provider
@@ -665,7 +650,7 @@ impl Runner<'_> {
                     r.status = "failure".into();
                     r.output = p.stdout.clone();
                     return Err(AwfError::new(
-                        rc::PROXY_CRASHED,
+                        codes::PROXY_CRASHED,
                         format!(
                             "awf mcp-serve crashed during state {name:?} (a session.start without session.end in its audit file)"
                         ),
@@ -682,7 +667,7 @@ impl Runner<'_> {
         match p.status.as_str() {
             "timeout" => {
                 return Err(AwfError::new(
-                    rc::TIMEOUT,
+                    codes::RUN_TIMEOUT,
                     format!(
                         "agent state {name:?} timed out after {:?}",
                         a.timeout.unwrap_or_default()
@@ -691,7 +676,7 @@ impl Runner<'_> {
             }
             "interrupted" => {
                 return Err(AwfError::new(
-                    rc::INTERRUPTED,
+                    codes::INTERRUPTED,
                     format!("agent state {name:?} was interrupted"),
                 ));
             }
@@ -710,7 +695,7 @@ impl Runner<'_> {
         if !status.success() {
             r.status = "failure".into();
             return Err(AwfError::new(
-                rc::AGENT_FAILED,
+                codes::AGENT_FAILED,
                 format!(
                     "{} exited with {status}: {}",
                     a.provider,
@@ -828,20 +813,20 @@ impl Runner<'_> {
                 Err(e)
             }
             None if r.status == "timeout" => Err(AwfError::new(
-                rc::TIMEOUT,
+                codes::RUN_TIMEOUT,
                 format!(
                     "agent state {name:?} timed out after {:?}",
                     a.timeout.unwrap_or_default()
                 ),
             )),
             None if r.status == "interrupted" => Err(AwfError::new(
-                rc::INTERRUPTED,
+                codes::INTERRUPTED,
                 format!("agent state {name:?} was interrupted"),
             )),
             None => {
                 r.status = "failure".into();
                 Err(AwfError::new(
-                    rc::AGENT_FAILED,
+                    codes::AGENT_FAILED,
                     "the openai_compatible conversation thread panicked (a bug in awf)",
                 ))
             }

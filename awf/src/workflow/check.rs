@@ -6,7 +6,6 @@
 use super::parse::join;
 use super::template::{self, Ref};
 use super::*;
-use crate::error::codes as ecodes;
 use crate::providers::PROVIDER_NAMES;
 use std::collections::HashMap;
 
@@ -51,7 +50,7 @@ impl PluginCatalog for InstalledPlugins {
                     .map(|e| format!(" (its directory is invalid: {})", e.message()))
                     .unwrap_or_default();
                 Err((
-                    ecodes::UNKNOWN_PLUGIN,
+                    codes::UNKNOWN_PLUGIN,
                     format!(
                         "no plugin named {plugin:?} is installed{why}; searched {}; found {}",
                         discovery.search_path_text(),
@@ -262,7 +261,7 @@ fn d_extend_proxy(
 ) {
     if !p.intercept_builtins && p.plugin_tools.is_empty() {
         push(
-            ecodes::EMPTY_PROXY,
+            codes::EMPTY_PROXY,
             p.path.clone(),
             p.line,
             "mcp_proxy is enabled with intercept_builtins: false and no plugin_tools, so the agent \
@@ -279,7 +278,7 @@ fn d_extend_proxy(
         let epath = format!("{}.plugin_tools[{}]", p.path, e.index);
         if let Some(first) = seen_plugins.insert(e.plugin.as_str(), e.index) {
             push(
-                ecodes::NAME_COLLISION,
+                codes::NAME_COLLISION,
                 join(&epath, "plugin"),
                 e.line,
                 format!(
@@ -295,7 +294,7 @@ fn d_extend_proxy(
             let opath = format!("{epath}.expose[{j}]");
             if let Some(first) = seen_tools.insert(tool.clone(), opath.clone()) {
                 push(
-                    ecodes::NAME_COLLISION,
+                    codes::NAME_COLLISION,
                     opath.clone(),
                     e.expose_lines[j],
                     format!("the tool {tool:?} is exposed twice ({first} and {opath})"),
@@ -309,7 +308,7 @@ fn d_extend_proxy(
                 join(&epath, "plugin"),
                 e.line,
                 msg,
-                if code == ecodes::UNKNOWN_PLUGIN {
+                if code == codes::UNKNOWN_PLUGIN {
                     "install it as <plugins dir>/<name>/plugin.yaml plus its executable, or fix \
                      the name (see `awf plugins list`)"
                         .into()
@@ -321,7 +320,7 @@ fn d_extend_proxy(
                 for (j, op) in e.expose.iter().enumerate() {
                     if !ops.contains(op) {
                         push(
-                            ecodes::UNKNOWN_OPERATION,
+                            codes::UNKNOWN_OPERATION,
                             format!("{epath}.expose[{j}]"),
                             e.expose_lines[j],
                             format!("plugin {:?} has no operation {op:?}", e.plugin),

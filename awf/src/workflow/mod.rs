@@ -8,28 +8,11 @@ pub mod parse;
 pub mod template;
 pub mod yaml;
 
+use crate::error::codes;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Codes of workflow problems (the proxy's are in `crate::error::codes`).
-pub mod codes {
-    pub const SYNTAX: &str = "WORKFLOW.PARSE.SYNTAX";
-    pub const UNKNOWN_KEY: &str = "WORKFLOW.PARSE.UNKNOWN_KEY";
-    pub const MISSING_FIELD: &str = "WORKFLOW.PARSE.MISSING_FIELD";
-    pub const WRONG_TYPE: &str = "WORKFLOW.PARSE.WRONG_TYPE";
-    pub const DUPLICATE_KEY: &str = "WORKFLOW.PARSE.DUPLICATE_KEY";
-    pub const INVALID_VALUE: &str = "WORKFLOW.PARSE.INVALID_VALUE";
-    pub const MISSING_INITIAL: &str = "WORKFLOW.STATE.MISSING_INITIAL";
-    pub const UNKNOWN_STATE: &str = "WORKFLOW.STATE.UNKNOWN_TARGET";
-    pub const UNKNOWN_PROVIDER: &str = "WORKFLOW.AGENT.UNKNOWN_PROVIDER";
-    pub const PROMPT_FILE: &str = "WORKFLOW.AGENT.PROMPT_FILE_UNREADABLE";
-    pub const TEMPLATE: &str = "WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE";
-    pub const FILE: &str = "USER.WORKFLOW.FILE_UNREADABLE";
-    pub const PROXY_UNKNOWN_KEY: &str = "USER.MCP_PROXY.UNKNOWN_KEY";
-    pub const UNSUPPORTED_PROVIDER: &str = "USER.MCP_PROXY.UNSUPPORTED_PROVIDER";
-}
 
 /// One problem found in a workflow.
 #[derive(Debug, Clone, Serialize, PartialEq)]
