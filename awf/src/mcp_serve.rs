@@ -46,7 +46,8 @@ pub struct ServeConfig {
     /// Confine Bash's writes with Landlock (default true).
     #[serde(default = "yes")]
     pub landlock: bool,
-    /// Extra paths Bash may write to, besides the root, the temp directory and /dev/null.
+    /// Extra paths Bash may write to, besides the root, the session's private temp directory
+    /// and /dev/null.
     #[serde(default)]
     pub writable_paths: Vec<PathBuf>,
 }
@@ -176,6 +177,9 @@ pub struct Prepared {
     pub root: PathBuf,
     /// Begun on a signal: the builtins' running commands stop, new ones are refused.
     pub shutdown: Shutdown,
+    /// Bash's private temp directory (when the builtins are served); removed when this is
+    /// dropped, which is where the session ends, served or in-process.
+    pub private_tmp: Option<confine::PrivateTmp>,
 }
 
 /// Builds providers, telemetry and router from a checked config.
@@ -189,8 +193,20 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
     let root = sandbox.root().to_path_buf();
     let mut providers: Vec<Box<dyn ToolProvider>> = Vec::new();
     let shutdown = Shutdown::new();
+    let mut private_tmp = None;
     if cfg.intercept_builtins {
-        let confinement = confine::Confinement::new(cfg.landlock, &root, &cfg.writable_paths);
+        let tmp = confine::PrivateTmp::create().map_err(|e| {
+            AwfError::new(
+                codes::IO,
+                format!(
+                    "cannot create a private temp directory under {}: {e}; make it writable \
+                     or point TMPDIR at a directory that is",
+                    std::env::temp_dir().display()
+                ),
+            )
+        })?;
+        let confinement =
+            confine::Confinement::new(cfg.landlock, &root, tmp.path(), &cfg.writable_paths);
         if let confine::Status::Unavailable(why) = confinement.status() {
             tracing::warn!("Bash writes are NOT confined: {why}");
         }
@@ -201,9 +217,10 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
                 dir,
                 confinement.writable(),
                 "give the audit file (--audit or audit_path) a place outside the root and the \
-                 temp directory",
+                 writable paths",
             )?;
         }
+        private_tmp = Some(tmp);
         providers.push(Box::new(Builtins::new(BuiltinEnv {
             sandbox,
             limits: cfg.limits.clone(),
@@ -250,6 +267,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         telemetry,
         root,
         shutdown,
+        private_tmp,
     })
 }
 

@@ -1,13 +1,14 @@
-//! Bash's writes are confined by Landlock: outside the root (and the temp directory)
-//! `touch` and `echo >` fail, inside they succeed; the config switch turns it off.
+//! Bash's writes are confined by Landlock: outside the root (and the session's private
+//! temp directory) `touch` and `echo >` fail, inside they succeed; the shared temp
+//! directory is not writable; the config switch turns it off.
 
 mod common;
 use common::*;
 use serde_json::json;
 
-/// The server's temp directory is writable: give it a private one beside the root, so
-/// that "outside" is outside whatever the machine's temp directory contains (CI may
-/// clone the project under /tmp).
+/// The server makes each session's private temp directory under its temp directory: give
+/// it one beside the root, so that "outside" is outside whatever the machine's temp
+/// directory contains (CI may clone the project under /tmp).
 fn private_tmp(base: &std::path::Path) -> String {
     let tmp = base.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
@@ -100,4 +101,85 @@ fn extra_writable_paths_from_the_config() {
     );
     assert!(e.contains("Permission denied"), "{e}");
     s.finish();
+}
+
+/// Bash's TMPDIR, from inside a command that also writes a file there.
+fn bash_tmpdir(s: &mut Server) -> String {
+    let out = s.ok(
+        "Bash",
+        json!({"command": "echo y > \"$TMPDIR/x\" && cat \"$TMPDIR/x\" && stat -c %a \"$TMPDIR\" && echo \"$TMPDIR\""}),
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[..4], ["exit code: 0", "stdout:", "y", "700"], "{out}");
+    lines[4].to_string()
+}
+
+#[test]
+fn bash_cannot_write_a_fresh_path_under_the_shared_tmp() {
+    let (_base, root, _outside) = workspace("landlock-shared-tmp");
+    let mut s = Server::start(
+        &["mcp-serve", "--root", root.to_str().unwrap()],
+        &[("TMPDIR", "/tmp")],
+    );
+    s.initialize();
+    if !confined(&mut s) {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "Landlock unavailable on CI: {}",
+            s.stderr()
+        );
+        eprintln!("SKIP: Landlock is not available on this kernel");
+        return;
+    }
+    let fresh = std::path::PathBuf::from(format!(
+        "/tmp/awf-it-fresh-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let f = fresh.display();
+    let e = s.err("Bash", json!({"command": format!("echo x > {f}")}));
+    assert!(e.contains("Permission denied"), "{e}");
+    let e = s.err("Bash", json!({"command": format!("mkdir {f}")}));
+    assert!(e.contains("Permission denied"), "{e}");
+    assert!(!fresh.exists(), "{f} was created");
+    s.finish();
+}
+
+#[test]
+fn bash_tmpdir_is_a_private_0700_dir_it_may_write() {
+    let (base, root, _outside) = workspace("landlock-tmpdir");
+    let tmp = private_tmp(&base);
+    let mut s = Server::start(
+        &["mcp-serve", "--root", root.to_str().unwrap()],
+        &[("TMPDIR", &tmp)],
+    );
+    s.initialize();
+    let dir = bash_tmpdir(&mut s);
+    // Its own directory beneath the server's temp dir, not the shared one itself.
+    assert_ne!(dir, tmp);
+    assert_ne!(dir, "/tmp");
+    let parent = std::path::Path::new(&dir).parent().unwrap();
+    assert_eq!(parent, std::path::Path::new(&tmp), "{dir}");
+    s.finish();
+}
+
+#[test]
+fn the_private_tmpdir_is_removed_when_the_server_exits() {
+    let (base, root, _outside) = workspace("landlock-tmpdir-gone");
+    let tmp = private_tmp(&base);
+    let mut s = Server::start(
+        &["mcp-serve", "--root", root.to_str().unwrap()],
+        &[("TMPDIR", &tmp)],
+    );
+    s.initialize();
+    let dir = std::path::PathBuf::from(bash_tmpdir(&mut s));
+    assert!(dir.join("x").is_file());
+    // End of input ends the session.
+    let (status, _, stderr) = s.finish();
+    assert!(status.success(), "{stderr}");
+    assert!(!dir.exists(), "{} outlived the server", dir.display());
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
 }

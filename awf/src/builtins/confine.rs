@@ -1,5 +1,7 @@
 //! Write confinement for Bash with Landlock: the command may read anything but write only
-//! beneath the root, the temp directory, `/dev/null` and the paths the config adds. The
+//! beneath the root, the session's private temp directory ([`PrivateTmp`], Bash's TMPDIR),
+//! `/dev/null` and the paths the config adds. The shared system temp directory is not
+//! writable: what one session leaves there another (or awf itself) could pick up. The
 //! ruleset is built in the parent (allocation and path opening are not safe after fork)
 //! and only `restrict_self` runs in the child, between fork and exec.
 
@@ -23,18 +25,58 @@ pub enum Status {
     Unavailable(String),
 }
 
+/// A session's own temp directory: created fresh (0700, unique name) under the system
+/// temp directory, removed with everything in it when dropped, i.e. at the session's end.
+#[derive(Debug)]
+pub struct PrivateTmp {
+    path: PathBuf,
+}
+
+impl PrivateTmp {
+    pub fn create() -> std::io::Result<PrivateTmp> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let path = std::env::temp_dir().join(format!(
+            "awf-tmp-{}-{}",
+            std::process::id(),
+            crate::telemetry::new_session_id()
+        ));
+        // Not recursive: fails if the name exists (nothing planted there is reused).
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        // The umask may have taken bits off; the owner needs all three.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
+        Ok(PrivateTmp { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            tracing::warn!(
+                "cannot remove the temp directory {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Confinement {
     status: Status,
     writable: Vec<PathBuf>,
+    tmp: PathBuf,
 }
 
 impl Confinement {
-    /// Probes the kernel once (one syscall) when enabled.
-    pub fn new(enabled: bool, root: &Path, extra: &[PathBuf]) -> Confinement {
+    /// Probes the kernel once (one syscall) when enabled. `tmp` is the session's private
+    /// temp directory (Bash's TMPDIR).
+    pub fn new(enabled: bool, root: &Path, tmp: &Path, extra: &[PathBuf]) -> Confinement {
         let mut writable = vec![
             root.to_path_buf(),
-            std::env::temp_dir(),
+            tmp.to_path_buf(),
             PathBuf::from("/dev/null"),
         ];
         writable.extend(extra.iter().cloned());
@@ -46,7 +88,16 @@ impl Confinement {
                 Err(why) => Status::Unavailable(why),
             }
         };
-        Confinement { status, writable }
+        Confinement {
+            status,
+            writable,
+            tmp: tmp.to_path_buf(),
+        }
+    }
+
+    /// The directory Bash gets as TMPDIR.
+    pub fn tmp_dir(&self) -> &Path {
+        &self.tmp
     }
 
     pub fn status(&self) -> &Status {
@@ -61,8 +112,8 @@ impl Confinement {
     pub fn describe(&self) -> String {
         match &self.status {
             Status::On(_) => format!(
-                "Writes are confined (Landlock) to the root, the temp directory and /dev/null{}; \
-                 reads are not restricted.",
+                "Writes are confined (Landlock) to the root, a private temp directory \
+                 ($TMPDIR) and /dev/null{}; the rest, /tmp included, is read-only.",
                 if self.writable.len() > 3 {
                     " and the configured extra paths"
                 } else {
@@ -134,7 +185,7 @@ mod tests {
 
     #[test]
     fn off_means_no_ruleset_and_says_so() {
-        let c = Confinement::new(false, Path::new("/"), &[]);
+        let c = Confinement::new(false, Path::new("/"), Path::new("/t"), &[]);
         assert_eq!(c.status(), &Status::Off);
         assert!(c.prepare().unwrap().is_none());
         assert!(c.describe().contains("NOT confined"));
@@ -142,13 +193,32 @@ mod tests {
 
     #[test]
     fn writable_holds_root_tmp_devnull_and_extras() {
-        let c = Confinement::new(false, Path::new("/r"), &[PathBuf::from("/x")]);
+        let c = Confinement::new(
+            false,
+            Path::new("/r"),
+            Path::new("/t"),
+            &[PathBuf::from("/x")],
+        );
         let w: Vec<_> = c
             .writable()
             .iter()
             .map(|p| p.display().to_string())
             .collect();
-        assert_eq!(w[0], "/r");
-        assert!(w.contains(&"/dev/null".to_string()) && w.contains(&"/x".to_string()));
+        assert_eq!(w[..3], ["/r", "/t", "/dev/null"]);
+        assert!(!w.contains(&std::env::temp_dir().display().to_string()));
+        assert_eq!(w[3..], ["/x"]);
+    }
+
+    #[test]
+    fn private_tmp_is_0700_and_goes_when_dropped() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = PrivateTmp::create().unwrap();
+        let p = t.path().to_path_buf();
+        assert_ne!(p, std::env::temp_dir());
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        std::fs::write(p.join("f"), "x").unwrap();
+        drop(t);
+        assert!(!p.exists());
     }
 }

@@ -76,18 +76,6 @@ impl Builtins {
         Builtins { env }
     }
 
-    /// Builtins over `root` with default limits and Landlock on.
-    pub fn with_root(root: &std::path::Path) -> std::io::Result<Builtins> {
-        let sandbox = Sandbox::new(root)?;
-        let confine = confine::Confinement::new(true, sandbox.root(), &[]);
-        Ok(Builtins::new(BuiltinEnv {
-            sandbox,
-            limits: Limits::default(),
-            confine,
-            shutdown: Default::default(),
-        }))
-    }
-
     pub fn env(&self) -> &BuiltinEnv {
         &self.env
     }
@@ -184,7 +172,7 @@ pub(crate) mod testutil {
     pub fn env(root: &Path) -> BuiltinEnv {
         let sandbox = Sandbox::new(root).unwrap();
         // Unit tests do not confine: Landlock is covered by the integration tests.
-        let confine = confine::Confinement::new(false, sandbox.root(), &[]);
+        let confine = confine::Confinement::new(false, sandbox.root(), &std::env::temp_dir(), &[]);
         BuiltinEnv {
             sandbox,
             limits: Limits::default(),

@@ -209,8 +209,14 @@ impl ToolProxyService {
     /// the steps' Bash may write (see [`check_private_location`]).
     pub fn check_locations(&self) -> Result<(), AwfError> {
         let serve = ServeConfig::for_root(self.root.clone());
-        let confinement =
-            crate::builtins::confine::Confinement::new(true, &self.root, &serve.writable_paths);
+        // Each step's Bash writes only its own temp dir, made fresh under the system temp
+        // dir; awf's files stay out of the whole of it (anyone may write /tmp).
+        let confinement = crate::builtins::confine::Confinement::new(
+            true,
+            &self.root,
+            &std::env::temp_dir(),
+            &serve.writable_paths,
+        );
         let writable = confinement.writable();
         check_private_location(
             "audit directory",
