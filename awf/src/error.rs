@@ -61,6 +61,8 @@ pub mod codes {
     pub const AGENT_OPTION: &str = "USER.AGENT.BAD_OPTION";
     // Workflow files: parsing and checking.
     pub const SYNTAX: &str = "WORKFLOW.PARSE.SYNTAX";
+    /// The YAML expands (through aliases) past the node limit of `workflow::yaml`.
+    pub const TOO_LARGE: &str = "WORKFLOW.PARSE.TOO_LARGE";
     pub const UNKNOWN_KEY: &str = "WORKFLOW.PARSE.UNKNOWN_KEY";
     pub const MISSING_FIELD: &str = "WORKFLOW.PARSE.MISSING_FIELD";
     pub const WRONG_TYPE: &str = "WORKFLOW.PARSE.WRONG_TYPE";

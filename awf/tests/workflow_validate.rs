@@ -225,6 +225,25 @@ fn bad_yaml_is_a_workflow_error_with_its_line() {
 }
 
 #[test]
+fn an_alias_bomb_is_refused_at_the_node_limit() {
+    let v = validate("alias_bomb.yaml", None);
+    assert_eq!(v.code, 2, "{:#}", v.json);
+    let p = &v.problems()[0];
+    assert_eq!(p["code"], "WORKFLOW.PARSE.TOO_LARGE", "{p:#}");
+    assert!(
+        v.message()
+            .contains("aliases expand to more than 100000 YAML nodes"),
+        "{p:#}"
+    );
+    assert!(p["hint"].as_str().unwrap().contains("alias"), "{p:#}");
+    assert!(
+        v.stderr.contains("WORKFLOW.PARSE.TOO_LARGE"),
+        "{}",
+        v.stderr
+    );
+}
+
+#[test]
 fn unknown_key_elsewhere_is_a_workflow_error() {
     let v = validate("unknown_key.yaml", None);
     assert_eq!(v.code, 2);

@@ -239,11 +239,11 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
         }
         Err(e) => {
             cx.push(
-                codes::SYNTAX,
+                e.code,
                 "",
                 e.line,
-                format!("{} is not valid YAML: {}", path.display(), e.message),
-                "fix the YAML syntax at that line (indentation, a missing `:` or bracket)",
+                format!("{} {}", path.display(), e.message),
+                e.hint,
             );
             return (None, cx.diags);
         }

@@ -1,8 +1,10 @@
 //! A YAML document as a tree whose every node knows its line, so that a validation
 //! problem can say where it is. Built from yaml-rust2's marked parser events (its own
 //! `Yaml` type drops positions). Only what workflows use: one document of maps, sequences
-//! and scalars; anchors are resolved by copying.
+//! and scalars; anchors are resolved by copying, within a budget of [`MAX_NODES`] nodes so
+//! that nested aliases (a "billion laughs" file) cannot expand to gigabytes.
 
+use crate::error::codes;
 use serde_json::Value;
 use std::collections::HashMap;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
@@ -84,18 +86,47 @@ impl Node {
     }
 }
 
-/// A YAML syntax error with its 1-based line.
+/// The most nodes a document may hold once its aliases are expanded. Real workflows hold
+/// hundreds to a few thousand; this leaves room for a hundredfold of that while keeping
+/// the expanded tree to a few megabytes.
+pub const MAX_NODES: usize = 100_000;
+
+/// A YAML document awf refuses: a syntax error, or too many nodes once aliases are expanded.
 #[derive(Debug, Clone)]
 pub struct SyntaxError {
+    /// The code from [`crate::error::codes`]: `SYNTAX` or `TOO_LARGE`.
+    pub code: &'static str,
+    /// What is wrong, to follow the file's name ("is not valid YAML: ...").
     pub message: String,
+    /// How to fix it.
+    pub hint: &'static str,
+    /// 1-based line.
     pub line: usize,
+}
+
+/// How many nodes a tree holds (itself, its items, keys and values).
+fn count_nodes(node: &Node) -> usize {
+    1 + match &node.kind {
+        Kind::Scalar(..) => 0,
+        Kind::Seq(items) => items.iter().map(count_nodes).sum(),
+        Kind::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| count_nodes(k) + count_nodes(v))
+            .sum(),
+    }
 }
 
 #[derive(Default)]
 struct Builder {
     /// Open collections: the node and, for maps, a pending key.
     stack: Vec<(Node, Option<Node>)>,
-    anchors: HashMap<usize, Node>,
+    /// Anchored nodes with their node counts.
+    anchors: HashMap<usize, (Node, usize)>,
+    /// Nodes built so far, aliases counted at their expanded size.
+    nodes: usize,
+    /// Set when `nodes` passed [`MAX_NODES`]: the line of the alias that did it; later
+    /// events are ignored (the parser cannot be stopped from a receiver).
+    over_budget: Option<usize>,
     /// Anchor ids of the open collections, parallel to `stack`.
     stack_anchors: Vec<usize>,
     docs: Vec<Node>,
@@ -104,7 +135,8 @@ struct Builder {
 impl Builder {
     fn push_value(&mut self, node: Node, anchor: usize) {
         if anchor > 0 {
-            self.anchors.insert(anchor, node.clone());
+            let size = count_nodes(&node);
+            self.anchors.insert(anchor, (node.clone(), size));
         }
         match self.stack.last_mut() {
             None => self.docs.push(node),
@@ -131,6 +163,15 @@ impl Builder {
 impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         let line = mark.line().max(1);
+        if self.over_budget.is_some() {
+            return;
+        }
+        if matches!(
+            ev,
+            Event::Scalar(..) | Event::SequenceStart(..) | Event::MappingStart(..)
+        ) {
+            self.nodes += 1;
+        }
         match ev {
             Event::Scalar(text, style, anchor, _) => self.push_value(
                 Node {
@@ -167,10 +208,19 @@ impl MarkedEventReceiver for Builder {
                 }
             }
             Event::Alias(id) => {
-                let node = self.anchors.get(&id).cloned().unwrap_or(Node {
-                    kind: Kind::Scalar(String::new(), true),
-                    line,
-                });
+                // Counted before copying, so an over-budget alias is never expanded.
+                self.nodes += self.anchors.get(&id).map_or(1, |(_, size)| *size);
+                if self.nodes > MAX_NODES {
+                    self.over_budget = Some(line);
+                    return;
+                }
+                let node = self.anchors.get(&id).map_or(
+                    Node {
+                        kind: Kind::Scalar(String::new(), true),
+                        line,
+                    },
+                    |(node, _)| node.clone(),
+                );
                 self.push_value(node, 0);
             }
             _ => {}
@@ -178,18 +228,35 @@ impl MarkedEventReceiver for Builder {
     }
 }
 
+const SYNTAX_HINT: &str =
+    "fix the YAML syntax at that line (indentation, a missing `:` or bracket)";
+
 /// Parses one YAML document. An empty document is an empty map's absence: `Ok(None)`.
 pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
     parser.load(&mut builder, true).map_err(|e| SyntaxError {
-        message: e.info().to_string(),
+        code: codes::SYNTAX,
+        message: format!("is not valid YAML: {}", e.info()),
+        hint: SYNTAX_HINT,
         line: e.marker().line().max(1),
     })?;
+    if let Some(line) = builder.over_budget {
+        return Err(SyntaxError {
+            code: codes::TOO_LARGE,
+            message: format!(
+                "is refused: its aliases expand to more than {MAX_NODES} YAML nodes (the limit awf accepts)"
+            ),
+            hint: "write the repeated parts out, or use fewer and shallower `*alias` references (nested aliases multiply)",
+            line,
+        });
+    }
     if builder.docs.len() > 1 {
         return Err(SyntaxError {
-            message: "the file holds several YAML documents (---); a workflow is one document"
+            code: codes::SYNTAX,
+            message: "is not valid YAML: the file holds several YAML documents (---); a workflow is one document"
                 .into(),
+            hint: SYNTAX_HINT,
             line: builder.docs[1].line,
         });
     }
@@ -225,5 +292,59 @@ mod tests {
         let e = parse("a: 1\nb: [1, 2\nc: 3\n").unwrap_err();
         assert!(e.line >= 2, "{e:?}");
         assert!(parse("").unwrap().is_none());
+    }
+
+    /// Nine levels of nine aliases each: 9^9 (387 million) scalars from a few hundred bytes.
+    fn alias_bomb() -> String {
+        let mut text = String::from("name: bomb\na0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..9 {
+            let prev = format!("*a{}", level - 1);
+            let items = [prev.as_str(); 9].join(", ");
+            text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn nested_aliases_past_the_node_limit_are_refused() {
+        let e = parse(&alias_bomb()).unwrap_err();
+        assert_eq!(e.code, codes::TOO_LARGE);
+        assert!(
+            e.message
+                .contains(&format!("expand to more than {MAX_NODES} YAML nodes")),
+            "{e:?}"
+        );
+        assert!(e.hint.contains("alias"), "{e:?}");
+        // The alias that crossed the limit: one of the deepest levels, not the first line.
+        assert!((7..=10).contains(&e.line), "{e:?}");
+    }
+
+    #[test]
+    fn a_few_aliases_are_expanded() {
+        let n = parse("base: &b {image: x, env: [A, B]}\none: *b\ntwo: [*b, *b]\n")
+            .unwrap()
+            .unwrap();
+        let base = serde_json::json!({"image": "x", "env": ["A", "B"]});
+        assert_eq!(
+            n.to_json(),
+            serde_json::json!({"base": base, "one": base, "two": [base, base]})
+        );
+    }
+
+    #[test]
+    fn the_limit_counts_expanded_nodes() {
+        // The root map, key `a` and its list of 9 scalars: 12 nodes; each `kN: *a` adds 11.
+        let mut text = format!("a: &a [{}]\n", ["x"; 9].join(", "));
+        let aliases = (MAX_NODES - 12) / 11;
+        for i in 0..aliases {
+            text.push_str(&format!("k{i}: *a\n"));
+        }
+        assert!(
+            parse(&text).is_ok(),
+            "{} nodes are accepted",
+            12 + 11 * aliases
+        );
+        text.push_str("last: *a\n");
+        assert_eq!(parse(&text).unwrap_err().code, codes::TOO_LARGE);
     }
 }
