@@ -210,7 +210,8 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     }
     process::become_subreaper();
     let run_id = crate::telemetry::new_session_id();
-    // Outside the temp dir and the workspace, which the steps' Bash may write (checked below).
+    // Outside the workspace, which the steps' Bash may write, and the temp dir, where each
+    // step's private one is made and anyone may write (checked below).
     let state = crate::proxy::state_dir();
     let run_dir = state.join("runs").join(&run_id);
     let audit_dir = opts
