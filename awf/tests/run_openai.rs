@@ -8,7 +8,7 @@
 #[path = "fake_model/mod.rs"]
 mod fake_model;
 
-use fake_model::{FakeModel, Script};
+use fake_model::{FakeModel, Script, private_tmp};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -84,6 +84,7 @@ states:
             .args(["--output", "json", "--audit-dir"])
             .arg(&self.audit_dir)
             .current_dir(&self.work)
+            .env("TMPDIR", private_tmp(&self.audit_dir))
             .env("AWF_PLUGINS_PATH", "")
             .env("AWF_TEST_OPENAI_KEY", "sk-test-123456")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -394,6 +395,7 @@ fn sigint_during_a_model_request_stops_the_run() {
         .args(["--output", "json", "--audit-dir"])
         .arg(&c.audit_dir)
         .current_dir(&c.work)
+        .env("TMPDIR", private_tmp(&c.audit_dir))
         .env("AWF_PLUGINS_PATH", "")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

@@ -7,7 +7,7 @@
 mod fake_model;
 mod otlp_receiver;
 
-use fake_model::{FakeModel, Script};
+use fake_model::{FakeModel, Script, private_tmp};
 use otlp_receiver::{Receiver, attr, hex};
 use serde_json::json;
 use std::path::Path;
@@ -78,6 +78,7 @@ states:
         .arg("--audit-dir")
         .arg(dir.join("audit"))
         .current_dir(&work)
+        .env("TMPDIR", private_tmp(&dir.join("audit")))
         .env("AWF_PLUGINS_PATH", "")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
         .env("TRACEPARENT", format!("00-{RUN_TRACE}-{RUN_SPAN}-01"))

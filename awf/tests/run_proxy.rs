@@ -33,6 +33,8 @@ struct Case {
     wf: PathBuf,
     pids: PathBuf,
     audit_dir: PathBuf,
+    /// awf run's TMPDIR: the audit dir must not lie beneath it, wherever the checkout is.
+    tmp: PathBuf,
 }
 
 fn case(tag: &str, timeout: &str) -> Case {
@@ -73,6 +75,11 @@ states:
     Case {
         pids: dir.join("pids"),
         audit_dir: dir.join("audit"),
+        tmp: {
+            let tmp = dir.join("tmp");
+            std::fs::create_dir_all(&tmp).unwrap();
+            tmp
+        },
         dir,
         wf,
     }
@@ -86,6 +93,7 @@ impl Case {
             .args(["--output", "json", "--audit-dir"])
             .arg(&self.audit_dir)
             .current_dir(self.dir.join("work"))
+            .env("TMPDIR", &self.tmp)
             .env("AWF_PLUGINS_PATH", "")
             .env("XDG_STATE_HOME", self.dir.join("state"))
             .env("FAKE_AGENT_MODE", mode)

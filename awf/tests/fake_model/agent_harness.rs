@@ -5,7 +5,7 @@
 //! Included next to `fake_model` with `#[path = "fake_model/agent_harness.rs"]`.
 #![allow(dead_code)]
 
-use crate::fake_model::{FakeModel, Script};
+use crate::fake_model::{FakeModel, Script, private_tmp};
 use awf::providers::{AgentCommand, AgentOutput, AgentRequest, CliProvider, ProxyInjection};
 use serde_json::{Map, Value, json};
 use std::io::Read;
@@ -433,6 +433,7 @@ states:
         .args(["--output", "json", "--audit-dir"])
         .arg(&audit_dir)
         .current_dir(&step.root)
+        .env("TMPDIR", private_tmp(&audit_dir))
         .stdin(Stdio::null())
         .env("HOME", &step.home)
         .env("XDG_CONFIG_HOME", step.home.join(".config"))

@@ -955,3 +955,12 @@ fn side_reply(
         }
     }
 }
+
+/// A temp dir for an `awf run` under test (its TMPDIR), beside its audit dir: `awf run`
+/// refuses an audit dir beneath the temp dir, and the test dirs themselves lie under
+/// /tmp when the checkout does.
+pub fn private_tmp(audit_dir: &std::path::Path) -> std::path::PathBuf {
+    let dir = audit_dir.with_extension("tmp");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
