@@ -182,6 +182,49 @@ fn audit_has_session_records_and_call_pairs_with_masked_secrets() {
     );
 }
 
+/// Secrets the environment does not know of are masked by their shape or their name, in
+/// arguments and in error texts (the Bash call below fails and its output is recorded).
+#[test]
+fn token_shapes_and_secret_assignments_are_masked_in_the_audit() {
+    let (_root, audit, mut s) = audited("audit-shapes");
+    let secrets = [
+        "wJalrXUtnFEMIK7MDENGbPxRfiCYzz",
+        "ghp_0123456789abcdefghijABCDEFGHIJ",
+        "eyJhbGciOiJIUzI1NiJ9.payload.sig",
+        "hunter2hunter2",
+    ];
+    s.ok(
+        "Write",
+        json!({"path": "env.sh", "content": format!(
+            "export AWS_SECRET_ACCESS_KEY={}\nGH={}\npassword={}\n",
+            secrets[0], secrets[1], secrets[3]
+        )}),
+    );
+    s.err(
+        "Bash",
+        json!({"command": format!(
+            "echo 'Authorization: Bearer {}'; exit 3", secrets[2]
+        )}),
+    );
+    let (status, _, _) = s.finish();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&audit).unwrap();
+    for secret in secrets {
+        assert!(!text.contains(secret), "{secret} in the audit: {text}");
+    }
+    let lines = audit_lines(&audit);
+    let content = lines[1]["arguments"]["content"].as_str().unwrap();
+    assert!(content.contains("AWS_SECRET_ACCESS_KEY=***"), "{content}");
+    assert!(
+        lines[3]["arguments"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization: Bearer ***"),
+        "{}",
+        lines[3]
+    );
+}
+
 #[test]
 fn shutdown_is_answered_and_recorded() {
     let (_root, audit, mut s) = audited("shutdown");

@@ -150,21 +150,85 @@ impl Masker {
         }
     }
 
+    /// A copy of a text with secrets masked (as inside `mask`), for log lines too.
+    pub fn mask_text(&self, s: &str) -> String {
+        self.mask_str(s)
+    }
+
     fn mask_str(&self, s: &str) -> String {
-        let mut text = s.to_string();
+        // Shapes are looked for only where the text is kept (plus room for a token that
+        // crosses the cut), so a 10 MiB Write costs no more than a short one.
+        let window = if self.max_value_bytes == 0 {
+            s
+        } else {
+            let end = (self.max_value_bytes + SHAPE_WINDOW).min(s.len());
+            &s[..crate::builtins::bound::floor_char_boundary(s, end)]
+        };
+        let mut text = mask_shapes(window);
         for secret in &self.secrets {
             if text.contains(secret.as_str()) {
                 text = text.replace(secret.as_str(), MASK);
             }
         }
-        if text.len() > self.max_value_bytes {
-            let total = text.len();
+        if self.max_value_bytes > 0 && (text.len() > self.max_value_bytes || window.len() < s.len())
+        {
+            // The length the text has once masked (the part past the window counted as is).
+            let total = text.len() + (s.len() - window.len());
             let cut = crate::builtins::bound::floor_char_boundary(&text, self.max_value_bytes);
             text.truncate(cut);
             text.push_str(&format!("…[cut: {total} bytes]"));
         }
         text
     }
+}
+
+/// Bytes past the cut still searched for token shapes (a PEM private key fits).
+const SHAPE_WINDOW: usize = 8192;
+
+/// Well-known token shapes, masked whatever the environment holds: PEM private keys,
+/// GitHub, GitLab, OpenAI-style, Slack, AWS access key ids and Google API keys.
+fn token_shapes() -> &'static regex::Regex {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        regex::Regex::new(concat!(
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+            r"|\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}",
+            r"|glpat-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}",
+            r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35})",
+        ))
+        .expect("token shapes compile")
+    })
+}
+
+/// `Authorization: Bearer x` and `NAME=value` / `name: "value"` forms: the value goes
+/// when the name looks secret (`AWS_SECRET_ACCESS_KEY=…`, `password=…`).
+fn assignments() -> &'static regex::Regex {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        regex::Regex::new(concat!(
+            r#"(?i)(\bauthorization["']?\s*[:=]\s*["']?(?:bearer|basic|token)?\s*)[^\s"',;]+"#,
+            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[:=]\s*["']?)[^\s"',;&]+"#,
+        ))
+        .expect("assignment forms compile")
+    })
+}
+
+/// `text` with token shapes and secret-looking assignments replaced by [`MASK`].
+fn mask_shapes(text: &str) -> String {
+    let text = token_shapes().replace_all(text, MASK);
+    assignments()
+        .replace_all(&text, |c: &regex::Captures<'_>| {
+            if let Some(auth) = c.get(1) {
+                return format!("{}{MASK}", auth.as_str());
+            }
+            match (c.get(2), c.get(3)) {
+                (Some(name), Some(sep)) if looks_secret(name.as_str()) => {
+                    format!("{}{}{MASK}", name.as_str(), sep.as_str())
+                }
+                _ => c[0].to_string(),
+            }
+        })
+        .into_owned()
 }
 
 /// Now as RFC 3339 UTC with milliseconds, e.g. `2026-12-02T12:44:04.123Z`.
@@ -221,6 +285,68 @@ mod tests {
         assert_eq!(got["api_key"], MASK);
         assert_eq!(got["n"], 3);
         assert_eq!(got["content"], "01234567890123456789…[cut: 25 bytes]");
+    }
+
+    #[test]
+    fn masks_token_shapes_and_secret_assignments_in_any_text() {
+        let m = Masker::new([], 4096);
+        let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAK\n-----END RSA PRIVATE KEY-----";
+        for (input, want) in [
+            (
+                "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCY",
+                "export AWS_SECRET_ACCESS_KEY=***",
+            ),
+            (
+                "curl -H 'Authorization: Bearer eyJhbGciOi.x.y' https://h",
+                "curl -H 'Authorization: Bearer ***' https://h",
+            ),
+            (
+                "git push https://ghp_0123456789abcdefghijABCDEFGHIJ@github.example",
+                "git push https://***@github.example",
+            ),
+            ("db password=hunter2 user=bob", "db password=*** user=bob"),
+            (
+                r#"{"api_key": "abc123", "n": 1}"#,
+                r#"{"api_key": "***", "n": 1}"#,
+            ),
+            ("id AKIAIOSFODNN7EXAMPLE ok", "id *** ok"),
+            ("token = sk-proj-abcdefghijklmnopqrstuv", "token = ***"),
+            (&format!("key:\n{pem}\nend"), "key:\n***\nend"),
+        ] {
+            assert_eq!(m.mask_text(input), want, "{input}");
+        }
+        // In a Write's content too.
+        let got = m.mask(&json!({"path": "env.sh", "content": "GITHUB_TOKEN=abcdef\n"}));
+        assert_eq!(got["content"], "GITHUB_TOKEN=***\n");
+    }
+
+    #[test]
+    fn ordinary_text_is_left_as_it_is() {
+        let m = Masker::new([], 4096);
+        for text in [
+            "fn main() { let x = 1; println!(\"{x}\"); }",
+            "see https://example.org/a?b=c&d=e for details",
+            "name: build\nstates:\n  initial: test\n  timeout: 30s",
+            "a sk-short or ghp_short is no token; AKIA alone neither",
+            "mode=0644 owner=root path=/etc/hosts",
+        ] {
+            assert_eq!(m.mask_text(text), text);
+        }
+    }
+
+    #[test]
+    fn a_secret_just_past_the_cut_is_masked_and_long_writes_are_cut() {
+        let m = Masker::new([], 20);
+        let text = format!("{}password=hunter2", "a".repeat(15));
+        let got = m.mask_text(&text);
+        assert!(!got.contains("hunter"), "{got}");
+        let big = "x".repeat(10 * 1024 * 1024);
+        let got = m.mask_text(&big);
+        assert!(
+            got.ends_with("…[cut: 10485760 bytes]"),
+            "{}",
+            &got[got.len() - 40..]
+        );
     }
 
     #[test]

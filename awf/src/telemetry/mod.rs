@@ -93,11 +93,8 @@ impl Telemetry {
         } else {
             None
         };
-        let masker = if audit.is_some() {
-            Masker::from_env(AUDIT_VALUE_BYTES)
-        } else {
-            Masker::default()
-        };
+        // Log lines are masked as the audit is, audit or not.
+        let masker = Masker::from_env(AUDIT_VALUE_BYTES);
         Telemetry {
             session_id,
             ids,
@@ -238,7 +235,8 @@ impl CallObservation for Observation {
     fn finish(self: Box<Self>, call: &CallInfo, outcome: &CallOutcome<'_>) {
         let t = &self.telemetry;
         let duration_ms = outcome.duration.as_secs_f64() * 1000.0;
-        let error = (outcome.status != CallStatus::Ok).then(|| first_line(&outcome.output.text));
+        let error = (outcome.status != CallStatus::Ok)
+            .then(|| t.masker.mask_text(&first_line(&outcome.output.text)));
         let output_bytes = outcome.output.text.len();
         match &error {
             None => tracing::info!(
@@ -265,7 +263,7 @@ impl CallObservation for Observation {
             r.insert("is_error".into(), outcome.output.is_error.into());
             r.insert("output_bytes".into(), output_bytes.into());
             if let Some(e) = &error {
-                r.insert("error".into(), t.masker.mask(&Value::String(e.clone())));
+                r.insert("error".into(), e.clone().into());
             }
             t.write(r);
         }
