@@ -208,16 +208,10 @@ impl ToolProxyService {
     /// Refuses to start when the run's private directory or the audit directory lies where
     /// the steps' Bash may write (see [`check_private_location`]).
     pub fn check_locations(&self) -> Result<(), AwfError> {
-        let serve = ServeConfig::for_root(self.root.clone());
-        // Each step's Bash writes only its own temp dir, made fresh under the system temp
-        // dir; awf's files stay out of the whole of it (anyone may write /tmp).
-        let confinement = crate::builtins::confine::Confinement::new(
-            true,
-            &self.root,
-            &std::env::temp_dir(),
-            &serve.writable_paths,
-        );
-        let writable = confinement.writable();
+        // The workspace, and the whole system temp dir: each step's Bash writes only its
+        // own temp dir, made fresh under it, but anyone may write /tmp.
+        let writable = [self.root.clone(), std::env::temp_dir()];
+        let writable = &writable[..];
         check_private_location(
             "audit directory",
             &self.audit_dir,
