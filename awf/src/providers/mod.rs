@@ -91,16 +91,25 @@ pub const OPENAI_COMPATIBLE: &str = "openai_compatible";
 /// Every provider name a workflow may use, for validation messages.
 pub const PROVIDER_NAMES: &[&str] = &["claude", "gemini", "codex", "opencode", OPENAI_COMPATIBLE];
 
-/// Looks up a CLI provider by name; `openai_compatible` is not a CliProvider (HTTP, in-process).
-/// The per-CLI modules (agents helper) register themselves here with one match arm each.
-pub fn cli_provider(name: &str) -> Option<Box<dyn CliProvider>> {
-    match name {
-        "claude" => Some(Box::new(claude::Claude)),
-        "codex" => Some(Box::new(codex::Codex)),
-        "gemini" => Some(Box::new(gemini::Gemini)),
-        "opencode" => Some(Box::new(opencode::OpenCode)),
-        _ => None,
-    }
+/// A provider a workflow names: a CLI the runner spawns and supervises, or the HTTP
+/// conversation that runs in awf's process with the tools served in-process.
+pub enum Provider {
+    Cli(Box<dyn CliProvider>),
+    OpenAiCompatible,
+}
+
+/// Looks up a provider by the name a workflow gives it.
+/// The per-CLI modules register themselves here with one match arm each.
+pub fn provider(name: &str) -> Option<Provider> {
+    let cli: Box<dyn CliProvider> = match name {
+        OPENAI_COMPATIBLE => return Some(Provider::OpenAiCompatible),
+        "claude" => Box::new(claude::Claude),
+        "codex" => Box::new(codex::Codex),
+        "gemini" => Box::new(gemini::Gemini),
+        "opencode" => Box::new(opencode::OpenCode),
+        _ => return None,
+    };
+    Some(Provider::Cli(cli))
 }
 
 /// Program path of a CLI: option `command`, else env `AWF_<NAME>_BIN`, else the name on PATH.

@@ -1,0 +1,336 @@
+//! `agent` states: the prompt rendered, the step's tool proxy started when
+//! `mcp_proxy.enable`, then the provider runs: a CLI agent spawned and supervised like a
+//! step, or the `openai_compatible` conversation in a thread with the tools in-process.
+//! The proxy is closed on every path, and its report joins the state's result.
+
+use super::engine::Runner;
+use super::report::{StateResult, Status};
+use super::supervise::{Progress, last_lines};
+use crate::error::{AwfError, codes};
+use crate::process;
+use crate::providers::{self, AgentOutput, AgentRequest, CliProvider, Provider};
+use crate::proxy::ProxySession;
+use crate::tools::Cancellation;
+use crate::workflow::{self, Prompt};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+impl Runner<'_> {
+    pub(super) fn run_agent(
+        &mut self,
+        name: &str,
+        seq: usize,
+        a: &workflow::AgentState,
+        t0: Instant,
+    ) -> StateResult {
+        let mut r = StateResult::new(name, "agent");
+        r.provider = Some(a.provider.clone());
+        let outcome = self.agent_inner(name, seq, a, &mut r);
+        if let Err(e) = outcome {
+            if r.status == Status::Success {
+                r.status = Status::Failure;
+            }
+            r.error = Some((&e).into());
+        }
+        r.duration_ms = t0.elapsed().as_millis() as u64;
+        r
+    }
+
+    fn agent_inner(
+        &mut self,
+        name: &str,
+        seq: usize,
+        a: &workflow::AgentState,
+        r: &mut StateResult,
+    ) -> Result<(), AwfError> {
+        let prompt_text = match &a.prompt {
+            Prompt::Inline(p) => p.clone(),
+            Prompt::File(f) => std::fs::read_to_string(f).map_err(|e| {
+                AwfError::new(
+                    codes::IO,
+                    format!("cannot read the prompt file {}: {e}", f.display()),
+                )
+            })?,
+        };
+        let prompt = self.render(&prompt_text);
+        let session = match &a.mcp_proxy {
+            Some(p) if p.enable => Some(self.proxy.start(name, seq, p, &mut self.plugins)?),
+            _ => None,
+        };
+        match providers::provider(&a.provider) {
+            Some(Provider::Cli(provider)) => {
+                self.cli_agent(name, a, provider.as_ref(), &prompt, session, r)
+            }
+            Some(Provider::OpenAiCompatible) => self.openai_agent(name, a, &prompt, session, r),
+            None => {
+                if let Some(s) = session {
+                    r.proxy = Some(self.proxy.close(s, None, "error"));
+                }
+                Err(AwfError::new(
+                    codes::PROVIDER_UNAVAILABLE,
+                    format!(
+                        "the provider {:?} is not available in this build of awf",
+                        a.provider
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// A CLI agent: spawned and supervised like a step; with a proxy, the teardown also
+    /// finds the `awf mcp-serve` processes it started.
+    fn cli_agent(
+        &mut self,
+        name: &str,
+        a: &workflow::AgentState,
+        provider: &dyn CliProvider,
+        prompt: &str,
+        session: Option<ProxySession>,
+        r: &mut StateResult,
+    ) -> Result<(), AwfError> {
+        let deadline = a.timeout.map(|t| Instant::now() + t);
+        let req = AgentRequest {
+            state: name,
+            prompt,
+            options: &a.options,
+            workdir: &self.workdir,
+            proxy: session.as_ref().map(|s| &s.injection),
+        };
+        let command = match provider.command(&req) {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(s) = session {
+                    r.proxy = Some(self.proxy.close(s, None, "error"));
+                }
+                return Err(e);
+            }
+        };
+        for w in &command.warnings {
+            tracing::warn!(state = name, provider = %a.provider, "{w}");
+        }
+        let mut cmd = Command::new(&command.program);
+        cmd.args(&command.args).current_dir(&self.workdir);
+        for k in &command.env_remove {
+            cmd.env_remove(k);
+        }
+        for (k, v) in &command.env {
+            cmd.env(k, v);
+        }
+        let audit = session.as_ref().map(|s| s.audit_path.clone());
+        let waited = self.spawn_and_supervise(cmd, deadline, audit.as_deref(), name);
+        let (mut p, mut leader) = match waited {
+            Ok(v) => v,
+            Err(e) => {
+                if let Some(s) = session {
+                    r.proxy = Some(self.proxy.close(s, None, "error"));
+                }
+                return Err(AwfError::new(
+                    codes::SPAWN,
+                    format!(
+                        "{}; install {} or set options.command or AWF_{}_BIN (state {name:?})",
+                        e.message(),
+                        a.provider,
+                        a.provider.to_ascii_uppercase()
+                    ),
+                ));
+            }
+        };
+        match session {
+            // Teardown of a proxied step also finds `awf mcp-serve` processes by config path.
+            Some(s) => {
+                let report = self.proxy.close(s, Some(&mut leader), p.status.as_str());
+                p.collect();
+                r.tool_calls = report.tool_calls.clone();
+                let crashed = !report.crashed_sessions.is_empty();
+                r.proxy = Some(report);
+                if crashed && p.status == Status::Success {
+                    r.status = Status::Failure;
+                    r.output = p.stdout.clone();
+                    return Err(AwfError::new(
+                        codes::PROXY_CRASHED,
+                        format!(
+                            "awf mcp-serve crashed during state {name:?} (a session.start without session.end in its audit file)"
+                        ),
+                    ));
+                }
+            }
+            None => {
+                leader.terminate(process::GRACE);
+                process::kill_orphans();
+                p.collect();
+            }
+        }
+        r.status = p.status;
+        match p.status {
+            Status::Timeout => {
+                return Err(AwfError::new(
+                    codes::RUN_TIMEOUT,
+                    format!(
+                        "agent state {name:?} timed out after {:?}",
+                        a.timeout.unwrap_or_default()
+                    ),
+                ));
+            }
+            Status::Interrupted => {
+                return Err(AwfError::new(
+                    codes::INTERRUPTED,
+                    format!("agent state {name:?} was interrupted"),
+                ));
+            }
+            _ => {}
+        }
+        let status = p.exit_status.expect("exited");
+        let out: AgentOutput = provider
+            .parse_output(&p.stdout, &p.stderr, status)
+            .inspect_err(|_| {
+                r.status = Status::Failure;
+            })?;
+        r.output = out.text;
+        r.usage = out.usage;
+        r.cost_usd = out.cost_usd;
+        r.exit_code = status.code();
+        if !status.success() {
+            r.status = Status::Failure;
+            return Err(AwfError::new(
+                codes::AGENT_FAILED,
+                format!(
+                    "{} exited with {status}: {}",
+                    a.provider,
+                    last_lines(&p.stderr, 5)
+                ),
+            ));
+        }
+        r.status = Status::Success;
+        Ok(())
+    }
+
+    /// The `openai_compatible` conversation: in a thread, with the step's tools served
+    /// in-process; a timeout or interrupt cancels it and gives it the grace period to stop.
+    fn openai_agent(
+        &mut self,
+        name: &str,
+        a: &workflow::AgentState,
+        prompt: &str,
+        session: Option<ProxySession>,
+        r: &mut StateResult,
+    ) -> Result<(), AwfError> {
+        let deadline = a.timeout.map(|t| Instant::now() + t);
+        let opts = match providers::openai::OpenAiOptions::from_map(name, &a.options) {
+            Ok(o) => o,
+            Err(e) => {
+                if let Some(s) = session {
+                    r.proxy = Some(self.proxy.close(s, None, "error"));
+                }
+                return Err(e);
+            }
+        };
+        let prepared = match &session {
+            Some(s) => match self.proxy.inproc(s) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    if let Some(s) = session {
+                        r.proxy = Some(self.proxy.close(s, None, "error"));
+                    }
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let flag = cancelled.clone();
+        let cancel = Cancellation::new(move || flag.load(Ordering::SeqCst));
+        let router = prepared.as_ref().map(|p| p.router.clone());
+        let prompt = prompt.to_string();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker_cancel = cancel.clone();
+        let worker = std::thread::spawn(move || {
+            let out =
+                providers::openai::run(&prompt, &opts, router.as_deref(), deadline, &worker_cancel);
+            let _ = tx.send(out);
+        });
+        let audit = session.as_ref().map(|s| s.audit_path.clone());
+        let mut progress = Progress::new(name, audit.as_deref());
+        let result = loop {
+            match rx.recv_timeout(Duration::from_millis(250)) {
+                Ok(out) => break Some(out),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break None,
+                Err(_) => {}
+            }
+            progress.tick();
+            if self.interrupt.load(Ordering::SeqCst) {
+                r.status = Status::Interrupted;
+                break None;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                r.status = Status::Timeout;
+                break None;
+            }
+        };
+        progress.tick();
+        if result.is_none() {
+            // Tools see the cancellation; give the conversation the grace period to stop.
+            cancelled.store(true, Ordering::SeqCst);
+            let end = Instant::now() + process::GRACE;
+            while !worker.is_finished() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(25));
+            }
+        } else {
+            let _ = worker.join();
+        }
+        if let Some(p) = &prepared {
+            // Bash commands still running stop now (the in-process server goes down).
+            p.shutdown.begin();
+            p.telemetry.session_end(
+                if result.is_some() {
+                    "end_of_step"
+                } else {
+                    "cancelled"
+                },
+                None,
+            );
+        }
+        drop(prepared);
+        if let Some(s) = session {
+            let outcome = match &result {
+                Some(Ok(_)) => "success",
+                Some(Err(_)) => "failure",
+                None => r.status.as_str(),
+            };
+            let report = self.proxy.close(s, None, outcome);
+            r.tool_calls = report.tool_calls.clone();
+            r.proxy = Some(report);
+        }
+        match result {
+            Some(Ok(out)) => {
+                r.output = out.text;
+                r.usage = out.usage;
+                r.status = Status::Success;
+                Ok(())
+            }
+            Some(Err(e)) => {
+                r.status = Status::Failure;
+                Err(e)
+            }
+            None if r.status == Status::Timeout => Err(AwfError::new(
+                codes::RUN_TIMEOUT,
+                format!(
+                    "agent state {name:?} timed out after {:?}",
+                    a.timeout.unwrap_or_default()
+                ),
+            )),
+            None if r.status == Status::Interrupted => Err(AwfError::new(
+                codes::INTERRUPTED,
+                format!("agent state {name:?} was interrupted"),
+            )),
+            None => {
+                r.status = Status::Failure;
+                Err(AwfError::new(
+                    codes::AGENT_FAILED,
+                    "the openai_compatible conversation thread panicked (a bug in awf)",
+                ))
+            }
+        }
+    }
+}

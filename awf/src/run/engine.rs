@@ -1,0 +1,161 @@
+//! The state machine of `awf run`: from `initial`, each state runs (a shell step, an agent
+//! or a terminal), its result is recorded, and `on_success`/`on_failure` picks the next,
+//! until a terminal state, an interrupt or [`MAX_STEPS`].
+
+use super::report::{StateResult, Status};
+use crate::error::{AwfError, codes};
+use crate::proxy::ToolProxyService;
+use crate::workflow::check::InstalledPlugins;
+use crate::workflow::template::{self, Ref};
+use crate::workflow::{StateKind, TerminalStatus, Workflow};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// How many states one run may execute (loops through on_failure are allowed, forever is not).
+const MAX_STEPS: usize = 1000;
+
+pub(super) struct Runner<'a> {
+    pub(super) wf: &'a Workflow,
+    pub(super) inputs: HashMap<String, String>,
+    pub(super) results: Vec<StateResult>,
+    pub(super) interrupt: Arc<AtomicBool>,
+    pub(super) proxy: ToolProxyService,
+    pub(super) plugins: InstalledPlugins,
+    pub(super) workdir: PathBuf,
+    pub(super) started: Instant,
+}
+
+impl Runner<'_> {
+    /// Renders a template with the run's inputs and the latest result of each state.
+    pub(super) fn render(&self, text: &str) -> String {
+        template::render(text, &|r| match r {
+            Ref::Input(n) => self.inputs.get(n).cloned().unwrap_or_default(),
+            Ref::State(s, f) => self
+                .results
+                .iter()
+                .rev()
+                .find(|r| &r.state == s)
+                .map(|r| match f.as_str() {
+                    "Output" => r.output.clone(),
+                    "ExitCode" => r.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+                    _ => r.status.to_string(),
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    pub(super) fn drive(&mut self) -> Result<(), AwfError> {
+        let mut current = self.wf.initial.clone();
+        for seq in 1..=MAX_STEPS {
+            if self.interrupt.load(Ordering::SeqCst) {
+                return Err(AwfError::new(
+                    codes::INTERRUPTED,
+                    format!("interrupted before state {current:?} started"),
+                ));
+            }
+            let state = self.wf.state(&current).expect("validated").clone();
+            let t0 = Instant::now();
+            eprintln!(
+                "awf: [{:>6.1}s] → {} ({})",
+                self.started.elapsed().as_secs_f64(),
+                state.name,
+                state.kind.type_name()
+            );
+            let (result, next) = match &state.kind {
+                StateKind::Terminal(t) => {
+                    let message = t
+                        .message
+                        .as_deref()
+                        .map(|m| self.render(m))
+                        .unwrap_or_default();
+                    let ok = t.status == TerminalStatus::Success;
+                    self.results.push(StateResult {
+                        status: if ok { Status::Success } else { Status::Failure },
+                        output: message.clone(),
+                        ..StateResult::new(&state.name, "terminal")
+                    });
+                    return if ok {
+                        Ok(())
+                    } else {
+                        Err(AwfError::new(
+                            codes::TERMINAL_FAILURE,
+                            format!(
+                                "the workflow ended in the failure state {:?}{}",
+                                state.name,
+                                if message.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(": {message}")
+                                }
+                            ),
+                        ))
+                    };
+                }
+                StateKind::Step(s) => {
+                    let r = self.run_step(&state.name, s, t0);
+                    let next = if r.status == Status::Success {
+                        &s.on_success
+                    } else {
+                        &s.on_failure
+                    };
+                    (r, next.clone())
+                }
+                StateKind::Agent(a) => {
+                    let r = self.run_agent(&state.name, seq, a, t0);
+                    let next = if r.status == Status::Success {
+                        &a.on_success
+                    } else {
+                        &a.on_failure
+                    };
+                    (r, next.clone())
+                }
+            };
+            eprintln!(
+                "awf: [{:>6.1}s] ← {} {} in {:.1}s",
+                self.started.elapsed().as_secs_f64(),
+                result.state,
+                result.status,
+                result.duration_ms as f64 / 1000.0
+            );
+            let status = result.status;
+            let error = result.error.clone();
+            let name = result.state.clone();
+            self.results.push(result);
+            // The step's tool set could not be served (a plugin gone since validation, say):
+            // like a validation error, this stops the run rather than following on_failure.
+            if let Some(e) = error
+                .as_ref()
+                .filter(|e| e.code.starts_with("USER.MCP_PROXY."))
+            {
+                return Err(AwfError::new(e.code, e.message.clone()));
+            }
+            if status == Status::Interrupted {
+                return Err(AwfError::new(
+                    codes::INTERRUPTED,
+                    format!("interrupted during state {name:?}; its processes were stopped"),
+                ));
+            }
+            match next {
+                Some(n) => current = n,
+                None => {
+                    let (code, msg) = error
+                        .map(|e| (e.code, e.message))
+                        .unwrap_or((codes::STATE_FAILED, format!("state {name:?} failed")));
+                    return Err(AwfError::new(
+                        code,
+                        format!("{msg} (state {name:?} has no on_failure)"),
+                    ));
+                }
+            }
+        }
+        Err(AwfError::new(
+            codes::TOO_MANY_STEPS,
+            format!(
+                "the run executed {MAX_STEPS} states without reaching a terminal state; check the on_failure loops"
+            ),
+        ))
+    }
+}

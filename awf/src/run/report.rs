@@ -1,0 +1,169 @@
+//! What a run reports: each state's [`StateResult`] with its [`Status`], and the summary
+//! printed to stdout at the end (human or JSON). Validation problems go to stderr.
+
+use crate::error::AwfError;
+use crate::proxy::ProxyReport;
+use crate::workflow;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+/// How a state ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Success,
+    Failure,
+    Timeout,
+    Interrupted,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Success => "success",
+            Status::Failure => "failure",
+            Status::Timeout => "timeout",
+            Status::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StateResult {
+    pub state: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub status: Status,
+    pub output: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_calls: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxyReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorJson>,
+}
+
+impl StateResult {
+    /// A result that so far succeeded, with nothing recorded yet.
+    pub fn new(state: &str, kind: &'static str) -> Self {
+        StateResult {
+            state: state.to_string(),
+            kind,
+            status: Status::Success,
+            output: String::new(),
+            exit_code: None,
+            duration_ms: 0,
+            provider: None,
+            tool_calls: BTreeMap::new(),
+            proxy: None,
+            usage: None,
+            cost_usd: None,
+            error: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorJson {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl From<&AwfError> for ErrorJson {
+    fn from(e: &AwfError) -> Self {
+        ErrorJson {
+            code: e.code(),
+            message: e.message().to_string(),
+        }
+    }
+}
+
+/// Prints validation problems (human) to stderr.
+pub fn print_diagnostics(file: &Path, diags: &[workflow::Diagnostic]) {
+    for d in diags {
+        let at = match d.line {
+            Some(l) => format!("{}:{l}", file.display()),
+            None => file.display().to_string(),
+        };
+        let path = if d.path.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", d.path)
+        };
+        eprintln!(
+            "{at}: {} [{}]{path}\n    hint: {}",
+            d.message, d.code, d.hint
+        );
+    }
+}
+
+/// Prints the run's summary to stdout, as JSON or for a human.
+pub fn print_summary(summary: &Value, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(summary).expect("JSON"));
+    } else {
+        print_human(summary);
+    }
+}
+
+fn print_human(s: &Value) {
+    println!(
+        "workflow {} — {} in {:.1}s",
+        s["workflow"].as_str().unwrap_or(""),
+        s["status"].as_str().unwrap_or(""),
+        s["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0
+    );
+    for st in s["states"].as_array().into_iter().flatten() {
+        let calls = st["tool_calls"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| format!("{k}×{v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .filter(|s| !s.is_empty())
+            .map(|s| format!("  tools: {s}"))
+            .unwrap_or_default();
+        println!(
+            "  {:<20} {:<8} {:<11} {:>7.1}s{calls}",
+            st["state"].as_str().unwrap_or(""),
+            st["type"].as_str().unwrap_or(""),
+            st["status"].as_str().unwrap_or(""),
+            st["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+        );
+        let out = st["output"].as_str().unwrap_or("").trim();
+        if !out.is_empty() {
+            for line in out.lines().take(20) {
+                println!("      {line}");
+            }
+            if out.lines().count() > 20 {
+                println!("      …");
+            }
+        }
+        if let Some(e) = st["error"]["message"].as_str() {
+            println!(
+                "      error: {e} ({})",
+                st["error"]["code"].as_str().unwrap_or("")
+            );
+        }
+    }
+}
