@@ -8,7 +8,7 @@ use crate::builtins::{BuiltinEnv, Builtins, Limits, confine, sandbox::Sandbox};
 use crate::error::{AwfError, codes};
 use crate::process::{self, Shutdown};
 use crate::telemetry::{StepIds, Telemetry, TelemetryObserver, audit::AuditLog};
-use crate::tools::{CallMeta, Cancellation, ToolProvider, ToolRouter};
+use crate::tools::{Cancellation, ToolProvider, ToolRouter};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -271,17 +271,26 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
     })
 }
 
-/// Adapts the router to an `mcpserver::Server` (one raw handler per tool).
-pub fn build_server(
-    router: &Arc<ToolRouter>,
-    root: &Path,
-    shutdown: &Shutdown,
-) -> Result<mcpserver::Server, AwfError> {
-    let mut b = mcpserver::Server::builder("awf", env!("CARGO_PKG_VERSION")).instructions(format!(
-        "AWF workspace tools. Every path is inside the workspace root {} (relative paths are \
-         relative to it); paths leading outside are refused.",
-        root.display()
-    ));
+/// Adapts the router to an `mcpserver::Server` (one raw handler per tool), with hooks
+/// that record the calls the server rejects before they reach the router.
+pub fn build_server(prepared: &Prepared) -> Result<mcpserver::Server, AwfError> {
+    let Prepared {
+        router,
+        root,
+        shutdown,
+        telemetry,
+        ..
+    } = prepared;
+    let mut b = mcpserver::Server::builder("awf", env!("CARGO_PKG_VERSION"))
+        .instructions(format!(
+            "AWF workspace tools. Every path is inside the workspace root {} (relative paths \
+             are relative to it); paths leading outside are refused.",
+            root.display()
+        ))
+        .hooks(crate::telemetry::RejectedCallHooks {
+            telemetry: telemetry.clone(),
+            router: router.clone(),
+        });
     for spec in router.tools() {
         let mut tool = mcpserver::Tool::new(
             spec.name.clone(),
@@ -297,16 +306,7 @@ pub fn build_server(
         b = b.tool_raw(
             tool,
             move |args: serde_json::Value, ctx: &mcpserver::CallContext| {
-                let meta = CallMeta {
-                    request_id: Some(ctx.request_id().to_string()),
-                    protocol_version: Some(ctx.protocol_version().to_string()),
-                    traceparent: ctx
-                        .meta()
-                        .and_then(|m| m.get("traceparent"))
-                        .and_then(|t| t.as_str())
-                        .map(str::to_string),
-                    transport: "pipe",
-                };
+                let meta = crate::telemetry::mcp_call_meta(ctx);
                 let token = ctx.cancellation();
                 // A signal-driven shutdown cancels every running call, like a client cancel.
                 let shutdown = shutdown.clone();
@@ -413,7 +413,7 @@ pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
     // Processes that escape a Bash command's group are re-parented here, to be killed.
     process::become_subreaper();
     let prepared = prepare(&cfg)?;
-    let server = build_server(&prepared.router, &prepared.root, &prepared.shutdown)?;
+    let server = build_server(&prepared)?;
     let stop = server.stop_handle();
     let signal = Arc::new(AtomicI32::new(0));
     {

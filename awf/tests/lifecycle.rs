@@ -253,6 +253,74 @@ fn sigterm_and_sigint_exit_0_with_session_end() {
     signal_exit(libc::SIGINT, "SIGINT");
 }
 
+/// Calls the server answers with an error before any tool runs (unknown tool, arguments
+/// that are not an object) are audited as a pair with outcome `rejected`, numbered in the
+/// same sequence as the others.
+#[test]
+fn calls_rejected_before_any_tool_runs_are_audited() {
+    let (root, audit, mut s) = audited("rejected");
+    std::fs::write(root.join("f.txt"), "x\n").unwrap();
+    let e = s.request(
+        "tools/call",
+        json!({"name": "Nope", "arguments": {"token": "sk-verysecret-123"}}),
+    );
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let e = s.request("tools/call", json!({"name": "Read", "arguments": [1]}));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    s.ok("Read", json!({"path": "f.txt"}));
+    let (status, _, _) = s.finish();
+    assert!(status.success());
+    let lines = audit_lines(&audit);
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "session.start",
+            "tool.call",
+            "tool.result",
+            "tool.call",
+            "tool.result",
+            "tool.call",
+            "tool.result",
+            "session.end"
+        ]
+    );
+    let session = lines[0]["session_id"].as_str().unwrap();
+    for (i, pair) in lines[1..7].chunks(2).enumerate() {
+        assert_eq!(pair[0]["call_id"], format!("{session}-{}", i + 1));
+        assert_eq!(pair[0]["call_id"], pair[1]["call_id"]);
+    }
+    assert_eq!(lines[1]["tool"], "Nope");
+    assert_eq!(lines[1]["source"], "none");
+    // Masked like any other call's arguments.
+    assert!(
+        !std::fs::read_to_string(&audit)
+            .unwrap()
+            .contains("sk-verysecret-123")
+    );
+    assert_eq!(lines[2]["outcome"], "rejected");
+    assert_eq!(lines[2]["is_error"], true);
+    assert!(
+        lines[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool \"Nope\""),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(lines[3]["arguments"], json!([1]));
+    assert_eq!(lines[4]["outcome"], "rejected");
+    assert!(
+        lines[4]["error"]
+            .as_str()
+            .unwrap()
+            .contains("must be an object"),
+        "{}",
+        lines[4]
+    );
+    assert_eq!(lines[6]["outcome"], "ok");
+}
+
 #[test]
 fn sigterm_during_a_long_call_answers_it_and_kills_the_command() {
     let (root, audit, mut s) = audited("signal-busy");

@@ -41,11 +41,21 @@ fn tool_spans_reach_an_otlp_receiver_with_the_right_parent() {
         "{a}"
     );
     s.err("Read", json!({"path": "missing"}));
+    let rejected = s.request("tools/call", json!({"name": "Nope", "arguments": {}}));
+    assert_eq!(rejected["error"]["code"], -32602, "{rejected}");
     let (status, _, stderr) = s.finish();
     assert!(status.success(), "{stderr}");
 
     // The server flushed before exiting, and the receiver stored before answering.
-    let spans = receiver.spans();
+    let mut spans = receiver.spans();
+    // A call rejected before any tool ran (unknown tool) has its span too.
+    let nope = spans
+        .iter()
+        .position(|s| s.name == "tools/call Nope")
+        .expect("a span for the rejected call");
+    let nope = spans.remove(nope);
+    assert_eq!(attr(&nope, "error.type").as_deref(), Some("rejected"));
+    assert_eq!(hex(&nope.parent_span_id), STEP_SPAN);
     assert_eq!(spans.len(), 3, "{spans:#?}");
     let by_name = |n: &str| {
         spans

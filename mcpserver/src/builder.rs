@@ -28,6 +28,7 @@ pub struct ServerBuilder {
     accept_newer: bool,
     hooks: Option<Box<dyn Hooks>>,
     tools: Vec<(Tool, Handler)>,
+    withheld: Vec<(String, String)>,
 }
 
 impl ServerBuilder {
@@ -42,6 +43,7 @@ impl ServerBuilder {
             accept_newer: false,
             hooks: None,
             tools: Vec::new(),
+            withheld: Vec::new(),
         }
     }
 
@@ -115,6 +117,14 @@ impl ServerBuilder {
         self
     }
 
+    /// Keeps a tool from this client: it is not listed, and a call to it is answered
+    /// with -32602 `tool "NAME" is not available: WHY` (a host's tool policy, say) rather
+    /// than "unknown tool"; hooks see it as [`CallStatus::Rejected`](crate::CallStatus::Rejected).
+    pub fn withhold(mut self, name: impl Into<String>, why: impl Into<String>) -> ServerBuilder {
+        self.withheld.push((name.into(), why.into()));
+        self
+    }
+
     /// Checks every tool and limit and returns the server, or every problem found.
     pub fn build(self) -> Result<Server, BuildError> {
         let mut problems = Vec::new();
@@ -180,6 +190,7 @@ impl ServerBuilder {
                 tools,
                 handlers,
                 list_json,
+                withheld: self.withheld,
                 stop: Arc::new(StopSignal::default()),
             }),
         })

@@ -87,6 +87,9 @@ pub(crate) struct Inner {
     pub handlers: Vec<Handler>,
     /// The whole `tools/list` result, for 2024-11-05 and for newer revisions.
     pub list_json: [String; 2],
+    /// Tools the host keeps from this client, with why: a call to one is rejected
+    /// with the reason instead of "unknown tool".
+    pub withheld: Vec<(String, String)>,
     pub stop: Arc<StopSignal>,
 }
 
@@ -421,7 +424,8 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                     hooks.request_received("tools/call", Some(&id));
                 }
                 if self.init.get().is_none() {
-                    return self.not_initialized(id, "tools/call");
+                    let message = not_initialized_message("tools/call");
+                    return self.reject_call(id, &call, jsonrpc::SERVER_NOT_INITIALIZED, message);
                 }
                 return self.run_call(id, call, scope);
             }
@@ -434,9 +438,18 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         match &*method {
             "ping" => self.answer(&id, |w| w.write_all(b"{}")),
             "initialize" => self.initialize(id, params),
-            "tools/list" | "tools/call" | "shutdown" if !initialized => {
-                self.not_initialized(id, &method)
+            "tools/call" if !initialized => {
+                match params.and_then(|p| serde_json::from_str::<CallParams<'_>>(p.get()).ok()) {
+                    Some(call) => self.reject_call(
+                        id,
+                        &call.into(),
+                        jsonrpc::SERVER_NOT_INITIALIZED,
+                        not_initialized_message("tools/call"),
+                    ),
+                    None => self.not_initialized(id, &method),
+                }
             }
+            "tools/list" | "shutdown" if !initialized => self.not_initialized(id, &method),
             "tools/list" => self.list(id, params),
             "tools/call" => self.call(id, params, scope),
             "shutdown" => {
@@ -463,10 +476,36 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             &ErrorAnswer::new(
                 Some(id),
                 jsonrpc::SERVER_NOT_INITIALIZED,
-                format!("server not initialized: send \"initialize\" before \"{method}\""),
+                not_initialized_message(method),
             ),
             false,
         )
+    }
+
+    /// Answers a call that names a tool with an error before any handler runs, and
+    /// reports it to the hooks as [`CallStatus::Rejected`] (so a host audits it too).
+    fn reject_call(&self, id: RequestId, call: &Call<'_>, code: i64, message: String) -> Flow {
+        if let Some(hooks) = self.inner.hooks.as_deref() {
+            let ctx = self.context(id.clone(), Arc::from(&*call.name), call.meta);
+            hooks.call_rejected(&ctx, call.arguments.unwrap_or("{}"), &message);
+        }
+        self.answer_error(&ErrorAnswer::new(Some(id), code, message), false)
+    }
+
+    /// The context of a call to `tool` in this session.
+    fn context(&self, id: RequestId, tool: Arc<str>, meta: Option<&str>) -> CallContext {
+        let agreement = self.init.get();
+        CallContext {
+            request_id: id,
+            tool,
+            cancellation: CancellationToken::new(),
+            client: agreement.and_then(|a| a.client.clone()),
+            protocol_version: agreement.map_or(PROTOCOL_VERSION, |a| a.version),
+            // Checked JSON: it reads as a Value.
+            meta: meta
+                .filter(|m| *m != "null")
+                .and_then(|m| serde_json::from_str(m).ok()),
+        }
     }
 
     fn initialize(&self, id: RequestId, params: Option<&RawValue>) -> Flow {
@@ -622,43 +661,28 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         params: Call<'_>,
         scope: &'scope Scope<'scope, '_>,
     ) -> Flow {
-        let bad =
-            |message: String| ErrorAnswer::new(Some(id.clone()), jsonrpc::INVALID_PARAMS, message);
         let Some(index) = self.inner.tools.iter().position(|t| t.name == *params.name) else {
-            return self.answer_error(
-                &bad(format!(
+            let message = match self.inner.withheld.iter().find(|(n, _)| *n == *params.name) {
+                Some((name, why)) => format!("tool \"{name}\" is not available: {why}"),
+                None => format!(
                     "unknown tool \"{}\": tools/list names the tools of this server",
                     params.name
-                )),
-                false,
-            );
+                ),
+            };
+            return self.reject_call(id, &params, jsonrpc::INVALID_PARAMS, message);
         };
         let arguments = match params.arguments {
             Some(a) if a.starts_with('{') => a,
             None | Some("null") => "{}",
             Some(a) => {
-                return self.answer_error(
-                    &bad(format!(
-                        "invalid arguments for tool \"{}\": \"arguments\" must be an object, got {}",
-                        params.name, a
-                    )),
-                    false,
+                let message = format!(
+                    "invalid arguments for tool \"{}\": \"arguments\" must be an object, got {}",
+                    params.name, a
                 );
+                return self.reject_call(id, &params, jsonrpc::INVALID_PARAMS, message);
             }
         };
-        let agreement = self.init.get();
-        let ctx = CallContext {
-            request_id: id,
-            tool: self.inner.tool_names[index].clone(),
-            cancellation: CancellationToken::new(),
-            client: agreement.and_then(|a| a.client.clone()),
-            protocol_version: agreement.map_or(PROTOCOL_VERSION, |a| a.version),
-            // Checked JSON: it reads as a Value.
-            meta: params
-                .meta
-                .filter(|m| *m != "null")
-                .and_then(|m| serde_json::from_str(m).ok()),
-        };
+        let ctx = self.context(id, self.inner.tool_names[index].clone(), params.meta);
         lock(&self.inflight).push((ctx.request_id.clone(), ctx.cancellation.clone()));
 
         // Only the leader numbers calls (no read-modify-write needed).
@@ -905,4 +929,8 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             }
         }
     }
+}
+
+fn not_initialized_message(method: &str) -> String {
+    format!("server not initialized: send \"initialize\" before \"{method}\"")
 }

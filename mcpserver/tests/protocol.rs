@@ -586,6 +586,54 @@ fn hooks_see_requests_and_every_call_outcome() {
 }
 
 #[test]
+fn hooks_see_calls_rejected_before_any_handler() {
+    let rec = Arc::new(Recorder::default());
+    let server = echo_builder()
+        .withhold("secret", "the host's policy denies it")
+        .hooks(rec.clone())
+        .build()
+        .unwrap();
+    let mut c = Client::start(server);
+    let e = c.call(1, "echo", json!({"text": "early"}));
+    assert_eq!(e["error"]["code"], -32002, "{e}");
+    c.request(2, "initialize", json!({}));
+    let e = c.call(3, "nope", json!({"a": 1}));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let e = c.request(4, "tools/call", json!({"name": "echo", "arguments": [1]}));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let e = c.call(5, "secret", json!({}));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    assert_eq!(
+        e["error"]["message"],
+        "tool \"secret\" is not available: the host's policy denies it"
+    );
+    let list = c.request(6, "tools/list", json!({}));
+    assert!(!list.to_string().contains("secret"), "{list}");
+    c.finish();
+    let events: Vec<String> = rec
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| !e.starts_with("recv"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        events,
+        [
+            r#"start echo 1 {"text":"early"}"#,
+            r#"end echo rejected server not initialized: send "initialize" before "tools/call" 0"#,
+            r#"start nope 3 {"a":1}"#,
+            r#"end nope rejected unknown tool "nope": tools/list names the tools of this server 0"#,
+            "start echo 4 [1]",
+            r#"end echo rejected invalid arguments for tool "echo": "arguments" must be an object, got [1] 0"#,
+            "start secret 5 {}",
+            r#"end secret rejected tool "secret" is not available: the host's policy denies it 0"#,
+        ]
+    );
+}
+
+#[test]
 fn the_context_carries_client_info_meta_and_version() {
     let seen = Arc::new(Mutex::new(Value::Null));
     let s = seen.clone();

@@ -6,7 +6,10 @@
 pub mod audit;
 pub mod otel;
 
-use crate::tools::{CallInfo, CallObservation, CallObserver, CallOutcome, CallStatus};
+use crate::tools::{
+    CallInfo, CallMeta, CallObservation, CallObserver, CallOutcome, CallStatus, ToolOutput,
+    ToolRouter,
+};
 use audit::{AuditLog, Masker};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanContext;
@@ -277,12 +280,59 @@ impl CallObservation for Observation {
                 CallStatus::UnknownTool => Some("unknown_tool"),
                 CallStatus::Cancelled => Some("cancelled"),
                 CallStatus::Panicked => Some("panicked"),
+                CallStatus::Rejected => Some("rejected"),
             };
             span.end(
                 vec![KeyValue::new("awf.output_bytes", output_bytes as i64)],
                 kind.map(|k| (k, error.clone().unwrap_or_default())),
             );
         }
+    }
+}
+
+/// What an MCP call's context says about who asked and how.
+pub fn mcp_call_meta(ctx: &mcpserver::CallContext) -> CallMeta {
+    CallMeta {
+        request_id: Some(ctx.request_id().to_string()),
+        protocol_version: Some(ctx.protocol_version().to_string()),
+        traceparent: ctx
+            .meta()
+            .and_then(|m| m.get("traceparent"))
+            .and_then(|t| t.as_str())
+            .map(str::to_string),
+        transport: "pipe",
+    }
+}
+
+/// The MCP server's hooks: a call that reaches a handler is observed by the router; one
+/// the server rejects before that (unknown or withheld tool, arguments that are not an
+/// object, a call before `initialize`) is recorded here, the same way. So every request
+/// that names a tool leaves a `tool.call` + `tool.result` pair, a span and a log line.
+pub struct RejectedCallHooks {
+    pub telemetry: Arc<Telemetry>,
+    /// Numbers rejected calls in the same sequence as the others.
+    pub router: Arc<ToolRouter>,
+}
+
+impl mcpserver::Hooks for RejectedCallHooks {
+    fn call_rejected(&self, ctx: &mcpserver::CallContext, arguments: &str, error: &str) {
+        let info = CallInfo {
+            call_id: self.router.next_call_id(),
+            tool: ctx.tool().to_string(),
+            source: "none".into(),
+            meta: mcp_call_meta(ctx),
+        };
+        // The server checked the line: the arguments are JSON (maybe not an object).
+        let arguments = serde_json::from_str(arguments).unwrap_or(Value::Null);
+        let observation = TelemetryObserver(self.telemetry.clone()).started(&info, &arguments);
+        observation.finish(
+            &info,
+            &CallOutcome {
+                status: CallStatus::Rejected,
+                duration: std::time::Duration::ZERO,
+                output: &ToolOutput::invalid_arguments(error),
+            },
+        );
     }
 }
 

@@ -116,6 +116,9 @@ pub enum CallStatus {
     UnknownTool,
     Cancelled,
     Panicked,
+    /// Answered with an error before reaching the router (MCP: unknown or withheld tool,
+    /// arguments that are not an object, a call before `initialize`).
+    Rejected,
 }
 
 impl CallStatus {
@@ -127,6 +130,7 @@ impl CallStatus {
             CallStatus::UnknownTool => "unknown_tool",
             CallStatus::Cancelled => "cancelled",
             CallStatus::Panicked => "panicked",
+            CallStatus::Rejected => "rejected",
         }
     }
 }

@@ -96,6 +96,12 @@ impl ToolRouter {
         self.entries.iter().map(|e| &e.spec)
     }
 
+    /// A fresh call id, `<session>-<n>`: unique across processes sharing an audit file.
+    pub fn next_call_id(&self) -> String {
+        let n = self.next_call.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{n}", self.session_id)
+    }
+
     pub fn contains(&self, name: &str) -> bool {
         self.by_name.contains_key(name)
     }
@@ -108,11 +114,11 @@ impl ToolRouter {
         meta: CallMeta,
         cancel: &Cancellation,
     ) -> ToolOutput {
-        let n = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let call_id = self.next_call_id();
         let entry = self.by_name.get(tool).map(|&i| &self.entries[i]);
         let source = entry.map_or("none", |e| self.providers[e.provider].source());
         let info = CallInfo {
-            call_id: format!("{}-{n}", self.session_id),
+            call_id,
             tool: tool.to_string(),
             source: source.to_string(),
             meta,
