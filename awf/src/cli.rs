@@ -263,8 +263,8 @@ fn tools_call(
     let temp = match configured {
         Some(_) => None,
         None => {
-            let dir = crate::proxy::state_dir().join("tools-call");
-            crate::proxy::private_dir(&dir)?;
+            let dir = crate::private_files::state_dir().join("tools-call");
+            crate::private_files::private_dir(&dir)?;
             Some(dir.join(format!(
                 "{}-{}.jsonl",
                 std::process::id(),

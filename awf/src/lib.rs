@@ -16,6 +16,7 @@ pub mod client;
 pub mod error;
 pub mod mcp_serve;
 pub mod plugins;
+pub mod private_files;
 pub mod process;
 pub mod providers;
 pub mod proxy;

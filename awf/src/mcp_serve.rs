@@ -6,6 +6,7 @@
 
 use crate::builtins::{BuiltinEnv, Builtins, Limits, confine, sandbox::Sandbox};
 use crate::error::{AwfError, codes};
+use crate::plugins::PluginTools;
 use crate::process::{self, Shutdown};
 use crate::telemetry::{StepIds, Telemetry, TelemetryObserver, audit::AuditLog};
 use crate::tools::{Cancellation, ToolProvider, ToolRouter};
@@ -50,14 +51,6 @@ pub struct ServeConfig {
     /// and /dev/null.
     #[serde(default)]
     pub writable_paths: Vec<PathBuf>,
-}
-
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct PluginTools {
-    pub plugin: String,
-    #[serde(default)]
-    pub expose: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -212,7 +205,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         }
         // Bash must not be able to forge or delete the records of its own calls.
         if let Some(dir) = cfg.audit_path.as_deref().and_then(Path::parent) {
-            crate::proxy::check_private_location(
+            crate::private_files::check_private_location(
                 "audit file's directory",
                 dir,
                 confinement.writable(),

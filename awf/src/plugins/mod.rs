@@ -24,11 +24,21 @@ pub use process::PluginProcess;
 pub use runtime::PluginRuntime;
 
 use crate::error::{AwfError, codes};
-use crate::mcp_serve::PluginTools;
 use crate::tools::{ToolProvider, is_valid_tool_name};
+use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+
+/// Which operations of one plugin to expose as tools (an `awf mcp-serve` config
+/// `plugin_tools` entry).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PluginTools {
+    pub plugin: String,
+    #[serde(default)]
+    pub expose: Vec<String>,
+}
 
 /// Starts the plugins that `plugin_tools` names and returns one tool provider per plugin.
 /// `origin` says where the request came from (`the config /path/cfg.json`); `root` is the

@@ -193,7 +193,7 @@ pub(super) fn api_key(
 
 /// Writes a generated per-step file (new, 0600, in a private directory; it may hold keys).
 pub(super) fn write_private(path: &Path, contents: &str) -> Result<(), AwfError> {
-    crate::proxy::write_private(path, contents.as_bytes())
+    crate::private_files::write_private(path, contents.as_bytes())
 }
 
 pub(super) fn json_lines(stdout: &str) -> impl Iterator<Item = Value> + '_ {

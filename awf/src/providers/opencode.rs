@@ -201,7 +201,7 @@ impl CliProvider for OpenCode {
 fn seed_config_home(step_dir: &std::path::Path) -> Result<std::path::PathBuf, AwfError> {
     let home = step_dir.join("opencode-config-home");
     let dir = home.join("opencode");
-    crate::proxy::private_dir(&dir.join("node_modules"))?;
+    crate::private_files::private_dir(&dir.join("node_modules"))?;
     let deps = json!({HELPER_PACKAGE: HELPER_VERSION});
     write_private(
         &dir.join("package.json"),

@@ -70,7 +70,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     let run_id = crate::telemetry::new_session_id();
     // Outside the workspace, which the steps' Bash may write, and the temp dir, where each
     // step's private one is made and anyone may write (checked below).
-    let state = crate::proxy::state_dir();
+    let state = crate::private_files::state_dir();
     let run_dir = state.join("runs").join(&run_id);
     let audit_dir = opts
         .audit_dir
@@ -96,7 +96,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         started: Instant::now(),
     };
     runner.proxy.check_locations()?;
-    crate::proxy::private_dir(&run_dir)?;
+    crate::private_files::private_dir(&run_dir)?;
     eprintln!("awf: run {run_id} of {} ({})", wf.name, file.display());
     let outcome = runner.drive();
     process::kill_orphans();
