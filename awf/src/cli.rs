@@ -123,7 +123,7 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
         }
         Cmd::Tools(ToolsCmd::List { source, json }) => tools_list(&source, json, cli.log_format),
         Cmd::Validate { file, format } => {
-            crate::workflow::validate_command(&file, format == "json")
+            crate::validate::validate_command(&file, format == "json")
         }
         Cmd::Run {
             file,

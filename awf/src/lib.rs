@@ -5,9 +5,12 @@
 //!
 //! Layout (hexagonal): `tools` is the application core (ports: `ToolProvider`,
 //! `CallObserver`); `builtins`, `plugins` (the gRPC plugin host) and `telemetry` are
-//! adapters behind those ports;
-//! `mcp_serve` adapts the router to the `mcpserver` library; `client` and `cli` are the
-//! command-line front.
+//! adapters behind those ports; `mcp_serve` adapts the router to the `mcpserver` library.
+//! `workflow` is the domain of `awf run` (model, parse, checks; no printing, no process:
+//! installed plugins come through its `PluginCatalog` port, which `plugins::catalog`
+//! implements). `run` drives a workflow, using `providers` for agents and `proxy` for each
+//! step's tools; `private_files` holds the files only awf may use. `cli`, `validate` and
+//! `client` are the command-line front; only they and `run` (progress, summary) print.
 
 pub mod builtins;
 pub mod child_env;
@@ -23,4 +26,5 @@ pub mod proxy;
 pub mod run;
 pub mod telemetry;
 pub mod tools;
+pub mod validate;
 pub mod workflow;

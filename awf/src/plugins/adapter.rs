@@ -5,6 +5,7 @@
 
 use super::process::{CallFailure, PluginProcess};
 use crate::tools::{Cancellation, ToolOutput, ToolProvider, ToolSpec};
+use crate::workflow::plugin_tool_name;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -13,11 +14,6 @@ pub struct PluginToolAdapter {
     plugin: Arc<PluginProcess>,
     /// (tool spec, operation name), in the order the config exposes them.
     tools: Vec<(ToolSpec, String)>,
-}
-
-/// The tool name of operation `op` of plugin `plugin`.
-pub fn tool_name(plugin: &str, op: &str) -> String {
-    format!("{plugin}_{op}")
 }
 
 impl PluginToolAdapter {
@@ -43,7 +39,7 @@ impl PluginToolAdapter {
                 };
                 Some((
                     ToolSpec {
-                        name: tool_name(plugin.name(), op),
+                        name: plugin_tool_name(plugin.name(), op),
                         description: found.description.clone(),
                         input_schema: schema,
                         annotations: None,
@@ -130,8 +126,8 @@ mod tests {
 
     #[test]
     fn tool_names_keep_hyphens() {
-        assert_eq!(tool_name("my-plugin", "do_it"), "my-plugin_do_it");
-        assert!(crate::tools::is_valid_tool_name(&tool_name(
+        assert_eq!(plugin_tool_name("my-plugin", "do_it"), "my-plugin_do_it");
+        assert!(crate::tools::is_valid_tool_name(&plugin_tool_name(
             "my-plugin",
             "do-it"
         )));

@@ -3,7 +3,7 @@
 //! for their operations, then stopped, so "ok" means the plugin really answered.
 
 use super::discovery::{self, Discovery, Found};
-use super::{PluginRuntime, adapter, start_all};
+use super::{PluginRuntime, start_all};
 use crate::error::AwfError;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -35,7 +35,7 @@ pub fn report(root: &Path) -> Result<Value, AwfError> {
                             .map(|o| {
                                 json!({
                                     "name": o.name,
-                                    "tool": adapter::tool_name(&m.name, &o.name),
+                                    "tool": crate::workflow::plugin_tool_name(&m.name, &o.name),
                                     "description": o.description,
                                     "input_schema": o.input_schema().unwrap_or(Value::Null),
                                 })

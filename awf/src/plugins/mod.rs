@@ -11,6 +11,7 @@
 //! killed.
 
 pub mod adapter;
+pub mod catalog;
 pub mod discovery;
 pub mod list;
 pub mod manifest;
@@ -18,6 +19,7 @@ pub mod process;
 pub mod runtime;
 
 pub use adapter::PluginToolAdapter;
+pub use catalog::InstalledPlugins;
 pub use discovery::{Discovery, Found};
 pub use manifest::Manifest;
 pub use process::PluginProcess;
@@ -78,7 +80,7 @@ pub fn start_exposed(
             }
         };
         for op in &entry.expose {
-            let tool = adapter::tool_name(&entry.plugin, op);
+            let tool = crate::workflow::plugin_tool_name(&entry.plugin, op);
             if !is_valid_tool_name(&tool) {
                 return Err(AwfError::new(
                     codes::INVALID_TOOL_NAME,

@@ -10,13 +10,13 @@
 pub mod span;
 
 use crate::error::AwfError;
-use crate::private_files::{check_private_location, private_dir, write_private};
 use crate::mcp_serve::{self, ServeConfig};
 use crate::plugins::PluginTools;
+use crate::private_files::{check_private_location, private_dir, write_private};
 use crate::process::{self, ProcessGroup};
 use crate::providers::ProxyInjection;
 use crate::workflow::McpProxy;
-use crate::workflow::check::{PluginCatalog, check_with};
+use crate::workflow::check::{PluginCatalog, proxy_problems};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -136,7 +136,7 @@ impl ToolProxyService {
         proxy: &McpProxy,
         plugins: &mut dyn PluginCatalog,
     ) -> Result<ProxySession, AwfError> {
-        check_proxy(state, proxy, plugins)?;
+        check_proxy(proxy, plugins)?;
         let step_dir = self.run_dir.join(format!("step-{seq}-{state}"));
         private_dir(&step_dir)?;
         private_dir(&self.audit_dir)?;
@@ -180,7 +180,7 @@ impl ToolProxyService {
         }
         for p in &proxy.plugin_tools {
             for op in &p.expose {
-                tool_names.push(crate::plugins::adapter::tool_name(&p.plugin, op));
+                tool_names.push(crate::workflow::plugin_tool_name(&p.plugin, op));
             }
         }
         let mut env = vec![("TRACEPARENT".to_string(), traceparent.clone())];
@@ -283,35 +283,11 @@ impl ToolProxyService {
 }
 
 /// The proxy rules for one state, as an error (the first fatal problem) for the runner.
-pub fn check_proxy(
-    state: &str,
-    proxy: &McpProxy,
-    plugins: &mut dyn PluginCatalog,
-) -> Result<(), AwfError> {
-    let wf = crate::workflow::Workflow {
-        name: String::new(),
-        version: None,
-        description: None,
-        inputs: Vec::new(),
-        initial: state.to_string(),
-        initial_line: proxy.line,
-        states: vec![crate::workflow::State {
-            name: state.to_string(),
-            line: proxy.line,
-            field_lines: Vec::new(),
-            kind: crate::workflow::StateKind::Agent(crate::workflow::AgentState {
-                provider: crate::providers::OPENAI_COMPATIBLE.into(),
-                prompt: crate::workflow::Prompt::Inline(String::new()),
-                options: Default::default(),
-                timeout: None,
-                mcp_proxy: Some(proxy.clone()),
-                on_success: Some(state.to_string()),
-                on_failure: None,
-            }),
-        }],
-        path: PathBuf::new(),
-    };
-    match check_with(&wf, plugins).into_iter().next() {
+pub fn check_proxy(proxy: &McpProxy, plugins: &mut dyn PluginCatalog) -> Result<(), AwfError> {
+    if !proxy.enable {
+        return Ok(());
+    }
+    match proxy_problems(proxy, plugins).into_iter().next() {
         None => Ok(()),
         Some(d) => Err(AwfError::new(
             d.code,

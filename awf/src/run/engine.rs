@@ -4,8 +4,8 @@
 
 use super::report::{StateResult, Status};
 use crate::error::{AwfError, codes};
+use crate::plugins::InstalledPlugins;
 use crate::proxy::ToolProxyService;
-use crate::workflow::check::InstalledPlugins;
 use crate::workflow::template::{self, Ref};
 use crate::workflow::{StateKind, TerminalStatus, Workflow};
 use std::collections::HashMap;

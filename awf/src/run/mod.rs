@@ -13,12 +13,14 @@ mod step;
 mod supervise;
 
 pub use inputs::resolve_inputs;
-pub use report::{ErrorJson, StateResult, Status, print_diagnostics};
+pub use report::{ErrorJson, StateResult, Status};
 
 use crate::error::{AwfError, codes};
+use crate::plugins::InstalledPlugins;
 use crate::process;
 use crate::proxy::ToolProxyService;
-use crate::workflow::{self, check::InstalledPlugins};
+use crate::validate::print_diagnostics;
+use crate::workflow;
 use engine::Runner;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -37,7 +39,7 @@ pub struct RunOptions {
 pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     let workdir = std::env::current_dir()
         .map_err(|e| AwfError::new(codes::IO, format!("cannot read the current directory: {e}")))?;
-    let (wf, diags) = workflow::load(file, &workdir);
+    let (wf, diags) = workflow::load(file, &mut InstalledPlugins::new(&workdir));
     if !diags.is_empty() {
         print_diagnostics(file, &diags);
         eprintln!(

@@ -1,14 +1,12 @@
 //! What a run reports: each state's [`StateResult`] with its [`Status`], and the summary
-//! printed to stdout at the end (human or JSON). Validation problems go to stderr.
+//! printed to stdout at the end (human or JSON).
 
 use crate::error::AwfError;
 use crate::proxy::ProxyReport;
-use crate::workflow;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
 
 /// How a state ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -93,25 +91,6 @@ impl From<&AwfError> for ErrorJson {
             code: e.code(),
             message: e.message().to_string(),
         }
-    }
-}
-
-/// Prints validation problems (human) to stderr.
-pub fn print_diagnostics(file: &Path, diags: &[workflow::Diagnostic]) {
-    for d in diags {
-        let at = match d.line {
-            Some(l) => format!("{}:{l}", file.display()),
-            None => file.display().to_string(),
-        };
-        let path = if d.path.is_empty() {
-            String::new()
-        } else {
-            format!(" at {}", d.path)
-        };
-        eprintln!(
-            "{at}: {} [{}]{path}\n    hint: {}",
-            d.message, d.code, d.hint
-        );
     }
 }
 

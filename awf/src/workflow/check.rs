@@ -2,6 +2,8 @@
 //! targets), providers, prompt files, template references, and the `mcp_proxy` rules
 //! (the six `USER.MCP_PROXY.*` codes). The proxy rules are also what
 //! `ToolProxyService::start` relies on, so a run fails on them before any agent starts.
+//! Installed plugins are known through the [`PluginCatalog`] port (the plugin host
+//! implements it in `plugins::catalog`); this module starts no process.
 
 use super::parse::join;
 use super::template::{self, Ref};
@@ -15,75 +17,7 @@ pub trait PluginCatalog {
     fn operations(&mut self, plugin: &str) -> Result<Vec<String>, (&'static str, String)>;
 }
 
-/// The installed plugins, found through the plugin host's discovery (`AWF_PLUGINS_PATH`,
-/// else `<root>/.awf/plugins` and the XDG data dir). A plugin is started once to learn its
-/// operations, then stopped.
-pub struct InstalledPlugins {
-    root: PathBuf,
-    discovery: Option<crate::plugins::Discovery>,
-    cache: HashMap<String, Result<Vec<String>, (&'static str, String)>>,
-}
-
-impl InstalledPlugins {
-    pub fn new(root: &Path) -> Self {
-        InstalledPlugins {
-            root: root.to_path_buf(),
-            discovery: None,
-            cache: HashMap::new(),
-        }
-    }
-}
-
-impl PluginCatalog for InstalledPlugins {
-    fn operations(&mut self, plugin: &str) -> Result<Vec<String>, (&'static str, String)> {
-        if let Some(r) = self.cache.get(plugin) {
-            return r.clone();
-        }
-        let discovery = self.discovery.get_or_insert_with(|| {
-            crate::plugins::Discovery::scan(crate::plugins::discovery::search_path(&self.root))
-        });
-        let result = match discovery.get(plugin) {
-            None => {
-                let known: Vec<&str> = discovery.plugins().map(|m| m.name.as_str()).collect();
-                let why = discovery
-                    .invalid(plugin)
-                    .map(|e| format!(" (its directory is invalid: {})", e.message()))
-                    .unwrap_or_default();
-                Err((
-                    codes::UNKNOWN_PLUGIN,
-                    format!(
-                        "no plugin named {plugin:?} is installed{why}; searched {}; found {}",
-                        discovery.search_path_text(),
-                        if known.is_empty() {
-                            "none".to_string()
-                        } else {
-                            known.join(", ")
-                        }
-                    ),
-                ))
-            }
-            Some(manifest) => {
-                let started = crate::plugins::PluginRuntime::new().map(|rt| {
-                    crate::plugins::start_all(&[manifest], &std::sync::Arc::new(rt))
-                        .pop()
-                        .expect("one result per manifest")
-                });
-                match started.and_then(|r| r) {
-                    Ok(p) => Ok(p.operations().iter().map(|o| o.name.clone()).collect()),
-                    Err(e) => Err((e.code(), e.message().to_string())),
-                }
-            }
-        };
-        self.cache.insert(plugin.to_string(), result.clone());
-        result
-    }
-}
-
-/// All semantic checks, plugins looked up under `plugin_root`.
-pub fn check(wf: &Workflow, plugin_root: &Path) -> Vec<Diagnostic> {
-    check_with(wf, &mut InstalledPlugins::new(plugin_root))
-}
-
+/// All semantic checks; plugins are looked up in `plugins`.
 pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnostic> {
     let mut d = Vec::new();
     let mut push = |code, path: String, line: usize, message: String, hint: String| {
@@ -253,6 +187,23 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
     d
 }
 
+/// The proxy rules of one enabled `mcp_proxy` block alone: what the per-step proxy checks
+/// again when the step starts (a plugin may have gone since validation).
+pub fn proxy_problems(p: &McpProxy, plugins: &mut dyn PluginCatalog) -> Vec<Diagnostic> {
+    let mut d = Vec::new();
+    let mut push = |code, path: String, line: usize, message: String, hint: String| {
+        d.push(Diagnostic {
+            code,
+            message,
+            path,
+            line: Some(line),
+            hint,
+        })
+    };
+    d_extend_proxy(&mut push, p, plugins);
+    d
+}
+
 /// The proxy rules of one enabled `mcp_proxy` block.
 fn d_extend_proxy(
     push: &mut dyn FnMut(&'static str, String, usize, String, String),
@@ -290,7 +241,7 @@ fn d_extend_proxy(
             continue;
         }
         for (j, op) in e.expose.iter().enumerate() {
-            let tool = crate::plugins::adapter::tool_name(&e.plugin, op);
+            let tool = plugin_tool_name(&e.plugin, op);
             let opath = format!("{epath}.expose[{j}]");
             if let Some(first) = seen_tools.insert(tool.clone(), opath.clone()) {
                 push(

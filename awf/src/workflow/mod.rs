@@ -154,6 +154,11 @@ pub struct TerminalState {
     pub message: Option<String>,
 }
 
+/// The tool name under which operation `op` of plugin `plugin` is exposed.
+pub fn plugin_tool_name(plugin: &str, op: &str) -> String {
+    format!("{plugin}_{op}")
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpProxy {
     pub enable: bool,
@@ -178,7 +183,10 @@ pub struct PluginToolsEntry {
 
 /// Reads, parses and checks a workflow file. The workflow is returned when it could be
 /// built, even with problems (the caller decides; `awf run` refuses any problem).
-pub fn load(path: &Path, plugin_root: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
+pub fn load(
+    path: &Path,
+    plugins: &mut dyn check::PluginCatalog,
+) -> (Option<Workflow>, Vec<Diagnostic>) {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {
@@ -196,44 +204,8 @@ pub fn load(path: &Path, plugin_root: &Path) -> (Option<Workflow>, Vec<Diagnosti
     };
     let (wf, mut diags) = parse::parse(&text, path);
     if let Some(wf) = &wf {
-        diags.extend(check::check(wf, plugin_root));
+        diags.extend(check::check_with(wf, plugins));
     }
     diags.sort_by_key(|d| d.line.unwrap_or(0));
     (wf, diags)
-}
-
-/// `awf validate FILE [--format json]`: prints every problem (stderr for humans, stdout
-/// for JSON) and returns the exit code: 0 clean, else the most severe category's.
-pub fn validate_command(file: &Path, as_json: bool) -> Result<u8, crate::error::AwfError> {
-    let root = std::env::current_dir().map_err(|e| {
-        crate::error::AwfError::new(
-            crate::error::codes::IO,
-            format!("cannot read the current directory: {e}"),
-        )
-    })?;
-    let (wf, diags) = load(file, &root);
-    let code = exit_code(&diags);
-    if as_json {
-        let out = serde_json::json!({
-            "file": file.display().to_string(),
-            "valid": diags.is_empty(),
-            "exit_code": code,
-            "workflow": wf.as_ref().map(|w| &w.name),
-            "problems": diags,
-        });
-        println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
-    } else if diags.is_empty() {
-        let wf = wf.expect("built when clean");
-        println!(
-            "{}: workflow {} is valid ({} states, initial {})",
-            file.display(),
-            wf.name,
-            wf.states.len(),
-            wf.initial
-        );
-    } else {
-        crate::run::print_diagnostics(file, &diags);
-        eprintln!("{}: {} problem(s)", file.display(), diags.len());
-    }
-    Ok(code)
 }
