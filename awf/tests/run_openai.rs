@@ -5,6 +5,7 @@
 //! final output quoting the tool results, what the model was offered, and the message
 //! shapes of the multi-turn loop; plus invalid arguments, the turn limit and HTTP errors.
 
+mod common;
 #[path = "fake_model/mod.rs"]
 mod fake_model;
 
@@ -370,7 +371,6 @@ fn a_model_that_never_answers_hits_the_state_timeout() {
 
 #[test]
 fn sigint_during_a_model_request_stops_the_run() {
-    use std::io::Read as _;
     let c = case("sigint");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -403,18 +403,7 @@ fn sigint_during_a_model_request_stops_the_run() {
         .unwrap();
     // The request is in flight once the server has accepted it.
     rx.recv().unwrap();
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let status = child.wait().unwrap();
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let s: Value = serde_json::from_str(&stdout).unwrap();
+    let (status, s) = common::interrupt_run(&mut child);
     assert_eq!(status.code(), Some(3), "{s:#}");
     assert_eq!(fix(&s)["status"], "interrupted");
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");

@@ -6,8 +6,9 @@
 //! outlives the step for a normal end, a timeout and SIGINT; a server killed mid-step is
 //! reported as a crash.
 
+mod common;
+
 use serde_json::Value;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -311,18 +312,7 @@ fn sigint_stops_agent_and_server() {
     while !ready.exists() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let status = child.wait().unwrap();
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let s: Value = serde_json::from_str(&stdout).unwrap();
+    let (status, s) = common::interrupt_run(&mut child);
     assert_eq!(status.code(), Some(3), "{s:#}");
     assert_eq!(state(&s, "review")["status"], "interrupted");
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");

@@ -2,8 +2,9 @@
 //! templates, inputs, exit codes, the JSON summary, and that no process a step started
 //! outlives it — for a normal end, a timeout and SIGINT (checked in /proc).
 
+mod common;
+
 use serde_json::Value;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -254,18 +255,7 @@ fn sigint_stops_the_step_and_the_run() {
     while pids(&dir.join("pids")).len() < 2 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let status = child.wait().unwrap();
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let s: Value = serde_json::from_str(&stdout).unwrap();
+    let (status, s) = common::interrupt_run(&mut child);
     assert_eq!(status.code(), Some(3), "{s:#}");
     assert_eq!(state(&s, "work")["status"], "interrupted");
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");

@@ -7,7 +7,7 @@
 //!
 //! This file also holds the option readers and output helpers the four CLI providers share.
 
-use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider, program_path};
+use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
 use crate::error::{AwfError, codes};
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -22,10 +22,7 @@ impl CliProvider for Claude {
 
     fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {
         let name = self.name();
-        let mut cmd = AgentCommand {
-            program: program_path(name, req.options),
-            ..AgentCommand::default()
-        };
+        let mut cmd = AgentCommand::new(name, req.options);
         let args = &mut cmd.args;
         // A step is one-shot: its transcript is the workflow's output, not a session the
         // user would resume, so none is written to ~/.claude (Codex: --ephemeral).
@@ -43,10 +40,7 @@ impl CliProvider for Claude {
             args.extend(["--model".to_string(), model]);
         }
         if let Some(proxy) = req.proxy {
-            let mut env = Map::new();
-            for (k, v) in &proxy.env {
-                env.insert(k.clone(), json!(v));
-            }
+            let env = proxy.env_object();
             let config = json!({"mcpServers": {proxy.server_name.clone(): {
                 "type": "stdio",
                 "command": proxy.command,

@@ -8,7 +8,7 @@
 //! becomes a model provider of its own (`wire_api = "responses"`).
 
 use super::claude::{agent_failed, api_key, extra_args, json_lines, opt_str};
-use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider, program_path};
+use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
 use crate::error::AwfError;
 use std::process::ExitStatus;
 
@@ -33,10 +33,7 @@ impl CliProvider for Codex {
 
     fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {
         let name = self.name();
-        let mut cmd = AgentCommand {
-            program: program_path(name, req.options),
-            ..AgentCommand::default()
-        };
+        let mut cmd = AgentCommand::new(name, req.options);
         let args = &mut cmd.args;
         args.extend(
             [

@@ -8,9 +8,9 @@
 use super::claude::{
     agent_failed, api_key, excerpt, extra_args, json_lines, opt_str, write_private,
 };
-use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider, program_path};
+use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
 use crate::error::AwfError;
-use serde_json::{Map, json};
+use serde_json::json;
 use std::process::ExitStatus;
 
 pub struct Gemini;
@@ -25,10 +25,7 @@ impl CliProvider for Gemini {
 
     fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {
         let name = self.name();
-        let mut cmd = AgentCommand {
-            program: program_path(name, req.options),
-            ..AgentCommand::default()
-        };
+        let mut cmd = AgentCommand::new(name, req.options);
         let model = opt_str(req.options, "model", name)?.unwrap_or_else(|| DEFAULT_MODEL.into());
         // `--prompt=` keeps a prompt that starts with `-` from being read as an option.
         cmd.args.push(format!("--prompt={}", req.prompt));
@@ -36,10 +33,7 @@ impl CliProvider for Gemini {
             .extend(["--output-format", "stream-json", "--skip-trust", "-m"].map(String::from));
         cmd.args.push(model);
         if let Some(proxy) = req.proxy {
-            let mut env = Map::new();
-            for (k, v) in &proxy.env {
-                env.insert(k.clone(), json!(v));
-            }
+            let env = proxy.env_object();
             let mut settings = json!({
                 "mcpServers": {proxy.server_name.clone(): {
                     "command": proxy.command,
@@ -143,7 +137,7 @@ impl CliProvider for Gemini {
 mod tests {
     use super::*;
     use crate::providers::ProxyInjection;
-    use serde_json::Value;
+    use serde_json::{Map, Value};
     use std::os::unix::process::ExitStatusExt;
     use std::path::Path;
 

@@ -62,6 +62,26 @@ pub struct AgentCommand {
     pub warnings: Vec<String>,
 }
 
+impl AgentCommand {
+    /// Provider `name`'s command with no argument yet: its program is [`program_path`].
+    pub fn new(name: &str, options: &serde_json::Map<String, serde_json::Value>) -> Self {
+        AgentCommand {
+            program: program_path(name, options),
+            ..AgentCommand::default()
+        }
+    }
+}
+
+impl ProxyInjection {
+    /// [`Self::env`] as the JSON object a CLI's MCP server entry takes.
+    pub fn env_object(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.env
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect()
+    }
+}
+
 /// The result of one agent step.
 #[derive(Debug, Clone, Default)]
 pub struct AgentOutput {

@@ -8,9 +8,9 @@
 use super::claude::{
     agent_failed, api_key, excerpt, extra_args, json_lines, opt_str, write_private,
 };
-use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider, program_path};
+use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
 use crate::error::{AwfError, codes};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::process::ExitStatus;
 
 pub struct OpenCode;
@@ -25,10 +25,7 @@ impl CliProvider for OpenCode {
 
     fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {
         let name = self.name();
-        let mut cmd = AgentCommand {
-            program: program_path(name, req.options),
-            ..AgentCommand::default()
-        };
+        let mut cmd = AgentCommand::new(name, req.options);
         let model = opt_str(req.options, "model", name)?;
         let base_url = opt_str(req.options, "base_url", name)?;
         // No undo snapshots: OpenCode would copy the work tree into a git store in its data
@@ -59,10 +56,7 @@ impl CliProvider for OpenCode {
             (None, m) => m.clone(),
         };
         if let Some(proxy) = req.proxy {
-            let mut environment = Map::new();
-            for (k, v) in &proxy.env {
-                environment.insert(k.clone(), json!(v));
-            }
+            let environment = proxy.env_object();
             let mut command = vec![proxy.command.to_string_lossy().into_owned()];
             command.extend(proxy.args.iter().cloned());
             config["mcp"] = json!({proxy.server_name.clone(): {
@@ -241,6 +235,7 @@ fn add_tokens(acc: Option<Value>, t: &Value) -> Value {
 mod tests {
     use super::*;
     use crate::providers::ProxyInjection;
+    use serde_json::Map;
     use std::os::unix::process::ExitStatusExt;
     use std::path::Path;
 

@@ -227,3 +227,22 @@ pub fn write_config(dir: &Path, config: &Value) -> PathBuf {
     std::fs::write(&p, serde_json::to_vec_pretty(config).unwrap()).unwrap();
     p
 }
+
+/// Sends SIGINT to a running `awf run --output json` (stdout piped), waits for it and
+/// returns its exit status and its JSON summary.
+pub fn interrupt_run(child: &mut Child) -> (ExitStatus, Value) {
+    // SAFETY: kill has no memory preconditions; the pid is our unreaped child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let summary = serde_json::from_str(&stdout).unwrap();
+    (status, summary)
+}
