@@ -88,6 +88,53 @@ pub fn from_process(passthrough: &[String]) -> Vec<(String, String)> {
     )
 }
 
+/// What a workflow or a plugin manifest adds to the allowlist: variables passed through
+/// by name or `PREFIX*`, and variables set to a value (these win over inherited ones).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChildEnv {
+    pub passthrough: Vec<String>,
+    pub set: Vec<(String, String)>,
+}
+
+impl ChildEnv {
+    /// The child's whole environment, from awf's own.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        let mut v = from_process(&self.passthrough);
+        v.retain(|(k, _)| !self.set.iter().any(|(n, _)| n == k));
+        v.extend(self.set.iter().cloned());
+        v
+    }
+}
+
+/// Checks a passthrough entry: a variable name, or a name prefix ending in `*`.
+pub fn check_pattern(p: &str) -> Result<(), String> {
+    let name = p.strip_suffix('*').unwrap_or(p);
+    if name.is_empty() {
+        return Err(format!(
+            "{p:?} would pass every variable; name them (NAME or PREFIX*)"
+        ));
+    }
+    check_name(name).map_err(|_| {
+        format!("{p:?} is not a variable name or a PREFIX* pattern (only a trailing * is a glob)")
+    })
+}
+
+/// Checks a variable name: letters, digits and `_`, not starting with a digit.
+pub fn check_name(n: &str) -> Result<(), String> {
+    let ok = n
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{n:?} is not a variable name (letters, digits and _, not starting with a digit)"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +168,14 @@ mod tests {
             names(filtered(from, &[])),
             ["PATH", "HOME", "LC_ALL", "HTTPS_PROXY"]
         );
+    }
+
+    #[test]
+    fn patterns_are_names_or_prefixes() {
+        assert!(check_pattern("CARGO_*").is_ok() && check_pattern("NPM_TOKEN").is_ok());
+        for bad in ["*", "A*B", "1X", "A-B", ""] {
+            assert!(check_pattern(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

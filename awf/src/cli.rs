@@ -198,6 +198,10 @@ fn tools_list(source: &Source, as_json: bool, log_format: LogFormat) -> Result<u
                 .unwrap_or(desc)
                 .trim_end_matches('.')
         );
+        // Bash's sandbox policy (writes, network, environment) is worth seeing in full.
+        if let Some(i) = desc.find("Sandbox: ") {
+            println!("    {}", &desc[i..]);
+        }
     }
     Ok(0)
 }

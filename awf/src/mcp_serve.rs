@@ -51,6 +51,15 @@ pub struct ServeConfig {
     /// and /dev/null.
     #[serde(default)]
     pub writable_paths: Vec<PathBuf>,
+    /// Bash's TCP network; absent means deny where the kernel can enforce it.
+    #[serde(default)]
+    pub network: Option<confine::Network>,
+    /// Variables set in Bash's environment.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Variables of awf's environment passed to Bash (NAME or PREFIX*).
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -72,6 +81,9 @@ impl ServeConfig {
             limits: Limits::default(),
             landlock: true,
             writable_paths: Vec::new(),
+            network: None,
+            env: Default::default(),
+            env_passthrough: Vec::new(),
         }
     }
 
@@ -139,6 +151,27 @@ impl ServeConfig {
                 ),
             ));
         }
+        if !self.landlock && self.network == Some(confine::Network::Deny) {
+            return Err(AwfError::new(
+                codes::CONFIG_INVALID,
+                format!(
+                    "{origin}: network is deny but landlock is false, and the network is \
+                     refused through Landlock; drop one of them"
+                ),
+            ));
+        }
+        for p in &self.env_passthrough {
+            crate::child_env::check_pattern(p).map_err(|e| {
+                AwfError::new(
+                    codes::CONFIG_INVALID,
+                    format!("{origin}: env_passthrough: {e}"),
+                )
+            })?;
+        }
+        for n in self.env.keys() {
+            crate::child_env::check_name(n)
+                .map_err(|e| AwfError::new(codes::CONFIG_INVALID, format!("{origin}: env: {e}")))?;
+        }
         let l = &self.limits;
         if l.output_bytes < 1024
             || l.read_lines == 0
@@ -199,9 +232,27 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             )
         })?;
         let confinement =
-            confine::Confinement::new(cfg.landlock, &root, tmp.path(), &cfg.writable_paths);
-        if let confine::Status::Unavailable(why) = confinement.status() {
-            tracing::warn!("Bash writes are NOT confined: {why}");
+            confine::Confinement::new(cfg.landlock, &root, tmp.path(), &cfg.writable_paths)
+                .with_network(cfg.network)
+                .map_err(|e| {
+                    AwfError::new(codes::CONFIG_INVALID, format!("{}: {e}", cfg.origin))
+                })?;
+        match confinement.status() {
+            confine::Status::Unavailable(why) => {
+                tracing::warn!("Bash writes are NOT confined: {why}")
+            }
+            confine::Status::Off => {
+                tracing::warn!(
+                    "Bash writes are NOT confined: Landlock is switched off (landlock: false)"
+                )
+            }
+            confine::Status::On(_) => {}
+        }
+        if let (confine::NetStatus::Unenforced(why), true) = (
+            confinement.net(),
+            confinement.status() != &confine::Status::Off,
+        ) {
+            tracing::warn!("Bash's network is NOT restricted: {why}");
         }
         // Bash must not be able to forge or delete the records of its own calls.
         if let Some(dir) = cfg.audit_path.as_deref().and_then(Path::parent) {
@@ -218,6 +269,10 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             sandbox,
             limits: cfg.limits.clone(),
             confine: confinement,
+            bash_env: crate::child_env::ChildEnv {
+                passthrough: cfg.env_passthrough.clone(),
+                set: cfg.env.clone().into_iter().collect(),
+            },
             shutdown: shutdown.clone(),
         })));
     }

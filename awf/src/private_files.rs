@@ -103,7 +103,7 @@ pub fn check_private_location(
 }
 
 /// `p` with its existing part canonicalized (symlinks resolved) and the rest appended.
-fn real_path(p: &Path) -> PathBuf {
+pub(crate) fn real_path(p: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut cur = p.to_path_buf();
     loop {

@@ -183,3 +183,149 @@ fn the_private_tmpdir_is_removed_when_the_server_exits() {
     assert!(!dir.exists(), "{} outlived the server", dir.display());
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
 }
+
+/// Skips (or fails on CI) when the kernel cannot confine.
+fn require_landlock(s: &mut Server) -> bool {
+    if confined(s) {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "Landlock unavailable on CI: {}",
+        s.stderr()
+    );
+    eprintln!("SKIP: Landlock is not available on this kernel");
+    false
+}
+
+#[test]
+fn bash_cannot_write_home_by_default() {
+    let (base, root, _outside) = workspace("landlock-home");
+    let home = base.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let tmp = private_tmp(&base);
+    let mut s = Server::start(
+        &["mcp-serve", "--root", root.to_str().unwrap()],
+        &[("TMPDIR", &tmp), ("HOME", home.to_str().unwrap())],
+    );
+    s.initialize();
+    if !require_landlock(&mut s) {
+        return;
+    }
+    let e = s.err(
+        "Bash",
+        json!({"command": "echo x > \"$HOME/.profile-planted\""}),
+    );
+    assert!(e.contains("Permission denied"), "{e}");
+    let e = s.err("Bash", json!({"command": "mkdir -p \"$HOME/.cache/x\""}));
+    assert!(e.contains("Permission denied"), "{e}");
+    assert_eq!(std::fs::read_dir(&home).unwrap().count(), 0);
+    s.finish();
+}
+
+/// A TCP listener on 127.0.0.1 and a Bash command that connects to it; true when the
+/// listener saw the connection.
+fn bash_connects(s: &mut Server) -> (bool, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (text, _) = s.call(
+        "Bash",
+        json!({"command": format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo sent >&3")}),
+    );
+    // The command has ended: a connection it made is in the accept queue by now.
+    (listener.accept().is_ok(), text)
+}
+
+#[test]
+fn network_is_denied_by_default_and_when_set_allowed_when_set_to_allow() {
+    let (base, root, _outside) = workspace("landlock-net");
+    let tmp = private_tmp(&base);
+    for (network, open) in [(None, false), (Some("deny"), false), (Some("allow"), true)] {
+        let mut cfg = json!({"root": root});
+        if let Some(n) = network {
+            cfg["network"] = json!(n);
+        }
+        let cfg = write_config(&base, &cfg);
+        let mut s = Server::start(
+            &["mcp-serve", "--config", cfg.to_str().unwrap()],
+            &[("TMPDIR", &tmp)],
+        );
+        s.initialize();
+        if !require_landlock(&mut s) {
+            return;
+        }
+        let a = s.request("tools/list", json!({}));
+        let desc = a["result"]["tools"][3]["description"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (connected, text) = bash_connects(&mut s);
+        assert_eq!(connected, open, "network {network:?}: {text}");
+        if open {
+            assert!(desc.contains("network allowed"), "{desc}");
+            assert!(text.starts_with("exit code: 0"), "{text}");
+        } else {
+            assert!(desc.contains("TCP connect and bind are refused"), "{desc}");
+            assert!(text.contains("Permission denied"), "{text}");
+        }
+        s.finish();
+    }
+}
+
+#[test]
+fn env_and_env_passthrough_reach_bash_other_secrets_do_not() {
+    let (base, root, _outside) = workspace("landlock-env");
+    let cfg = write_config(
+        &base,
+        &json!({"root": root, "env": {"AWF_SET_BY_WF": "set-value-1"},
+                "env_passthrough": ["AWF_PASS_*", "AWF_NAMED_TOKEN"]}),
+    );
+    let tmp = private_tmp(&base);
+    let mut s = Server::start(
+        &["mcp-serve", "--config", cfg.to_str().unwrap()],
+        &[
+            ("TMPDIR", &tmp),
+            ("AWF_PASS_ONE", "passed-value-2"),
+            ("AWF_NAMED_TOKEN", "named-token-3"),
+            ("AWF_OTHER_TOKEN", "other-token-4"),
+            ("AWF_SET_BY_WF", "inherited-value-5"),
+        ],
+    );
+    s.initialize();
+    let out = s.ok("Bash", json!({"command": "env"}));
+    for want in [
+        "AWF_SET_BY_WF=set-value-1",
+        "AWF_PASS_ONE=passed-value-2",
+        "AWF_NAMED_TOKEN=named-token-3",
+    ] {
+        assert!(out.contains(want), "{want} missing:\n{out}");
+    }
+    assert!(!out.contains("other-token-4"), "{out}");
+    assert!(!out.contains("inherited-value-5"), "{out}");
+    s.finish();
+}
+
+#[test]
+fn tools_list_states_the_sandbox_policy() {
+    let (base, root, outside) = workspace("landlock-list");
+    let tmp = private_tmp(&base);
+    let cfg = write_config(&base, &json!({"root": root, "writable_paths": [outside]}));
+    let out = std::process::Command::new(AWF)
+        .args(["tools", "list", "--config", cfg.to_str().unwrap()])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("Sandbox: "))
+        .unwrap_or_else(|| panic!("no sandbox line:\n{text}"));
+    assert!(line.contains(&outside.display().to_string()), "{line}");
+    assert!(
+        line.contains("network denied") || line.contains("NOT"),
+        "{line}"
+    );
+    assert!(line.contains("environment"), "{line}");
+}

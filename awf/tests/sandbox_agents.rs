@@ -89,3 +89,123 @@ fn codex_bash_sees_no_secret() {
 fn opencode_bash_sees_no_secret() {
     no_secret_in_bash("opencode");
 }
+
+/// A path under the shared temp dir that nothing has created.
+fn fresh_shared_tmp_path(tag: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!(
+        "/tmp/awf-it-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ))
+}
+
+/// claude through `awf run` with a `sandbox:` block: the listed writable path (created by
+/// awf) takes a write; an unlisted directory, HOME and the shared /tmp do not; a TCP
+/// connect is refused; `env` and `env_passthrough` reach Bash, an unnamed token does not.
+#[test]
+fn claude_bash_follows_the_workflow_sandbox() {
+    let Some(program) = agent_cli("claude") else {
+        return;
+    };
+    let step = Step::new("sandbox-block-claude");
+    let cache = step.base.join("cache/not-yet");
+    let elsewhere = step.base.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let shared = fresh_shared_tmp_path("sandbox-block");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let command = format!(
+        "env; echo w > {c}/f; echo e > {e}/f; echo h > \"$HOME/f\"; echo t > {s}; \
+         (exec 3<>/dev/tcp/127.0.0.1/{port} && echo sent >&3); true",
+        c = cache.display(),
+        e = elsewhere.display(),
+        s = shared.display()
+    );
+    let fake = FakeModel::start(Script::new().call("Bash", json!({"command": command})));
+    let opts = options("claude", &program, &fake);
+    let proxy = format!(
+        "{{enable: true, sandbox: {{writable: [\"{}\"], network: deny, \
+         env: {{AWF_WF_SET: wf-set-value-1}}, env_passthrough: [\"AWF_WF_PASS_*\"]}}}}",
+        cache.display()
+    );
+    let run = run_workflow(
+        &step,
+        "claude",
+        &opts,
+        &proxy,
+        None,
+        &[
+            ("AWF_WF_PASS_A", "wf-pass-value-2".to_string()),
+            ("AWF_PLANTED_SECRET_TOKEN", PLANTED.to_string()),
+        ],
+    );
+    let seen: String = fake
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ctx = format!(
+        "status {}\n--- stderr ---\n{}\n--- fake model ---\n{}",
+        run.status,
+        run.stderr,
+        fake.describe()
+    );
+    assert!(run.status.success(), "{ctx}");
+    assert!(
+        seen.contains("PATH="),
+        "the Bash result never reached the model\n{ctx}"
+    );
+    assert!(seen.contains("AWF_WF_SET=wf-set-value-1"), "{ctx}");
+    assert!(seen.contains("AWF_WF_PASS_A=wf-pass-value-2"), "{ctx}");
+    assert!(!seen.contains(PLANTED) && !seen.contains(KEY), "{ctx}");
+    assert_eq!(
+        std::fs::read_to_string(cache.join("f")).ok().as_deref(),
+        Some("w\n"),
+        "the writable path did not take the write\n{ctx}"
+    );
+    assert!(!elsewhere.join("f").exists(), "{ctx}");
+    assert!(!step.home.join("f").exists(), "HOME was written\n{ctx}");
+    assert!(!shared.exists(), "the shared /tmp was written\n{ctx}");
+    assert!(
+        listener.accept().is_err(),
+        "Bash reached the TCP listener\n{ctx}"
+    );
+}
+
+/// `landlock: false` in the workflow: a WARN from `awf run`, and Bash writes the shared
+/// /tmp.
+#[test]
+fn claude_with_landlock_off_writes_tmp_and_awf_warns() {
+    let Some(program) = agent_cli("claude") else {
+        return;
+    };
+    let step = Step::new("sandbox-off-claude");
+    let shared = fresh_shared_tmp_path("sandbox-off");
+    let fake = FakeModel::start(Script::new().call(
+        "Bash",
+        json!({"command": format!("echo t > {}", shared.display())}),
+    ));
+    let opts = options("claude", &program, &fake);
+    let run = run_workflow(
+        &step,
+        "claude",
+        &opts,
+        "{enable: true, sandbox: {landlock: false}}",
+        None,
+        &[],
+    );
+    let written = std::fs::read_to_string(&shared).ok();
+    let _ = std::fs::remove_file(&shared);
+    let ctx = format!("status {}\n--- stderr ---\n{}", run.status, run.stderr);
+    assert!(run.status.success(), "{ctx}");
+    assert_eq!(written.as_deref(), Some("t\n"), "{ctx}");
+    assert!(
+        run.stderr.contains("WARN") && run.stderr.contains("sandbox.landlock is false"),
+        "{ctx}"
+    );
+}

@@ -56,6 +56,7 @@ fn validate(name: &str, plugins: Option<&Path>) -> Validated {
         .arg(fixture(name))
         .current_dir(&cwd)
         .env("AWF_PLUGINS_PATH", &plugins)
+        .env_remove("XDG_STATE_HOME")
         .output()
         .unwrap();
     let human = Command::new(AWF)
@@ -63,6 +64,7 @@ fn validate(name: &str, plugins: Option<&Path>) -> Validated {
         .arg(fixture(name))
         .current_dir(&cwd)
         .env("AWF_PLUGINS_PATH", &plugins)
+        .env_remove("XDG_STATE_HOME")
         .output()
         .unwrap();
     assert_eq!(
@@ -318,6 +320,114 @@ fn every_problem_is_reported_at_once_and_the_worst_category_wins() {
             .collect::<Vec<_>>()
     );
     assert_eq!(v.code, 2, "WORKFLOW (2) is more severe than USER (1)");
+}
+
+#[test]
+fn a_valid_sandbox_block_validates_and_creates_nothing() {
+    let v = validate("sandbox_valid.yaml", None);
+    assert_eq!(v.code, 0, "{:#}", v.json);
+    let home = std::env::var("HOME").unwrap();
+    assert!(
+        !Path::new(&home)
+            .join(".cache/awf-validate-sandbox-not-created")
+            .exists()
+    );
+}
+
+#[test]
+fn bad_sandbox_values_name_the_key_and_the_fix() {
+    let v = validate("sandbox_bad.yaml", None);
+    assert_eq!(v.code, 2, "{:#}", v.json);
+    let find = |path: &str| -> &Value {
+        v.problems()
+            .iter()
+            .find(|p| p["path"] == path)
+            .unwrap_or_else(|| panic!("no problem at {path}: {:#}", v.json))
+    };
+    let base = "states.build.mcp_proxy.sandbox";
+    // (path, code, line, words of the message, words of the hint)
+    let want = [
+        (
+            "writable[0]",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            12,
+            "whole file system",
+            "~/.cargo",
+        ),
+        (
+            "writable[1]",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            13,
+            "cannot be created",
+            "create it",
+        ),
+        (
+            "writable[2]",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            14,
+            "relative",
+            "absolute",
+        ),
+        (
+            "writable[3]",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            15,
+            "state directory",
+            "narrower",
+        ),
+        (
+            "network",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            16,
+            "allow or deny",
+            "network: allow",
+        ),
+        (
+            "env_passthrough[0]",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            17,
+            "every variable",
+            "CARGO_*",
+        ),
+        (
+            "env.TMPDIR",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            18,
+            "private temp",
+            "writable",
+        ),
+        (
+            "landlok",
+            "USER.MCP_PROXY.UNKNOWN_KEY",
+            19,
+            "landlok",
+            "did you mean `landlock`",
+        ),
+    ];
+    for (path, code, line, msg, hint) in want {
+        let p = find(&format!("{base}.{path}"));
+        assert_eq!(p["code"], code, "{p:#}");
+        assert_eq!(p["line"], line, "{p:#}");
+        assert!(p["message"].as_str().unwrap().contains(msg), "{p:#}");
+        assert!(p["hint"].as_str().unwrap().contains(hint), "{p:#}");
+        assert!(v.stderr.contains(&format!("{base}.{path}")), "{}", v.stderr);
+    }
+    assert_eq!(v.problems().len(), want.len(), "{:#}", v.json);
+}
+
+#[test]
+fn network_deny_with_landlock_off_is_refused() {
+    let v = validate("sandbox_deny_without_landlock.yaml", None);
+    assert_eq!(v.code, 2);
+    let p = v.single(
+        "WORKFLOW.PARSE.INVALID_VALUE",
+        "states.build.mcp_proxy.sandbox.network",
+        10,
+    );
+    assert!(
+        p["hint"].as_str().unwrap().contains("network: allow"),
+        "{p:#}"
+    );
 }
 
 #[test]

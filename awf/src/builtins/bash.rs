@@ -96,8 +96,9 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String
     }
 
     let mut cmd = Command::new(shell());
-    // A clean environment: the allowlist only, so no key or token of awf's own reaches it.
-    cmd.env_clear().envs(crate::child_env::from_process(&[]));
+    // A clean environment: the allowlist and what the workflow names, so no key or token
+    // of awf's own reaches it.
+    cmd.env_clear().envs(env.bash_env.vars());
     // The session's own temp dir: the shared one is not writable under Landlock.
     cmd.env("TMPDIR", env.confine.tmp_dir());
     cmd.arg("-c")

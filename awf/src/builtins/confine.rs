@@ -1,19 +1,43 @@
-//! Write confinement for Bash with Landlock: the command may read anything but write only
-//! beneath the root, the session's private temp directory ([`PrivateTmp`], Bash's TMPDIR),
-//! `/dev/null` and the paths the config adds. The shared system temp directory is not
-//! writable: what one session leaves there another (or awf itself) could pick up. The
-//! ruleset is built in the parent (allocation and path opening are not safe after fork)
-//! and only `restrict_self` runs in the child, between fork and exec.
+//! Write and network confinement for Bash with Landlock: the command may read anything but
+//! write only beneath the root, the session's private temp directory ([`PrivateTmp`],
+//! Bash's TMPDIR), `/dev/null` and the paths the config adds. The shared system temp
+//! directory is not writable: what one session leaves there another (or awf itself) could
+//! pick up. With [`Network::Deny`] (the default) TCP connect and bind are refused too, so
+//! the workspace cannot be sent anywhere by the agent's shell. The ruleset is built in the
+//! parent (allocation and path opening are not safe after fork) and only `restrict_self`
+//! runs in the child, between fork and exec.
 
 use landlock::{
-    ABI, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    ABI, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreated, RulesetCreatedAttr,
 };
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// The write rights we handle. ABI v4's set (no IoctlDev, no ResolveUnix): confining
 /// writes is the goal; terminal ioctls and Unix-socket connects stay as they were.
 const HANDLED_ABI: ABI = ABI::V4;
+
+/// The first Landlock ABI that can refuse TCP connect and bind (Linux 6.7).
+const NET_ABI: i64 = 4;
+
+/// Bash's TCP network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    Allow,
+    /// TCP connect and bind refused (Landlock ABI 4); UDP, hence DNS, is not covered.
+    Deny,
+}
+
+/// What Bash's network is, as enforced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetStatus {
+    Allowed,
+    Denied,
+    /// Deny was the default but cannot be enforced (why).
+    Unenforced(String),
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
@@ -66,6 +90,7 @@ impl Drop for PrivateTmp {
 #[derive(Debug, Clone)]
 pub struct Confinement {
     status: Status,
+    net: NetStatus,
     writable: Vec<PathBuf>,
     tmp: PathBuf,
 }
@@ -88,11 +113,46 @@ impl Confinement {
                 Err(why) => Status::Unavailable(why),
             }
         };
-        Confinement {
+        let mut c = Confinement {
             status,
+            net: NetStatus::Allowed,
             writable,
             tmp: tmp.to_path_buf(),
+        };
+        c.net = c.net_status(Network::Deny);
+        c
+    }
+
+    /// Sets Bash's network policy. `network` None is the default, deny where the kernel can
+    /// enforce it (a WARN and no restriction where it cannot); an explicit deny the kernel
+    /// cannot enforce is an error, since the workflow asked for it.
+    pub fn with_network(mut self, network: Option<Network>) -> Result<Confinement, String> {
+        self.net = self.net_status(network.unwrap_or(Network::Deny));
+        if let (Some(Network::Deny), NetStatus::Unenforced(why)) = (network, &self.net) {
+            return Err(format!(
+                "network: deny cannot be enforced: {why}; set network: allow, or run on a \
+                 kernel with Landlock ABI {NET_ABI} or later (Linux 6.7+)"
+            ));
         }
+        Ok(self)
+    }
+
+    fn net_status(&self, want: Network) -> NetStatus {
+        match (want, &self.status) {
+            (Network::Allow, _) => NetStatus::Allowed,
+            (Network::Deny, Status::On(v)) if *v >= NET_ABI => NetStatus::Denied,
+            (Network::Deny, Status::On(v)) => NetStatus::Unenforced(format!(
+                "the kernel's Landlock ABI {v} has no network rights (they need ABI {NET_ABI})"
+            )),
+            (Network::Deny, Status::Off) => {
+                NetStatus::Unenforced("Landlock is switched off".into())
+            }
+            (Network::Deny, Status::Unavailable(why)) => NetStatus::Unenforced(why.clone()),
+        }
+    }
+
+    pub fn net(&self) -> &NetStatus {
+        &self.net
     }
 
     /// The directory Bash gets as TMPDIR.
@@ -108,23 +168,41 @@ impl Confinement {
         &self.writable
     }
 
-    /// One sentence for the Bash tool's description.
+    /// The policy in words, for the Bash tool's description (and so `awf tools list`).
     pub fn describe(&self) -> String {
-        match &self.status {
-            Status::On(_) => format!(
-                "Writes are confined (Landlock) to the root, a private temp directory \
-                 ($TMPDIR) and /dev/null{}; the rest, /tmp included, is read-only.",
-                if self.writable.len() > 3 {
-                    " and the configured extra paths"
-                } else {
-                    ""
-                }
-            ),
-            Status::Off => "Writes are NOT confined (Landlock switched off in the config).".into(),
-            Status::Unavailable(_) => {
-                "Writes are NOT confined (Landlock is not available on this kernel).".into()
+        let writes = match &self.status {
+            Status::On(_) => {
+                let extra: Vec<String> = self.writable[3..]
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                format!(
+                    "writes are confined (Landlock) to the root, a private temp directory \
+                     ($TMPDIR), /dev/null{}; the rest, /tmp and $HOME included, is read-only",
+                    if extra.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and {}", extra.join(", "))
+                    }
+                )
             }
-        }
+            Status::Off => "writes are NOT confined (Landlock switched off in the config)".into(),
+            Status::Unavailable(_) => {
+                "writes are NOT confined (Landlock is not available on this kernel)".into()
+            }
+        };
+        let net = match &self.net {
+            NetStatus::Allowed => "network allowed".to_string(),
+            NetStatus::Denied => {
+                "network denied: TCP connect and bind are refused (Landlock; UDP is not)".into()
+            }
+            NetStatus::Unenforced(why) => format!("network NOT restricted ({why})"),
+        };
+        format!(
+            "Sandbox: {writes}; {net}; the environment holds only PATH, HOME, locale, TERM, \
+             USER, SHELL, TZ, TMPDIR, proxy and CA-bundle variables plus those the workflow \
+             names (never a key, secret, token or password it does not name)."
+        )
     }
 
     /// Builds the ruleset for one command, or None when not confining.
@@ -136,9 +214,16 @@ impl Confinement {
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(write)
-            .map_err(|e| format!("Landlock: {e}"))?
-            .create()
             .map_err(|e| format!("Landlock: {e}"))?;
+        if self.net == NetStatus::Denied {
+            // Handled with no port rule: every TCP connect and bind is refused. Never
+            // silently weaker: the ABI was checked to have these rights.
+            ruleset = ruleset
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+                .map_err(|e| format!("Landlock network rights: {e}"))?;
+        }
+        let mut ruleset = ruleset.create().map_err(|e| format!("Landlock: {e}"))?;
         for path in &self.writable {
             // A configured path that does not exist cannot be written anyway; skip it.
             let Ok(fd) = PathFd::new(path) else { continue };
@@ -189,6 +274,31 @@ mod tests {
         assert_eq!(c.status(), &Status::Off);
         assert!(c.prepare().unwrap().is_none());
         assert!(c.describe().contains("NOT confined"));
+        assert!(matches!(c.net(), NetStatus::Unenforced(_)));
+        let e = c.with_network(Some(Network::Deny)).unwrap_err();
+        assert!(e.contains("set network: allow"), "{e}");
+    }
+
+    #[test]
+    fn network_deny_needs_abi_4() {
+        let mut c = Confinement::new(false, Path::new("/r"), Path::new("/t"), &[]);
+        c.status = Status::On(3);
+        assert!(matches!(
+            c.net_status(Network::Deny),
+            NetStatus::Unenforced(_)
+        ));
+        // The default degrades (with a WARN where it is used); an explicit deny is refused.
+        let d = c.clone().with_network(None).unwrap();
+        assert!(
+            d.describe().contains("network NOT restricted"),
+            "{}",
+            d.describe()
+        );
+        assert!(c.clone().with_network(Some(Network::Deny)).is_err());
+        c.status = Status::On(7);
+        let d = c.with_network(None).unwrap();
+        assert_eq!(d.net(), &NetStatus::Denied);
+        assert!(d.describe().contains("TCP connect and bind are refused"));
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub struct BuiltinEnv {
     pub sandbox: Sandbox,
     pub limits: Limits,
     pub confine: confine::Confinement,
+    /// What Bash's environment adds to the allowlist (the workflow's `env`, `env_passthrough`).
+    pub bash_env: crate::child_env::ChildEnv,
     /// Set when the server goes down: running commands are killed, new ones refused.
     pub shutdown: crate::process::Shutdown,
 }
@@ -177,6 +179,7 @@ pub(crate) mod testutil {
             sandbox,
             limits: Limits::default(),
             confine,
+            bash_env: Default::default(),
             shutdown: Default::default(),
         }
     }

@@ -9,7 +9,7 @@
 
 pub mod span;
 
-use crate::error::AwfError;
+use crate::error::{AwfError, codes};
 use crate::mcp_serve::{self, ServeConfig};
 use crate::plugins::PluginTools;
 use crate::private_files::{check_private_location, private_dir, write_private};
@@ -120,12 +120,47 @@ impl ToolProxyService {
                 expose: p.expose.clone(),
             })
             .collect();
+        let sb = &proxy.sandbox;
+        cfg.landlock = sb.landlock;
+        cfg.writable_paths = sb.writable.clone();
+        cfg.network = sb.network;
+        cfg.env = sb.env.iter().cloned().collect();
+        cfg.env_passthrough = sb.env_passthrough.clone();
         cfg.audit_path = Some(audit.to_path_buf());
         cfg.run_id = Some(self.run_id.clone());
         cfg.step_id = Some(format!("{seq}-{state}"));
         cfg.traceparent = Some(tp.to_string());
         cfg.origin = format!("mcp_proxy of state {state:?}");
         cfg
+    }
+
+    /// The step's `mcp_proxy.sandbox` made real: its writable paths exist (Landlock rules
+    /// need an existing path) and none holds the run's private files or audit trail.
+    fn prepare_sandbox(&self, state: &str, proxy: &McpProxy) -> Result<(), AwfError> {
+        let sb = &proxy.sandbox;
+        if !sb.landlock {
+            tracing::warn!(
+                state,
+                "{}.sandbox.landlock is false: the agent's Bash may write anywhere awf may, \
+                 and reach the network",
+                proxy.path
+            );
+        }
+        for w in &sb.writable {
+            std::fs::create_dir_all(w).map_err(|e| {
+                AwfError::new(
+                    codes::CONFIG_INVALID,
+                    format!(
+                        "{}.sandbox.writable: cannot create {}: {e}; create it or fix the path",
+                        proxy.path,
+                        w.display()
+                    ),
+                )
+            })?;
+        }
+        let fix = format!("remove it from {}.sandbox.writable", proxy.path);
+        check_private_location("audit directory", &self.audit_dir, &sb.writable, &fix)?;
+        check_private_location("run directory", &self.run_dir, &sb.writable, &fix)
     }
 
     /// Checks the step's proxy, writes its config and returns the session.
@@ -137,6 +172,7 @@ impl ToolProxyService {
         plugins: &mut dyn PluginCatalog,
     ) -> Result<ProxySession, AwfError> {
         check_proxy(proxy, plugins)?;
+        self.prepare_sandbox(state, proxy)?;
         let step_dir = self.run_dir.join(format!("step-{seq}-{state}"));
         private_dir(&step_dir)?;
         private_dir(&self.audit_dir)?;
@@ -169,6 +205,14 @@ impl ToolProxyService {
             "run_id": cfg.run_id,
             "step_id": cfg.step_id,
             "traceparent": traceparent,
+            "landlock": cfg.landlock,
+            "writable_paths": cfg.writable_paths,
+            "network": cfg.network.map(|n| match n {
+                crate::builtins::confine::Network::Allow => "allow",
+                crate::builtins::confine::Network::Deny => "deny",
+            }),
+            "env": cfg.env,
+            "env_passthrough": cfg.env_passthrough,
         });
         write_private(
             &config_path,

@@ -165,9 +165,34 @@ pub struct McpProxy {
     /// Default true when enabled.
     pub intercept_builtins: bool,
     pub plugin_tools: Vec<PluginToolsEntry>,
+    pub sandbox: SandboxPolicy,
     /// Path of the `mcp_proxy` node, for messages.
     pub path: String,
     pub line: usize,
+}
+
+/// `mcp_proxy.sandbox`: what the step's Bash may do beyond the defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxPolicy {
+    /// Absolute (`~` expanded), checked paths Bash may write besides the root and its temp dir.
+    pub writable: Vec<PathBuf>,
+    /// None: the default (deny where the kernel can enforce it).
+    pub network: Option<crate::builtins::confine::Network>,
+    pub landlock: bool,
+    pub env: Vec<(String, String)>,
+    pub env_passthrough: Vec<String>,
+}
+
+impl Default for SandboxPolicy {
+    fn default() -> Self {
+        SandboxPolicy {
+            writable: Vec::new(),
+            network: None,
+            landlock: true,
+            env: Vec::new(),
+            env_passthrough: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -2,6 +2,8 @@
 //! [`Diagnostic`] with the node's path and line, and parsing goes on past it so that one
 //! run of `awf validate` lists them all.
 
+mod sandbox;
+
 use super::yaml::{self, Kind, Node};
 use super::*;
 
@@ -30,7 +32,7 @@ const STEP_KEYS: &[&str] = &[
     "on_failure",
 ];
 const TERMINAL_KEYS: &[&str] = &["type", "description", "status", "message", "mcp_proxy"];
-const PROXY_KEYS: &[&str] = &["enable", "intercept_builtins", "plugin_tools"];
+const PROXY_KEYS: &[&str] = &["enable", "intercept_builtins", "plugin_tools", "sandbox"];
 const PLUGIN_TOOLS_KEYS: &[&str] = &["plugin", "expose"];
 
 pub(crate) fn join(path: &str, key: &str) -> String {
@@ -694,10 +696,14 @@ fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpProxy> {
             ),
         }
     }
+    let sandbox = get("sandbox")
+        .map(|n| sandbox::parse_sandbox(cx, n, &join(path, "sandbox")))
+        .unwrap_or_default();
     Some(McpProxy {
         enable,
         intercept_builtins,
         plugin_tools,
+        sandbox,
         path: path.to_string(),
         line: node.line,
     })

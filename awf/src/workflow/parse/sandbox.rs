@@ -1,0 +1,204 @@
+//! `mcp_proxy.sandbox`: what a step's Bash may do beyond the defaults (extra writable
+//! paths, network, Landlock off, environment). Paths are checked here, at validate time,
+//! so that a typo or a dangerous path stops `awf validate` and `awf run` before any agent.
+
+use super::*;
+use crate::builtins::confine::Network;
+
+const SANDBOX_KEYS: &[&str] = &["writable", "network", "landlock", "env", "env_passthrough"];
+
+pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPolicy {
+    let mut out = SandboxPolicy::default();
+    if node.is_null() {
+        return out;
+    }
+    let Some(fields) = cx.fields(node, path, SANDBOX_KEYS, codes::PROXY_UNKNOWN_KEY) else {
+        return out;
+    };
+    for (key, v) in fields {
+        let kpath = join(path, key);
+        match key {
+            "writable" => {
+                for (i, item) in list(cx, v, &kpath, "writable: [~/.cargo, /opt/cache]") {
+                    let ipath = format!("{kpath}[{i}]");
+                    // A bare `~` is YAML's null; here it can only mean the home directory.
+                    let home = matches!(&item.kind, Kind::Scalar(s, true) if s == "~");
+                    let text = if home {
+                        Some("~".to_string())
+                    } else {
+                        cx.string(item, &ipath)
+                    };
+                    if let Some(text) = text
+                        && let Some(p) = writable_path(cx, &text, &ipath, item.line)
+                    {
+                        out.writable.push(p);
+                    }
+                }
+            }
+            "network" => match v.as_str() {
+                Some("allow") => out.network = Some(Network::Allow),
+                Some("deny") => out.network = Some(Network::Deny),
+                _ => cx.push(
+                    codes::INVALID_VALUE,
+                    &kpath,
+                    v.line,
+                    format!("{kpath} must be allow or deny, found {}", v.describe()),
+                    "write `network: deny` (the default: Bash's TCP connect and bind are \
+                     refused) or `network: allow`",
+                ),
+            },
+            "landlock" => {
+                if let Some(b) = cx.boolean(v, &kpath, codes::WRONG_TYPE) {
+                    out.landlock = b;
+                }
+            }
+            "env" => {
+                if v.is_null() {
+                    continue;
+                }
+                let Some(vars) = cx.fields(v, &kpath, &[], codes::PROXY_UNKNOWN_KEY) else {
+                    continue;
+                };
+                for (name, value) in vars {
+                    let vpath = join(&kpath, name);
+                    if let Err(e) = crate::child_env::check_name(name) {
+                        cx.push(
+                            codes::INVALID_VALUE,
+                            &vpath,
+                            value.line,
+                            e,
+                            "use a shell variable name",
+                        );
+                    } else if name == "TMPDIR" {
+                        cx.push(
+                            codes::INVALID_VALUE,
+                            &vpath,
+                            value.line,
+                            format!("{vpath}: TMPDIR is always the session's private temp directory"),
+                            "remove it; add the directory you want to `writable:` and use it by name",
+                        );
+                    } else if let Some(val) = cx.string(value, &vpath) {
+                        out.env.push((name.to_string(), val));
+                    }
+                }
+            }
+            _ => {
+                for (i, item) in list(cx, v, &kpath, "env_passthrough: [CARGO_HOME, NPM_*]") {
+                    let ipath = format!("{kpath}[{i}]");
+                    let Some(p) = cx.string(item, &ipath) else {
+                        continue;
+                    };
+                    match crate::child_env::check_pattern(&p) {
+                        Ok(()) => out.env_passthrough.push(p),
+                        Err(e) => cx.push(
+                            codes::INVALID_VALUE,
+                            &ipath,
+                            item.line,
+                            e,
+                            "write a variable name (NPM_TOKEN) or a prefix with a trailing * (CARGO_*)",
+                        ),
+                    }
+                }
+            }
+        }
+    }
+    if !out.landlock && out.network == Some(Network::Deny) {
+        cx.push(
+            codes::INVALID_VALUE,
+            &join(path, "network"),
+            node.line,
+            format!("{path}: network: deny needs Landlock, but landlock is false"),
+            "remove `landlock: false`, or write `network: allow`",
+        );
+    }
+    out
+}
+
+/// The items of a list node (a null node is an empty list).
+fn list<'a>(cx: &mut Ctx, node: &'a Node, path: &str, example: &str) -> Vec<(usize, &'a Node)> {
+    match &node.kind {
+        Kind::Seq(items) => items.iter().enumerate().collect(),
+        _ if node.is_null() => Vec::new(),
+        _ => {
+            cx.push(
+                codes::WRONG_TYPE,
+                path,
+                node.line,
+                format!("{path} must be a list, found {}", node.describe()),
+                format!("write `{example}`"),
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// A `writable` entry: `~` expanded, absolute, never `/`, existing or creatable, and apart
+/// from awf's own state directory (the audit trail and run files live there).
+fn writable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<PathBuf> {
+    let mut bad = |message: String, hint: &str| {
+        cx.push(codes::INVALID_VALUE, path, line, message, hint);
+        None
+    };
+    let expanded = match text.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            match std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()) {
+                Some(home) => PathBuf::from(format!("{}{rest}", Path::new(&home).display())),
+                None => {
+                    return bad(
+                        format!("{path}: {text:?} starts with ~ but HOME is not set"),
+                        "write the absolute path",
+                    );
+                }
+            }
+        }
+        _ => PathBuf::from(text),
+    };
+    if !expanded.is_absolute() {
+        return bad(
+            format!("{path}: {text:?} is relative"),
+            "write an absolute path or one starting with ~/ (the workspace itself is always writable)",
+        );
+    }
+    let real = crate::private_files::real_path(&expanded);
+    if real == Path::new("/") {
+        return bad(
+            format!("{path}: {text:?} is the whole file system"),
+            "name the directories Bash needs to write, e.g. ~/.cargo or ~/.npm",
+        );
+    }
+    // The nearest existing ancestor must be a directory we may create entries in.
+    let mut probe = expanded.as_path();
+    while !probe.exists() {
+        probe = probe.parent().unwrap_or(Path::new("/"));
+    }
+    if probe != expanded && !(probe.is_dir() && writable_by_us(probe)) {
+        return bad(
+            format!(
+                "{path}: {text:?} does not exist and cannot be created ({} is not a directory awf may write)",
+                probe.display()
+            ),
+            "create it first, or fix the path",
+        );
+    }
+    let state = crate::private_files::real_path(&crate::private_files::state_dir());
+    if real.starts_with(&state) || state.starts_with(&real) {
+        return bad(
+            format!(
+                "{path}: {text:?} overlaps awf's state directory {} (its run files and audit \
+                 trail), which the agent must not be able to write",
+                state.display()
+            ),
+            "name a narrower directory (e.g. ~/.cargo rather than ~), or set XDG_STATE_HOME elsewhere",
+        );
+    }
+    Some(expanded)
+}
+
+fn writable_by_us(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a valid NUL-terminated path; access has no other preconditions.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+}
