@@ -9,7 +9,7 @@ use crate::error::{AwfError, codes};
 use crate::plugins::PluginTools;
 use crate::process::{self, Shutdown};
 use crate::telemetry::{StepIds, Telemetry, TelemetryObserver, audit::AuditLog};
-use crate::tools::{Cancellation, ToolProvider, ToolRouter};
+use crate::tools::{Cancellation, ToolPolicy, ToolProvider, ToolRouter};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,6 +60,9 @@ pub struct ServeConfig {
     /// Variables of awf's environment passed to Bash (NAME or PREFIX*).
     #[serde(default)]
     pub env_passthrough: Vec<String>,
+    /// Which tools the agent is offered (deny list, read-only).
+    #[serde(default)]
+    pub tools: ToolPolicy,
 }
 
 fn yes() -> bool {
@@ -84,6 +87,7 @@ impl ServeConfig {
             network: None,
             env: Default::default(),
             env_passthrough: Vec::new(),
+            tools: ToolPolicy::default(),
         }
     }
 
@@ -309,7 +313,9 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         providers,
         Arc::new(TelemetryObserver(telemetry.clone())),
         session_id,
-    )?;
+    )?
+    .with_policy(&cfg.tools)
+    .map_err(|e| AwfError::new(e.code(), format!("{}: {}", cfg.origin, e.message())))?;
     Ok(Prepared {
         router: Arc::new(router),
         telemetry,
@@ -339,6 +345,9 @@ pub fn build_server(prepared: &Prepared) -> Result<mcpserver::Server, AwfError> 
             telemetry: telemetry.clone(),
             router: router.clone(),
         });
+    for (name, why) in router.withheld() {
+        b = b.withhold(name.clone(), why.clone());
+    }
     for spec in router.tools() {
         let mut tool = mcpserver::Tool::new(
             spec.name.clone(),

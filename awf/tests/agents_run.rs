@@ -128,3 +128,44 @@ fn codex_through_awf_run_without_interception() {
 fn opencode_through_awf_run_without_interception() {
     plugin_only("opencode", &["read", "edit", "bash"]);
 }
+
+/// `mcp_proxy.tools.read_only: true`: Claude Code, through `awf run`, is offered awf's
+/// Read, Glob and Grep and nothing else; the step reads through them.
+#[test]
+fn a_read_only_step_is_offered_read_glob_and_grep_only() {
+    let Some(program) = agent_cli("claude") else {
+        return;
+    };
+    let fake = FakeModel::start(
+        fake_model::Script::new().call("Read", json!({"path": "docs/fixture.txt"})),
+    );
+    let step = Step::new("run-claude-read-only");
+    let (options, prefix, _) = cli_case("claude", &program, &fake);
+    let run = run_workflow(
+        &step,
+        "claude",
+        &options,
+        "{enable: true, tools: {read_only: true}}",
+        None,
+        &[],
+    );
+    assert!(run.status.success(), "{}\n{}", run.summary, run.stderr);
+    let mut offered = fake.offered_tools();
+    offered.sort();
+    assert_eq!(
+        offered,
+        ["Glob", "Grep", "Read"].map(|t| format!("{prefix}{t}")),
+        "{}",
+        fake.describe()
+    );
+    let results: Vec<&Value> = run
+        .audit
+        .iter()
+        .filter(|r| r["type"] == "tool.result")
+        .collect();
+    assert_eq!(results.len(), 1, "{:#?}", run.audit);
+    assert_eq!(
+        (&results[0]["tool"], &results[0]["outcome"]),
+        (&json!("Read"), &json!("ok"))
+    );
+}

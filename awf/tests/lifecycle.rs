@@ -321,6 +321,67 @@ fn calls_rejected_before_any_tool_runs_are_audited() {
     assert_eq!(lines[6]["outcome"], "ok");
 }
 
+/// A tool policy withholds tools: they are not listed, and a call to one is -32602 naming
+/// the policy, audited as rejected. Unknown denied names are refused at start.
+#[test]
+fn a_tool_policy_withholds_tools_and_refuses_calls_to_them() {
+    let (base, root, _o) = workspace("policy");
+    let audit = base.join("audit.jsonl");
+    let cfg = write_config(
+        &base,
+        &json!({"root": root, "audit_path": audit, "tools": {"deny": ["Bash", "Write"]}}),
+    );
+    let mut s = Server::start(&["mcp-serve", "--config", cfg.to_str().unwrap()], &[]);
+    s.initialize();
+    let list = s.request("tools/list", json!({}));
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Read", "Edit", "Glob", "Grep"]);
+    let e = s.request(
+        "tools/call",
+        json!({"name": "Bash", "arguments": {"command": "touch pwned"}}),
+    );
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let message = e["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"Bash\" is not available") && message.contains("mcp_proxy.tools.deny"),
+        "{message}"
+    );
+    let (status, _, _) = s.finish();
+    assert!(status.success());
+    assert!(!root.join("pwned").exists());
+    let lines = audit_lines(&audit);
+    assert_eq!(lines[0]["tools"], json!(["Read", "Edit", "Glob", "Grep"]));
+    assert_eq!(
+        (&lines[1]["type"], &lines[1]["tool"]),
+        (&json!("tool.call"), &json!("Bash"))
+    );
+    assert_eq!(lines[2]["outcome"], "rejected");
+    assert!(
+        lines[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("mcp_proxy.tools.deny")
+    );
+
+    let bad = write_config(&base, &json!({"root": root, "tools": {"deny": ["Bsh"]}}));
+    let out = std::process::Command::new(AWF)
+        .args(["mcp-serve", "--config", bad.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"Bsh\"") && err.contains("Read, Write, Edit, Bash, Glob, Grep"),
+        "{err}"
+    );
+}
+
 #[test]
 fn sigterm_during_a_long_call_answers_it_and_kills_the_command() {
     let (root, audit, mut s) = audited("signal-busy");

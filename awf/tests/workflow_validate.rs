@@ -439,3 +439,40 @@ fn a_missing_file_is_a_user_error() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/wf.yaml"));
 }
+
+#[test]
+fn unknown_key_in_the_tool_policy() {
+    let v = validate("proxy_tools_unknown_key.yaml", None);
+    assert_eq!(v.code, 1);
+    let p = v.single(
+        "USER.MCP_PROXY.UNKNOWN_KEY",
+        "states.review.mcp_proxy.tools.read_olny",
+        11,
+    );
+    assert!(
+        p["hint"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `read_only`"),
+        "{p}"
+    );
+}
+
+#[test]
+fn an_unknown_denied_tool_names_the_tools_of_the_step() {
+    let v = validate("proxy_tools_unknown_deny.yaml", None);
+    assert_eq!(v.code, 1);
+    let p = v.single(
+        "USER.TOOLS.UNKNOWN_TOOL",
+        "states.review.mcp_proxy.tools.deny[1]",
+        11,
+    );
+    assert!(v.message().contains("\"Wrte\""), "{p}");
+    assert!(
+        p["hint"]
+            .as_str()
+            .unwrap()
+            .contains("Read, Write, Edit, Bash, Glob, Grep"),
+        "{p}"
+    );
+}

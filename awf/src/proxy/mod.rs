@@ -112,6 +112,7 @@ impl ToolProxyService {
     ) -> ServeConfig {
         let mut cfg = ServeConfig::for_root(self.root.clone());
         cfg.intercept_builtins = proxy.intercept_builtins;
+        cfg.tools = proxy.tools.clone();
         cfg.plugin_tools = proxy
             .plugin_tools
             .iter()
@@ -201,6 +202,7 @@ impl ToolProxyService {
             "plugin_tools": proxy.plugin_tools.iter()
                 .map(|p| serde_json::json!({"plugin": p.plugin, "expose": p.expose}))
                 .collect::<Vec<_>>(),
+            "tools": {"deny": proxy.tools.deny, "read_only": proxy.tools.read_only},
             "audit_path": audit_path,
             "run_id": cfg.run_id,
             "step_id": cfg.step_id,
@@ -227,6 +229,8 @@ impl ToolProxyService {
                 tool_names.push(crate::workflow::plugin_tool_name(&p.plugin, op));
             }
         }
+        // The agent CLI allows only what the server offers.
+        tool_names.retain(|name| proxy.tools.withheld(name).is_none());
         let mut env = vec![("TRACEPARENT".to_string(), traceparent.clone())];
         for k in [
             "AWF_LOG",

@@ -5,8 +5,10 @@
 //! adapts the router to the `mcpserver` library, and the HTTP provider can call the very
 //! same router in-process.
 
+mod policy;
 mod router;
 
+pub use policy::ToolPolicy;
 pub use router::{ToolRouter, is_valid_tool_name};
 
 use serde_json::Value;

@@ -4,7 +4,7 @@
 
 use super::{
     CallInfo, CallMeta, CallObserver, CallOutcome, CallStatus, Cancellation, ToolOutput,
-    ToolProvider, ToolSpec,
+    ToolPolicy, ToolProvider, ToolSpec,
 };
 use crate::error::{AwfError, codes};
 use serde_json::Value;
@@ -35,6 +35,8 @@ pub struct ToolRouter {
     observer: Arc<dyn CallObserver>,
     session_id: String,
     next_call: AtomicU64,
+    /// Tools the step's policy keeps from the agent, with why.
+    withheld: Vec<(String, String)>,
 }
 
 impl ToolRouter {
@@ -84,7 +86,36 @@ impl ToolRouter {
             observer,
             session_id,
             next_call: AtomicU64::new(1),
+            withheld: Vec::new(),
         })
+    }
+
+    /// Applies a step's tool policy: withheld tools leave the name space (a call to one
+    /// is refused with the policy's reason). A denied name that is no tool is an error
+    /// naming the tools there are.
+    pub fn with_policy(mut self, policy: &ToolPolicy) -> Result<ToolRouter, AwfError> {
+        policy
+            .check_names(self.entries.iter().map(|e| e.spec.name.as_str()))
+            .map_err(|why| AwfError::new(codes::CONFIG_INVALID, why))?;
+        let (kept, withheld): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut self.entries)
+            .into_iter()
+            .partition(|e| policy.withheld(&e.spec.name).is_none());
+        self.withheld = withheld
+            .into_iter()
+            .filter_map(|e| Some((e.spec.name.clone(), policy.withheld(&e.spec.name)?)))
+            .collect();
+        self.by_name = kept
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.spec.name.clone(), i))
+            .collect();
+        self.entries = kept;
+        Ok(self)
+    }
+
+    /// The tools the policy withholds, with why (for the MCP server to refuse them alike).
+    pub fn withheld(&self) -> &[(String, String)] {
+        &self.withheld
     }
 
     pub fn session_id(&self) -> &str {
@@ -125,7 +156,13 @@ impl ToolRouter {
         };
         let observation = self.observer.started(&info, arguments);
         let started = Instant::now();
+        let withheld = self.withheld.iter().find(|(name, _)| name == tool);
         let (status, output) = match entry {
+            // The words the MCP server answers a call to a withheld tool with.
+            None if let Some((name, why)) = withheld => (
+                CallStatus::Rejected,
+                ToolOutput::invalid_arguments(format!("tool \"{name}\" is not available: {why}")),
+            ),
             None => (
                 CallStatus::UnknownTool,
                 ToolOutput::error(format!(
@@ -250,6 +287,68 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(e.code(), codes::INVALID_TOOL_NAME);
+    }
+
+    #[test]
+    fn a_policy_withholds_tools_and_refuses_calls_to_them() {
+        let rec = Arc::new(Recorder::default());
+        let r = ToolRouter::new(
+            vec![fake("builtin", &["Read", "Bash", "Write"])],
+            Arc::new(rec.clone()),
+            "s".into(),
+        )
+        .unwrap()
+        .with_policy(&ToolPolicy {
+            deny: vec!["Write".into()],
+            read_only: true,
+        })
+        .unwrap();
+        assert_eq!(
+            r.tools().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["Read"]
+        );
+        let out = r.call(
+            "Bash",
+            &json!({}),
+            CallMeta::default(),
+            &Cancellation::never(),
+        );
+        assert!(
+            out.invalid_arguments && out.text.contains("read-only"),
+            "{out:?}"
+        );
+        let out = r.call(
+            "Write",
+            &json!({}),
+            CallMeta::default(),
+            &Cancellation::never(),
+        );
+        assert!(out.text.contains("mcp_proxy.tools.deny"), "{out:?}");
+        assert_eq!(
+            rec.0
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|c| c.1)
+                .collect::<Vec<_>>(),
+            [CallStatus::Rejected, CallStatus::Rejected]
+        );
+        let e = ToolRouter::new(
+            vec![fake("builtin", &["Read"])],
+            Arc::new(NoObserver),
+            "s".into(),
+        )
+        .unwrap()
+        .with_policy(&ToolPolicy {
+            deny: vec!["Bsh".into()],
+            read_only: false,
+        })
+        .err()
+        .unwrap();
+        assert!(
+            e.message().contains("\"Bsh\"") && e.message().contains("Read"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -100,7 +100,9 @@ pub struct State {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum StateKind {
-    Agent(AgentState),
+    /// Boxed: an agent state (options, proxy, sandbox and tool policy) is several times
+    /// the size of the others.
+    Agent(Box<AgentState>),
     Step(StepState),
     Terminal(TerminalState),
 }
@@ -166,6 +168,8 @@ pub struct McpProxy {
     pub intercept_builtins: bool,
     pub plugin_tools: Vec<PluginToolsEntry>,
     pub sandbox: SandboxPolicy,
+    /// Which of those tools the agent is offered (`tools: {deny, read_only}`).
+    pub tools: crate::tools::ToolPolicy,
     /// Path of the `mcp_proxy` node, for messages.
     pub path: String,
     pub line: usize,

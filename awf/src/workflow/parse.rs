@@ -6,6 +6,7 @@ mod sandbox;
 
 use super::yaml::{self, Kind, Node};
 use super::*;
+use crate::tools::ToolPolicy;
 
 const TOP_KEYS: &[&str] = &["name", "version", "description", "inputs", "states"];
 const INPUT_KEYS: &[&str] = &["name", "type", "required", "default", "description"];
@@ -32,7 +33,14 @@ const STEP_KEYS: &[&str] = &[
     "on_failure",
 ];
 const TERMINAL_KEYS: &[&str] = &["type", "description", "status", "message", "mcp_proxy"];
-const PROXY_KEYS: &[&str] = &["enable", "intercept_builtins", "plugin_tools", "sandbox"];
+const PROXY_KEYS: &[&str] = &[
+    "enable",
+    "intercept_builtins",
+    "plugin_tools",
+    "sandbox",
+    "tools",
+];
+const TOOL_POLICY_KEYS: &[&str] = &["deny", "read_only"];
 const PLUGIN_TOOLS_KEYS: &[&str] = &["plugin", "expose"];
 
 pub(crate) fn join(path: &str, key: &str) -> String {
@@ -555,7 +563,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                     }
                 }
             };
-            StateKind::Agent(AgentState {
+            StateKind::Agent(Box::new(AgentState {
                 provider: provider.unwrap_or_default(),
                 prompt: prompt.unwrap_or(Prompt::Inline(String::new())),
                 options,
@@ -563,7 +571,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 mcp_proxy,
                 on_success: str_field(cx, "on_success"),
                 on_failure: str_field(cx, "on_failure"),
-            })
+            }))
         }
         Some("step") => StateKind::Step(StepState {
             command: require(cx, "command", "add `command: <shell command>`").unwrap_or_default(),
@@ -699,14 +707,86 @@ fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpProxy> {
     let sandbox = get("sandbox")
         .map(|n| sandbox::parse_sandbox(cx, n, &join(path, "sandbox")))
         .unwrap_or_default();
+    let tools = match get("tools").filter(|n| !n.is_null()) {
+        Some(t) => parse_tool_policy(
+            cx,
+            t,
+            &join(path, "tools"),
+            intercept_builtins,
+            &plugin_tools,
+        ),
+        None => ToolPolicy::default(),
+    };
     Some(McpProxy {
         enable,
         intercept_builtins,
         plugin_tools,
         sandbox,
+        tools,
         path: path.to_string(),
         line: node.line,
     })
+}
+
+/// `mcp_proxy.tools`: `deny: [names]` (each a tool of the step) and `read_only: bool`.
+fn parse_tool_policy(
+    cx: &mut Ctx,
+    node: &Node,
+    path: &str,
+    intercept_builtins: bool,
+    plugin_tools: &[PluginToolsEntry],
+) -> ToolPolicy {
+    let mut policy = ToolPolicy::default();
+    let Some(fields) = cx.fields(node, path, TOOL_POLICY_KEYS, codes::PROXY_UNKNOWN_KEY) else {
+        return policy;
+    };
+    let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    if let Some(v) = get("read_only") {
+        policy.read_only = cx
+            .boolean(v, &join(path, "read_only"), codes::WRONG_TYPE)
+            .unwrap_or(false);
+    }
+    let mut known: Vec<String> = Vec::new();
+    if intercept_builtins {
+        known.extend(crate::builtins::NAMES.iter().map(|n| n.to_string()));
+    }
+    for p in plugin_tools {
+        for op in &p.expose {
+            known.push(plugin_tool_name(&p.plugin, op));
+        }
+    }
+    match get("deny") {
+        None => {}
+        Some(Node {
+            kind: Kind::Seq(items),
+            ..
+        }) => {
+            for (i, item) in items.iter().enumerate() {
+                let ipath = format!("{path}.deny[{i}]");
+                let Some(name) = cx.string(item, &ipath) else {
+                    continue;
+                };
+                if !known.contains(&name) {
+                    cx.push(
+                        codes::UNKNOWN_TOOL,
+                        &ipath,
+                        item.line,
+                        format!("{ipath}: {name:?} is not a tool of this step"),
+                        format!("deny one of the step's tools: {}", known.join(", ")),
+                    );
+                }
+                policy.deny.push(name);
+            }
+        }
+        Some(other) => cx.push(
+            codes::WRONG_TYPE,
+            &join(path, "deny"),
+            other.line,
+            format!("{path}.deny must be a list, found {}", other.describe()),
+            "write `deny: [Bash, Write]`",
+        ),
+    }
+    policy
 }
 
 #[cfg(test)]
