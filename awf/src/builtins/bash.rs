@@ -1,11 +1,13 @@
 //! Bash: runs a command with `bash -c` (`sh -c` where bash is missing) in its own process
-//! group, cwd inside the root, stdin from /dev/null, writes confined by Landlock. On
+//! group, cwd inside the root, stdin from /dev/null, writes confined by Landlock and mode, owner
+//! and times outside by read-only mounts (`super::mount_ns`). On
 //! timeout (default 120 s, at most 600 s) or cancellation the whole group is killed, and
 //! when the shell exits whatever it left running is killed too, in its group or not (the
 //! server is a subreaper: see `crate::process`): nothing a call started outlives the call. stdout and stderr are drained fully (the command never
 //! blocks on a full pipe) but kept only up to the output bound.
 
 use super::bound::HeadBuffer;
+use super::mount_ns::ReadOnlyMounts;
 use super::{BuiltinEnv, resolve, schema};
 use crate::process::{self, Ended, ProcessGroup};
 use crate::tools::{Cancellation, ToolSpec};
@@ -109,10 +111,18 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String
         .stderr(Stdio::piped());
     let mut ruleset = env.confine.prepare()?;
     if ruleset.is_some() {
-        // SAFETY: the closure only makes syscalls (prctl, landlock_restrict_self) on a
-        // ruleset built before fork; on failure it returns an errno without allocating.
+        // Where Landlock confines writes, mounts outside the writable paths are read-only
+        // too, so that chmod, chown and utime (which Landlock does not cover) fail there.
+        let mut mounts = Some(ReadOnlyMounts::new(env.confine.writable(), &cwd))
+            .filter(|m| m.available(std::path::Path::new(shell())));
+        // SAFETY: the closure only makes syscalls (unshare, mounts, prctl,
+        // landlock_restrict_self) on memory prepared before fork; on failure it returns an
+        // errno without allocating.
         unsafe {
             cmd.pre_exec(move || {
+                if let Some(m) = mounts.as_mut() {
+                    m.enter()?;
+                }
                 if let Some(rs) = ruleset.take() {
                     rs.restrict_self()
                         .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))?;

@@ -8,6 +8,7 @@ pub mod confine;
 pub mod edit;
 pub mod glob;
 pub mod grep;
+pub mod mount_ns;
 pub mod read;
 pub mod sandbox;
 pub mod write;
