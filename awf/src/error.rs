@@ -70,6 +70,8 @@ pub mod codes {
     pub const INVALID_VALUE: &str = "WORKFLOW.PARSE.INVALID_VALUE";
     pub const MISSING_INITIAL: &str = "WORKFLOW.STATE.MISSING_INITIAL";
     pub const UNKNOWN_STATE: &str = "WORKFLOW.STATE.UNKNOWN_TARGET";
+    /// A warning: no path of transitions leads from the initial state to a terminal one.
+    pub const NO_TERMINAL_REACHABLE: &str = "WORKFLOW.STATE.NO_TERMINAL_REACHABLE";
     pub const UNKNOWN_PROVIDER: &str = "WORKFLOW.AGENT.UNKNOWN_PROVIDER";
     pub const PROMPT_FILE: &str = "WORKFLOW.AGENT.PROMPT_FILE_UNREADABLE";
     pub const TEMPLATE: &str = "WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE";

@@ -16,14 +16,15 @@ pub fn validate_command(file: &Path, as_json: bool) -> Result<u8, AwfError> {
     if as_json {
         let out = serde_json::json!({
             "file": file.display().to_string(),
-            "valid": diags.is_empty(),
+            "valid": !workflow::has_errors(&diags),
             "exit_code": code,
             "workflow": wf.as_ref().map(|w| &w.name),
             "problems": diags,
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
-    } else if diags.is_empty() {
-        let wf = wf.expect("built when clean");
+    } else if !workflow::has_errors(&diags) {
+        print_diagnostics(file, &diags);
+        let wf = wf.expect("built when free of errors");
         println!(
             "{}: workflow {} is valid ({} states, initial {})",
             file.display(),
@@ -33,7 +34,12 @@ pub fn validate_command(file: &Path, as_json: bool) -> Result<u8, AwfError> {
         );
     } else {
         print_diagnostics(file, &diags);
-        eprintln!("{}: {} problem(s)", file.display(), diags.len());
+        let errors = diags.iter().filter(|d| d.is_error()).count();
+        eprintln!(
+            "{}: {errors} error(s), {} warning(s)",
+            file.display(),
+            diags.len() - errors
+        );
     }
     Ok(code)
 }
@@ -50,8 +56,9 @@ pub fn print_diagnostics(file: &Path, diags: &[Diagnostic]) {
         } else {
             format!(" at {}", d.path)
         };
+        let warning = if d.is_error() { "" } else { "warning: " };
         eprintln!(
-            "{at}: {} [{}]{path}\n    hint: {}",
+            "{at}: {warning}{} [{}]{path}\n    hint: {}",
             d.message, d.code, d.hint
         );
     }

@@ -476,3 +476,26 @@ fn an_unknown_denied_tool_names_the_tools_of_the_step() {
         "{p}"
     );
 }
+
+#[test]
+fn no_reachable_terminal_state_is_a_warning_that_keeps_the_workflow_valid() {
+    let v = validate("no_terminal_reachable.yaml", None);
+    assert_eq!(
+        v.code, 0,
+        "a warning does not fail validation: {:#}",
+        v.json
+    );
+    assert_eq!(v.json["valid"], true);
+    let p = v.single("WORKFLOW.STATE.NO_TERMINAL_REACHABLE", "states.initial", 3);
+    assert_eq!(p["severity"], "warning");
+    assert!(v.message().contains("\"build\""), "{}", v.message());
+    assert!(
+        v.stderr.contains("warning: no terminal state"),
+        "{}",
+        v.stderr
+    );
+    // A terminal state that can be reached: no warning; an error says it is one.
+    assert!(validate("valid_steps.yaml", None).problems().is_empty());
+    let e = validate("unknown_target.yaml", None);
+    assert_eq!(e.problems()[0]["severity"], "error");
+}

@@ -40,12 +40,14 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     let workdir = std::env::current_dir()
         .map_err(|e| AwfError::new(codes::IO, format!("cannot read the current directory: {e}")))?;
     let (wf, diags) = workflow::load(file, &mut InstalledPlugins::new(&workdir));
-    if !diags.is_empty() {
+    if !workflow::has_errors(&diags) {
+        print_diagnostics(file, &diags); // warnings only: they do not stop the run
+    } else {
         print_diagnostics(file, &diags);
         eprintln!(
-            "awf: {} has {} problem(s); nothing was run (check with `awf validate {}`)",
+            "awf: {} has {} error(s); nothing was run (check with `awf validate {}`)",
             file.display(),
-            diags.len(),
+            diags.iter().filter(|d| d.is_error()).count(),
             file.display()
         );
         if opts.json {

@@ -22,6 +22,7 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
     let mut d = Vec::new();
     let mut push = |code, path: String, line: usize, message: String, hint: String| {
         d.push(Diagnostic {
+            severity: Severity::Error,
             code,
             message,
             path,
@@ -184,6 +185,28 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
             }
         }
     }
+    // Only over a sound graph: a missing transition is already an error.
+    let graph_errors = d
+        .iter()
+        .any(|x| x.code == codes::UNKNOWN_STATE || x.code == codes::MISSING_FIELD);
+    if let Some(start) = wf.state(&wf.initial)
+        && !graph_errors
+        && !terminal_reachable(wf, start)
+    {
+        d.push(Diagnostic {
+            severity: Severity::Warning,
+            code: codes::NO_TERMINAL_REACHABLE,
+            message: format!(
+                "no terminal state can be reached from the initial state {:?}: a run ends \
+                 only by a failure without on_failure, the step limit or a timeout",
+                wf.initial
+            ),
+            path: "states.initial".into(),
+            line: Some(wf.initial_line),
+            hint: "let an on_success or on_failure on the way go to a `type: terminal` state"
+                .into(),
+        });
+    }
     d
 }
 
@@ -193,6 +216,7 @@ pub fn proxy_problems(p: &McpProxy, plugins: &mut dyn PluginCatalog) -> Vec<Diag
     let mut d = Vec::new();
     let mut push = |code, path: String, line: usize, message: String, hint: String| {
         d.push(Diagnostic {
+            severity: Severity::Error,
             code,
             message,
             path,
@@ -202,6 +226,28 @@ pub fn proxy_problems(p: &McpProxy, plugins: &mut dyn PluginCatalog) -> Vec<Diag
     };
     d_extend_proxy(&mut push, p, plugins);
     d
+}
+
+/// True when some `terminal` state can be reached from `start` through transitions.
+fn terminal_reachable(wf: &Workflow, start: &State) -> bool {
+    let mut seen = vec![start.name.as_str()];
+    let mut todo = vec![start];
+    while let Some(s) = todo.pop() {
+        let (on_success, on_failure) = match &s.kind {
+            StateKind::Terminal(_) => return true,
+            StateKind::Agent(a) => (&a.on_success, &a.on_failure),
+            StateKind::Step(st) => (&st.on_success, &st.on_failure),
+        };
+        for next in [on_success, on_failure].into_iter().flatten() {
+            if let Some(next) = wf.state(next)
+                && !seen.contains(&next.name.as_str())
+            {
+                seen.push(&next.name);
+                todo.push(next);
+            }
+        }
+    }
+    false
 }
 
 /// The proxy rules of one enabled `mcp_proxy` block.

@@ -14,9 +14,19 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// An error makes the workflow invalid (nothing runs); a warning is printed and the
+/// workflow still runs.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
 /// One problem found in a workflow.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Diagnostic {
+    pub severity: Severity,
     pub code: &'static str,
     pub message: String,
     /// Where in the document, e.g. `states.review.mcp_proxy.plugin_tools[1].expose[0]`.
@@ -28,14 +38,26 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
+    /// 0 for a warning.
     pub fn exit_code(&self) -> u8 {
-        crate::error::AwfError::new(self.code, "").exit_code()
+        match self.severity {
+            Severity::Error => crate::error::AwfError::new(self.code, "").exit_code(),
+            Severity::Warning => 0,
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
     }
 }
 
-/// The highest exit code among `diags` (WORKFLOW 2 beats USER 1); 0 when there is none.
+/// The highest exit code among `diags` (WORKFLOW 2 beats USER 1); 0 when there is no error.
 pub fn exit_code(diags: &[Diagnostic]) -> u8 {
     diags.iter().map(Diagnostic::exit_code).max().unwrap_or(0)
+}
+
+pub fn has_errors(diags: &[Diagnostic]) -> bool {
+    diags.iter().any(Diagnostic::is_error)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -222,6 +244,7 @@ pub fn load(
             return (
                 None,
                 vec![Diagnostic {
+                    severity: Severity::Error,
                     code: codes::FILE,
                     message: format!("cannot read the workflow {}: {e}", path.display()),
                     path: String::new(),

@@ -66,6 +66,7 @@ impl Ctx {
         hint: impl Into<String>,
     ) {
         self.diags.push(Diagnostic {
+            severity: super::Severity::Error,
             code,
             message,
             path: path.to_string(),
