@@ -704,3 +704,40 @@ fn hyphenated_names_the_executable_field_and_the_tool_name_rule() {
         "{stderr}"
     );
 }
+
+/// A plugin starts from the allowlisted environment: a planted `*_TOKEN` of awf's own
+/// environment reaches it only when its manifest names it (exactly or by prefix).
+#[test]
+fn a_plugin_sees_a_token_only_when_its_manifest_names_it() {
+    let s = setup("env");
+    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["env"]}]));
+    let planted = [
+        ("AWF_PLANTED_TOKEN", "planted-token-value-1"),
+        ("FAULTY_PLANTED_TOKEN", "planted-token-value-2"),
+        ("OTHER_PLANTED_TOKEN", "planted-token-value-3"),
+    ];
+    let seen = |server: &mut Server, name: &str| server.ok("faulty_env", json!({"name": name}));
+    // The example's manifest names FAULTY_* only.
+    let mut server = s.serve(&cfg, &planted);
+    server.initialize();
+    assert!(seen(&mut server, "AWF_PLANTED_TOKEN").contains("is not set"));
+    assert!(seen(&mut server, "OTHER_PLANTED_TOKEN").contains("is not set"));
+    assert!(seen(&mut server, "FAULTY_PLANTED_TOKEN").contains("planted-token-value-2"));
+    // The allowlist still passes (TMPDIR is where its socket goes).
+    assert!(seen(&mut server, "TMPDIR").contains(s.tmp.to_str().unwrap()));
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
+    // Named by the manifest: passed, secret-looking or not.
+    let manifest = s.plugins.join("faulty/plugin.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "env_passthrough: [FAULTY_*]",
+        "env_passthrough: [FAULTY_*, AWF_PLANTED_TOKEN]",
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let mut server = s.serve(&cfg, &planted);
+    server.initialize();
+    assert!(seen(&mut server, "AWF_PLANTED_TOKEN").contains("planted-token-value-1"));
+    assert!(seen(&mut server, "OTHER_PLANTED_TOKEN").contains("is not set"));
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
+}

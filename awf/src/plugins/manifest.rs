@@ -5,7 +5,13 @@
 //! version: 0.1.0         # required
 //! description: A small in-memory note store   # required
 //! executable: bin/notes  # optional, relative to this directory; default: the name
+//! env_passthrough: [NOTES_DB, NOTES_*]  # optional: variables of awf's environment it gets
 //! ```
+//!
+//! A plugin starts from the same allowlisted environment as the agent's Bash
+//! (`crate::child_env`: PATH, HOME, locale, TMPDIR, proxies...), never the whole of awf's
+//! (which holds the model key); `env_passthrough` names what else it needs, by name or
+//! `PREFIX*`, secret-looking names included.
 //!
 //! The executable defaults to a file named like the plugin beside the manifest, which is
 //! what `cargo build` produces for a binary or example of that name; `executable` exists
@@ -30,6 +36,8 @@ pub struct Manifest {
     pub executable: PathBuf,
     /// The plugin directory (the manifest's parent).
     pub dir: PathBuf,
+    /// Variables of awf's environment the plugin gets beyond the allowlist.
+    pub env_passthrough: Vec<String>,
 }
 
 /// The plugin name rule: lowercase, starts with a letter, hyphens allowed. Underscores are
@@ -40,7 +48,13 @@ pub fn is_valid_plugin_name(name: &str) -> bool {
         && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
-const KEYS: [&str; 4] = ["name", "version", "description", "executable"];
+const KEYS: [&str; 5] = [
+    "name",
+    "version",
+    "description",
+    "executable",
+    "env_passthrough",
+];
 
 impl Manifest {
     /// Reads and checks `<dir>/plugin.yaml`. Every error names the file and the field.
@@ -141,12 +155,44 @@ impl Manifest {
             }
         };
         check_executable(&executable, &path)?;
+        let env_passthrough = match hash.get(&Yaml::String("env_passthrough".into())) {
+            None | Some(Yaml::Null) => Vec::new(),
+            Some(Yaml::Array(items)) => {
+                let mut out = Vec::new();
+                for item in items {
+                    let Yaml::String(p) = item else {
+                        return Err(bad(
+                            &path,
+                            format!(
+                                "field `env_passthrough` holds {}; write variable names: \
+                                 [NAME, PREFIX*]",
+                                describe_value(item)
+                            ),
+                        ));
+                    };
+                    crate::child_env::check_pattern(p)
+                        .map_err(|e| bad(&path, format!("field `env_passthrough`: {e}")))?;
+                    out.push(p.clone());
+                }
+                out
+            }
+            Some(other) => {
+                return Err(bad(
+                    &path,
+                    format!(
+                        "field `env_passthrough` must be a list, not {}; write [NAME, PREFIX*]",
+                        describe_value(other)
+                    ),
+                ));
+            }
+        };
         Ok(Manifest {
             name,
             version,
             description,
             executable,
             dir: dir.to_path_buf(),
+            env_passthrough,
         })
     }
 }
@@ -243,6 +289,29 @@ mod tests {
             (m.version.as_str(), m.executable),
             ("1.0", d.join("bin/run"))
         );
+    }
+
+    #[test]
+    fn env_passthrough_is_a_list_of_names_or_prefixes() {
+        let d = dir_with_exe("envpass", "notes");
+        let head = "name: notes\nversion: 1\ndescription: x\n";
+        let m =
+            Manifest::parse(&format!("{head}env_passthrough: [NOTES_DB, NOTES_*]\n"), &d).unwrap();
+        assert_eq!(m.env_passthrough, ["NOTES_DB", "NOTES_*"]);
+        assert!(
+            Manifest::parse(head, &d)
+                .unwrap()
+                .env_passthrough
+                .is_empty()
+        );
+        for bad in [
+            "env_passthrough: NOTES_DB",
+            "env_passthrough: [\"*\"]",
+            "env_passthrough: [1]",
+        ] {
+            let e = Manifest::parse(&format!("{head}{bad}\n"), &d).unwrap_err();
+            assert!(e.message().contains("`env_passthrough`"), "{bad}: {e}");
+        }
     }
 
     #[test]

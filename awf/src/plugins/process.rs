@@ -101,6 +101,16 @@ impl PluginProcess {
         let deadline = started + START_TIMEOUT;
         let mut child = ProcessGroup::spawn(
             Command::new(&manifest.executable)
+                // The allowlist and what the manifest names: awf's own environment holds
+                // the model key and the user's credentials.
+                .env_clear()
+                .envs(
+                    crate::child_env::ChildEnv {
+                        passthrough: manifest.env_passthrough.clone(),
+                        set: Vec::new(),
+                    }
+                    .vars(),
+                )
                 .envs(host::handshake_env())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

@@ -1,7 +1,8 @@
 //! Example awf plugin that misbehaves on purpose, for testing hosts:
 //! `fail` returns an error, `panic` panics (the SDK turns it into a failed result),
-//! `crash` aborts the whole process mid-call, `sleep {ms}` is slow, and `print {text}`
-//! writes to stdout after the handshake (which the SDK sends to stderr).
+//! `crash` aborts the whole process mid-call, `sleep {ms}` is slow, `print {text}`
+//! writes to stdout after the handshake (which the SDK sends to stderr), and `env {name}`
+//! answers a variable of its environment (what the host passed it).
 //!
 //! Two environment variables make it misbehave before serving, for host tests:
 //! `FAULTY_START_DELAY_MS=N` waits N ms before the handshake (a slow start), and
@@ -35,6 +36,12 @@ impl Plugin for Faulty {
                 "properties": { "ms": { "type": "integer", "minimum": 0 } },
                 "required": ["ms"]
             })),
+            Operation::new("env", "Answers the value of a variable of its environment")
+                .input_schema(json!({
+                    "type": "object",
+                    "properties": { "name": { "type": "string" } },
+                    "required": ["name"]
+                })),
             Operation::new("print", "Prints text on stdout").input_schema(json!({
                 "type": "object",
                 "properties": { "text": { "type": "string" } },
@@ -64,6 +71,12 @@ impl Plugin for Faulty {
                 let text = args["text"].as_str().ok_or("`text` must be a string")?;
                 println!("{text}");
                 Ok(Output::text("printed"))
+            }
+            "env" => {
+                let name = args["name"].as_str().ok_or("`name` must be a string")?;
+                Ok(Output::text(
+                    std::env::var(name).unwrap_or_else(|_| format!("{name} is not set")),
+                ))
             }
             other => Err(format!("unknown operation {other}")),
         }
