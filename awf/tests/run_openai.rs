@@ -79,7 +79,12 @@ states:
     }
 
     fn run(&self, wf: &Path) -> (Output, Value) {
+        self.run_with(wf, &[])
+    }
+
+    fn run_with(&self, wf: &Path, extra_env: &[(&str, &str)]) -> (Output, Value) {
         let out = Command::new(AWF)
+            .envs(extra_env.iter().copied())
             .arg("run")
             .arg(wf)
             .args(["--output", "json", "--audit-dir"])
@@ -233,6 +238,49 @@ fn read_grep_edit_through_the_in_process_router() {
             .as_str()
             .unwrap()
             .contains("the fixture says hello")
+    );
+}
+
+/// The in-process router's Bash starts from the allowlist too: neither the model key
+/// (which awf holds and sends in the Authorization header) nor a token exported to
+/// `awf run` reaches a Bash result, hence the model.
+#[test]
+fn the_model_key_never_reaches_a_bash_result() {
+    let c = case("nokey");
+    // The shell computes the marker: it appears only in the Bash result.
+    let model = FakeModel::start(Script::new().call(
+        "Bash",
+        json!({"command": "echo ENV-BEGIN-$((6*7)); env; echo ENV-END"}),
+    ));
+    let wf = c.workflow(&model, "", ON);
+    let planted = "planted-secret-value-5x8";
+    let (out, _) = c.run_with(&wf, &[("AWF_PLANTED_SECRET_TOKEN", planted)]);
+    let ctx = format!(
+        "{}\n--- fake model ---\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        model.describe()
+    );
+    assert!(out.status.success(), "{ctx}");
+    let requests = model.requests();
+    assert!(
+        requests.iter().any(|r| r
+            .headers
+            .get("authorization")
+            .is_some_and(|a| a.contains("sk-test-123456"))),
+        "the key was not in awf's hands at all\n{ctx}"
+    );
+    let bodies: String = requests.iter().map(|r| r.body.to_string()).collect();
+    assert!(
+        bodies.contains("ENV-BEGIN-42") && bodies.contains("PATH="),
+        "the Bash result never reached the model\n{ctx}"
+    );
+    assert!(
+        !bodies.contains("sk-test-123456"),
+        "the key reached the model\n{ctx}"
+    );
+    assert!(
+        !bodies.contains(planted),
+        "a planted token reached the model\n{ctx}"
     );
 }
 
