@@ -9,6 +9,7 @@ use crate::jsonrpc::RequestId;
 
 /// The client, as it named itself in `initialize`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientInfo {
     /// `clientInfo.name`.
     pub name: String,

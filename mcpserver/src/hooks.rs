@@ -10,6 +10,7 @@ use crate::tool::ToolResult;
 
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CallStatus {
     /// The tool succeeded.
     Ok,
@@ -43,6 +44,7 @@ impl CallStatus {
 
 /// What a host learns when a call ends.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct CallOutcome<'a> {
     /// Time spent in the handler (zero for a rejected call).
     pub duration: Duration,

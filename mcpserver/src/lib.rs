@@ -57,7 +57,7 @@ mod context;
 mod doorbell;
 mod framing;
 mod hooks;
-pub mod jsonrpc;
+mod jsonrpc;
 #[cfg(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
@@ -77,11 +77,26 @@ pub use builder::{
 pub use context::{CallContext, CancellationToken, ClientInfo};
 pub use hooks::{CallOutcome, CallStatus, Hooks};
 pub use jsonrpc::RequestId;
+
+/// The JSON-RPC error codes the server answers with.
+pub mod codes {
+    pub use crate::jsonrpc::{
+        INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
+        SERVER_NOT_INITIALIZED,
+    };
+}
 pub use server::{Server, StopHandle, StopReason};
 pub use tool::{CallError, Content, Tool, ToolResult};
 
 /// The protocol revision this library speaks by default.
 pub const PROTOCOL_VERSION: &str = "2024-11-05";
 
+/// Revision 2025-06-18: tool titles, annotations, output schemas, structured content.
+pub const REVISION_2025_06_18: &str = "2025-06-18";
+
+/// Revision 2025-11-25: as 2025-06-18, and arguments that do not fit a tool are answered
+/// with an `isError` result the model can read, instead of -32602.
+pub const REVISION_2025_11_25: &str = "2025-11-25";
+
 /// Newer revisions a server may opt in to with [`ServerBuilder::accept_newer_revisions`].
-pub const NEWER_PROTOCOL_VERSIONS: [&str; 2] = ["2025-06-18", "2025-11-25"];
+pub const NEWER_PROTOCOL_VERSIONS: [&str; 2] = [REVISION_2025_06_18, REVISION_2025_11_25];

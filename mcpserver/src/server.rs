@@ -29,7 +29,7 @@ use crate::framing::{Frame, LineReader};
 use crate::hooks::{CallOutcome, CallStatus, Hooks};
 use crate::jsonrpc::{self, Call, CallParams, ErrorAnswer, Message, RequestId};
 use crate::tool::{Handler, Outcome, Tool, ToolPage, ToolResult};
-use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION};
+use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION, REVISION_2025_11_25};
 
 /// How long a call may keep the leadership before another thread takes over reading,
 /// at first. While no call outlives a tick the monitor looks less often (up to
@@ -43,6 +43,7 @@ const WRITE_BUFFER: usize = 8 * 1024;
 
 /// Why [`Server::serve`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StopReason {
     /// The input ended; every request read was answered.
     EndOfInput,
@@ -720,7 +721,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             Ok(Outcome::BadArguments(e)) => {
                 let text = format!("invalid arguments for tool \"{tool}\": {e}");
                 // From 2025-11-25 on, the model gets to read (and fix) its mistake.
-                if ctx.protocol_version == NEWER_PROTOCOL_VERSIONS[1] {
+                if ctx.protocol_version == REVISION_2025_11_25 {
                     (Ok(ToolResult::error(text)), CallStatus::InvalidArguments)
                 } else {
                     (Err(text), CallStatus::InvalidArguments)

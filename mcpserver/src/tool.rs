@@ -120,6 +120,7 @@ pub(crate) struct ToolPage<'a> {
 
 /// One item of a tool result's `content`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Content {
     /// Text for the model.
     Text {
@@ -144,6 +145,19 @@ impl Content {
     /// A text item.
     pub fn text(text: impl Into<String>) -> Content {
         Content::Text { text: text.into() }
+    }
+
+    /// A base64-encoded image, `mime_type` such as `image/png`.
+    pub fn image(data: impl Into<String>, mime_type: impl Into<String>) -> Content {
+        Content::Image {
+            data: data.into(),
+            mime_type: mime_type.into(),
+        }
+    }
+
+    /// An embedded resource (`{"uri": …, "text": …}` or `{"uri": …, "blob": …}`).
+    pub fn resource(resource: Value) -> Content {
+        Content::Resource { resource }
     }
 }
 
@@ -174,6 +188,7 @@ impl Serialize for Content {
 /// A failed tool is not a protocol error: the model reads `isError` and the text, and
 /// can correct itself.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct ToolResult {
     /// What the tool produced.
     pub content: Vec<Content>,
@@ -272,14 +287,21 @@ impl ToolResult {
 
 /// Why a handler did not produce a result.
 ///
-/// Any error that implements `Display` converts into [`CallError::Failed`], so handlers
-/// return `Err("why")`, `Err(format!(…))` or use `?` on their own errors. A handler that
-/// checks its arguments itself (an untyped handler, a host's router) returns
+/// Handlers return `Err("why")`, `Err(format!(…))`, a `CallError`, or use `?` on an
+/// `std::io::Error`, a `serde_json::Error` or a boxed error: each converts into
+/// [`CallError::Failed`]. Other errors convert with `.map_err(CallError::failed)`.
+/// A handler that checks its arguments itself (a host's router, say) returns
 /// [`CallError::InvalidArguments`] to get the protocol's -32602 answer.
 ///
-/// (It deliberately does not implement `Display`, which would clash with the blanket
-/// conversion.)
+/// ```
+/// use mcpserver::CallError;
+/// let e: CallError = "the disk is on fire".into();
+/// assert_eq!(e.to_string(), "the disk is on fire");
+/// let e = CallError::invalid_arguments("`n` must be positive");
+/// assert_eq!(e.to_string(), "invalid arguments: `n` must be positive");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CallError {
     /// The arguments do not fit the tool: answered with JSON-RPC error -32602 (or, under
     /// revision 2025-11-25, an `isError` result).
@@ -294,15 +316,51 @@ impl CallError {
         CallError::InvalidArguments(why.into())
     }
 
-    /// A tool failure.
-    pub fn failed(why: impl Into<String>) -> CallError {
-        CallError::Failed(why.into())
+    /// A tool failure; takes any `Display` error, so `.map_err(CallError::failed)` works
+    /// on every error type.
+    pub fn failed(why: impl Display) -> CallError {
+        CallError::Failed(why.to_string())
     }
 }
 
-impl<E: Display> From<E> for CallError {
-    fn from(e: E) -> CallError {
-        CallError::Failed(e.to_string())
+impl Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::InvalidArguments(why) => write!(f, "invalid arguments: {why}"),
+            CallError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+impl From<String> for CallError {
+    fn from(why: String) -> CallError {
+        CallError::Failed(why)
+    }
+}
+
+impl From<&str> for CallError {
+    fn from(why: &str) -> CallError {
+        CallError::Failed(why.to_owned())
+    }
+}
+
+impl From<std::io::Error> for CallError {
+    fn from(e: std::io::Error) -> CallError {
+        CallError::failed(e)
+    }
+}
+
+impl From<serde_json::Error> for CallError {
+    fn from(e: serde_json::Error) -> CallError {
+        CallError::failed(e)
+    }
+}
+
+impl From<Box<dyn std::error::Error + Send + Sync>> for CallError {
+    fn from(e: Box<dyn std::error::Error + Send + Sync>) -> CallError {
+        CallError::failed(e)
     }
 }
 
