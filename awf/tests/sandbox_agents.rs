@@ -29,6 +29,24 @@ fn options(cli: &str, program: &std::path::Path, fake: &FakeModel) -> Value {
     json!({"command": program, "api_key_env": "AWF_TEST_FAKE_KEY", "model": model, "base_url": url})
 }
 
+/// Every request body the model received (tool results included), and the context a
+/// failed assertion prints.
+fn what_the_model_saw(fake: &FakeModel, run: &WorkflowRun) -> (String, String) {
+    let seen = fake
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ctx = format!(
+        "status {}\n--- stderr ---\n{}\n--- fake model ---\n{}",
+        run.status,
+        run.stderr,
+        fake.describe()
+    );
+    (seen, ctx)
+}
+
 fn no_secret_in_bash(cli: &str) {
     let Some(program) = agent_cli(cli) else {
         return;
@@ -44,18 +62,7 @@ fn no_secret_in_bash(cli: &str) {
         None,
         &[("AWF_PLANTED_SECRET_TOKEN", PLANTED.to_string())],
     );
-    let seen: String = fake
-        .requests()
-        .iter()
-        .map(|r| r.body.to_string())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let ctx = format!(
-        "status {}\n--- stderr ---\n{}\n--- fake model ---\n{}",
-        run.status,
-        run.stderr,
-        fake.describe()
-    );
+    let (seen, ctx) = what_the_model_saw(&fake, &run);
     assert!(
         seen.contains("ENV-BEGIN-42") && seen.contains("PATH="),
         "{cli}: the Bash result never reached the model\n{ctx}"
@@ -143,18 +150,7 @@ fn claude_bash_follows_the_workflow_sandbox() {
             ("AWF_PLANTED_SECRET_TOKEN", PLANTED.to_string()),
         ],
     );
-    let seen: String = fake
-        .requests()
-        .iter()
-        .map(|r| r.body.to_string())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let ctx = format!(
-        "status {}\n--- stderr ---\n{}\n--- fake model ---\n{}",
-        run.status,
-        run.stderr,
-        fake.describe()
-    );
+    let (seen, ctx) = what_the_model_saw(&fake, &run);
     assert!(run.status.success(), "{ctx}");
     assert!(
         seen.contains("PATH="),

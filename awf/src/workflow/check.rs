@@ -21,14 +21,7 @@ pub trait PluginCatalog {
 pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnostic> {
     let mut d = Vec::new();
     let mut push = |code, path: String, line: usize, message: String, hint: String| {
-        d.push(Diagnostic {
-            severity: Severity::Error,
-            code,
-            message,
-            path,
-            line: Some(line),
-            hint,
-        })
+        d.push(Diagnostic::error(code, path, line, message, hint))
     };
     let names: Vec<&str> = wf.states.iter().map(|s| s.name.as_str()).collect();
     let list = names.join(", ");
@@ -215,14 +208,7 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
 pub fn proxy_problems(p: &McpProxy, plugins: &mut dyn PluginCatalog) -> Vec<Diagnostic> {
     let mut d = Vec::new();
     let mut push = |code, path: String, line: usize, message: String, hint: String| {
-        d.push(Diagnostic {
-            severity: Severity::Error,
-            code,
-            message,
-            path,
-            line: Some(line),
-            hint,
-        })
+        d.push(Diagnostic::error(code, path, line, message, hint))
     };
     d_extend_proxy(&mut push, p, plugins);
     d

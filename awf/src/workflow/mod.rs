@@ -38,6 +38,24 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
+    /// An error found at `path`, on `line` of the document.
+    pub fn error(
+        code: &'static str,
+        path: String,
+        line: usize,
+        message: String,
+        hint: String,
+    ) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            message,
+            path,
+            line: Some(line),
+            hint,
+        }
+    }
+
     /// 0 for a warning.
     pub fn exit_code(&self) -> u8 {
         match self.severity {

@@ -65,14 +65,13 @@ impl Ctx {
         message: String,
         hint: impl Into<String>,
     ) {
-        self.diags.push(Diagnostic {
-            severity: super::Severity::Error,
+        self.diags.push(Diagnostic::error(
             code,
+            path.to_string(),
+            line,
             message,
-            path: path.to_string(),
-            line: Some(line),
-            hint: hint.into(),
-        });
+            hint.into(),
+        ));
     }
 
     /// The entries of a map node, with unknown and duplicate keys reported.
