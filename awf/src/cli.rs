@@ -34,6 +34,10 @@ pub enum Cmd {
         /// Append audit records to FILE (overrides the config's audit_path).
         #[arg(long, value_name = "FILE")]
         audit: Option<PathBuf>,
+        /// Serve in a forked child; this process only waits for it, so that a client's
+        /// SIGKILL of the process it started leaves the server time to end its session.
+        #[arg(long)]
+        serve_in_child: bool,
     },
     /// List or call the tools an agent would get, through a real `awf mcp-serve`.
     #[command(subcommand)]
@@ -117,7 +121,14 @@ pub enum ToolsCmd {
 /// Runs a parsed command; the value is the process exit code.
 pub fn run(cli: Cli) -> Result<u8, AwfError> {
     match cli.command {
-        Cmd::McpServe { source, audit } => {
+        Cmd::McpServe {
+            source,
+            audit,
+            serve_in_child,
+        } => {
+            if serve_in_child {
+                mcp_serve::serve_in_child()?;
+            }
             mcp_serve::run_from_flags(source.config, source.root, audit)?;
             Ok(0)
         }

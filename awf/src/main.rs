@@ -9,6 +9,12 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     if let Some(fast) = awf::mcp_serve::fast_serve_args(&args) {
+        // Before anything starts a thread: the fork must copy the only one.
+        if fast.serve_in_child
+            && let Err(e) = awf::mcp_serve::serve_in_child()
+        {
+            return finish(Err(e));
+        }
         awf::telemetry::init_logging(fast.log_format);
         return finish(
             awf::mcp_serve::run_from_flags(fast.config, fast.root, fast.audit).map(|()| 0),

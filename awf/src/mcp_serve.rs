@@ -390,6 +390,81 @@ pub fn build_server(prepared: &Prepared) -> Result<mcpserver::Server, AwfError> 
     })
 }
 
+/// `--serve-in-child`: the process the client started forks at once and only waits; the
+/// child serves. Codex ends its MCP server with SIGTERM to the server's process group and,
+/// in the same instant, SIGKILL to the pid it started (tokio's kill-on-drop; its own 2 s
+/// grace runs in a thread that dies with Codex), with no setting to change either. The
+/// SIGKILL then hits this waiter: the serving child, still in the group, has the SIGTERM
+/// and ends its session as on any signal, and if the serving child itself dies, the
+/// session ends without `session.end`, a crash as before. Its death signal is SIGTERM, so
+/// killing the waiter alone (without a group SIGTERM) ends it gracefully too. The waiter
+/// costs a process (its memory is shared copy-on-write with the child's) for each step, so
+/// only the clients that kill their server without grace ask for it.
+///
+/// Call it while the process has one thread (fork copies only the calling thread). Returns
+/// in the serving child; the waiter exits with the child's status.
+pub fn serve_in_child() -> Result<(), AwfError> {
+    let threads = std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count());
+    if threads != 1 {
+        return Err(AwfError::new(
+            codes::SERVER_FAILED,
+            format!(
+                "--serve-in-child: cannot fork a process of {threads} threads; give the flag \
+                 to `awf mcp-serve` itself, as its client starts it"
+            ),
+        ));
+    }
+    let waiter = std::process::id() as libc::pid_t;
+    // SAFETY: the process has a single thread (checked above), so the child is a complete
+    // copy in which no lock is held by a thread that does not exist there.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(AwfError::new(
+            codes::SERVER_FAILED,
+            format!(
+                "--serve-in-child: cannot fork: {}",
+                std::io::Error::last_os_error()
+            ),
+        ));
+    }
+    if child == 0 {
+        // SAFETY: prctl(PR_SET_PDEATHSIG) and getppid take and touch no memory.
+        let orphaned = unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            libc::getppid() != waiter
+        };
+        if orphaned {
+            // The waiter died before its death signal was armed: nobody is left to serve.
+            std::process::exit(0);
+        }
+        return Ok(());
+    }
+    // The waiter keeps no end of the client's pipes, so that the client sees end of output
+    // when the serving child ends.
+    // SAFETY: closing the standard input and output, which this process no longer uses.
+    unsafe {
+        libc::close(0);
+        libc::close(1);
+    }
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on our own child; status is a valid int.
+        if unsafe { libc::waitpid(child, &mut status, 0) } == child {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            eprintln!("awf: --serve-in-child: cannot wait for the serving child {child}: {e}");
+            std::process::exit(1);
+        }
+    }
+    std::process::exit(if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        libc::WEXITSTATUS(status)
+    })
+}
+
 /// `awf mcp-serve` from its flags: `--config FILE` or `--root DIR`, and `--audit FILE`
 /// (overrides the config's audit_path).
 pub fn run_from_flags(
@@ -424,14 +499,17 @@ pub fn run_from_flags(
 }
 
 /// The exact argument shapes agent CLIs use to start the server
-/// (`[--log-format F] mcp-serve (--config F | --root D) [--audit F]`), parsed without clap:
-/// building the whole CLI definition costs start-up time and memory on every agent step.
+/// (`[--log-format F] mcp-serve (--config F | --root D) [--audit F] [--serve-in-child]`),
+/// parsed without clap: building the whole CLI definition costs start-up time and memory
+/// on every agent step.
 /// Anything else (help, typos, other commands) returns None and goes through clap.
 pub struct FastServeArgs {
     pub log_format: crate::telemetry::LogFormat,
     pub config: Option<PathBuf>,
     pub root: Option<PathBuf>,
     pub audit: Option<PathBuf>,
+    /// See [`serve_in_child`].
+    pub serve_in_child: bool,
 }
 
 pub fn fast_serve_args(args: &[std::ffi::OsString]) -> Option<FastServeArgs> {
@@ -440,6 +518,7 @@ pub fn fast_serve_args(args: &[std::ffi::OsString]) -> Option<FastServeArgs> {
         config: None,
         root: None,
         audit: None,
+        serve_in_child: false,
     };
     let mut it = args.iter();
     let mut seen_command = false;
@@ -458,6 +537,7 @@ pub fn fast_serve_args(args: &[std::ffi::OsString]) -> Option<FastServeArgs> {
             }
             "--root" if seen_command && out.root.is_none() => out.root = Some(it.next()?.into()),
             "--audit" if seen_command && out.audit.is_none() => out.audit = Some(it.next()?.into()),
+            "--serve-in-child" if seen_command && !out.serve_in_child => out.serve_in_child = true,
             _ => return None,
         }
     }
@@ -559,7 +639,10 @@ mod tests {
             f.config.is_some()
                 && f.audit.is_some()
                 && f.log_format == crate::telemetry::LogFormat::Json
+                && !f.serve_in_child
         );
+        let f = fast_serve_args(&v(&["mcp-serve", "--config", "c", "--serve-in-child"])).unwrap();
+        assert!(f.serve_in_child);
         for bad in [
             &["mcp-serve"][..],
             &["mcp-serve", "--help"],
@@ -568,6 +651,14 @@ mod tests {
             &["tools", "list"],
             &["mcp-serve", "--root", "a", "--root", "b"],
             &["--log-format", "xml", "mcp-serve", "--root", "a"],
+            &["--serve-in-child", "mcp-serve", "--root", "a"],
+            &[
+                "mcp-serve",
+                "--root",
+                "a",
+                "--serve-in-child",
+                "--serve-in-child",
+            ],
         ] {
             assert!(fast_serve_args(&v(bad)).is_none(), "{bad:?}");
         }

@@ -169,3 +169,54 @@ fn a_read_only_step_is_offered_read_glob_and_grep_only() {
         (&json!("Read"), &json!("ok"))
     );
 }
+
+/// A proxy that records the first line of every connection made to it (`CONNECT host:443`
+/// or `GET http://…`) and closes it without an answer.
+fn black_hole_proxy() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let mut line = String::new();
+            let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let _ = BufReader::new(&conn).read_line(&mut line);
+            record.lock().unwrap().push(line.trim_end().to_string());
+        }
+    });
+    (url, seen)
+}
+
+/// A codex step makes no connection but the one to the model: every other attempt (plugin
+/// list, update check, analytics) would reach the proxy the environment names.
+#[test]
+fn a_codex_step_calls_nowhere_but_the_model() {
+    let Some(program) = agent_cli("codex") else {
+        return;
+    };
+    let fake = FakeModel::start(read_grep_edit());
+    let step = Step::new("run-codex-offline");
+    let (options, prefix, _) = cli_case("codex", &program, &fake);
+    let (proxy, seen) = black_hole_proxy();
+    let mut env = vec![("NO_PROXY", "127.0.0.1,localhost".to_string())];
+    for name in [
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "ALL_PROXY",
+        "https_proxy",
+        "http_proxy",
+    ] {
+        env.push((name, proxy.clone()));
+    }
+    env.push(("no_proxy", "127.0.0.1,localhost".to_string()));
+    let run = run_workflow(&step, "codex", &options, INTERCEPT, None, &env);
+    assert_workflow_read_grep_edit(&step, &fake, &run, prefix);
+    let attempts = seen.lock().unwrap().clone();
+    assert!(
+        attempts.is_empty(),
+        "codex tried to reach {} place(s) besides the model: {attempts:?}",
+        attempts.len()
+    );
+}

@@ -4,7 +4,10 @@
 //! calls Read. Checked: the call reaches the step's audit file and summary, the per-step
 //! files are removed, and no process (agent, server, a server that escaped the group)
 //! outlives the step for a normal end, a timeout and SIGINT; a server killed mid-step is
-//! reported as a crash.
+//! reported as a crash. A server started with `--serve-in-child` (as the codex provider
+//! starts it) ends its session when the process the agent started is killed, even by a
+//! SIGKILL right after the group's SIGTERM as Codex sends them, and a crash of its serving
+//! child is still a crash.
 
 mod common;
 
@@ -105,7 +108,18 @@ impl Case {
     }
 
     fn run(&self, mode: &str) -> (Output, Value) {
-        let out = self.command(mode).output().unwrap();
+        self.run_command(self.command(mode))
+    }
+
+    /// The fake agent starts the server with `--serve-in-child`, as the codex provider does.
+    fn run_in_child(&self, mode: &str) -> (Output, Value) {
+        let mut c = self.command(mode);
+        c.env("FAKE_AGENT_SERVE_IN_CHILD", "1");
+        self.run_command(c)
+    }
+
+    fn run_command(&self, mut command: Command) -> (Output, Value) {
+        let out = command.output().unwrap();
         let s = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
                 "no JSON summary ({e}): {} / {}",
@@ -341,5 +355,116 @@ fn a_server_crash_is_reported_in_the_step_result() {
         1
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("crashed"));
+    c.assert_nothing_left();
+}
+
+#[test]
+fn a_crash_of_the_serving_child_is_reported_in_the_step_result() {
+    if !python_available() {
+        return;
+    }
+    let c = case("crash-in-child", "60s");
+    let (out, s) = c.run_in_child("crash");
+    let review = state(&s, "review");
+    assert_eq!(out.status.code(), Some(3), "{s:#}");
+    assert_eq!(
+        review["error"]["code"], "EXECUTION.MCP_PROXY.SERVER_CRASHED",
+        "{s:#}"
+    );
+    assert_eq!(
+        review["proxy"]["crashed_sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        c.pids().len(),
+        3,
+        "agent, waiter, serving child: {:?}",
+        c.pids()
+    );
+    c.assert_nothing_left();
+}
+
+/// Codex's way to end its server: SIGTERM to the server's group and, at once, SIGKILL to
+/// the pid it started. The waiter takes the SIGKILL; the serving child ends its session.
+#[test]
+fn a_server_killed_as_codex_kills_it_ends_its_session_when_it_serves_in_a_child() {
+    if !python_available() {
+        return;
+    }
+    let c = case("codex-exit", "60s");
+    let (out, s) = c.run_in_child("codex-exit");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let review = state(&s, "review");
+    assert_eq!(review["proxy"]["sessions"], 1, "{review:#}");
+    assert_eq!(
+        review["proxy"]["crashed_sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    let ends: Vec<Value> = c
+        .audit()
+        .into_iter()
+        .filter(|r| r["type"] == "session.end")
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["reason"], "signal", "{ends:?}");
+    c.assert_nothing_left();
+}
+
+/// A SIGKILL of the waiter alone reaches the serving child as SIGTERM (its death signal):
+/// the running Bash command is killed, its call answered, the session ended.
+#[test]
+fn a_sigkill_of_the_waiter_ends_the_serving_child_and_its_command() {
+    if !python_available() {
+        return;
+    }
+    let c = case("kill-waiter", "60s");
+    let (out, s) = c.run_in_child("kill-waiter");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let review = state(&s, "review");
+    assert_eq!(
+        review["proxy"]["crashed_sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    let audit = c.audit();
+    let bash: Vec<&Value> = audit
+        .iter()
+        .filter(|r| r["type"] == "tool.result" && r["tool"] == "Bash")
+        .collect();
+    assert_eq!(
+        bash.len(),
+        1,
+        "the running Bash call was answered: {audit:?}"
+    );
+    assert!(
+        audit
+            .iter()
+            .any(|r| r["type"] == "session.end" && r["reason"] == "signal"),
+        "{audit:?}"
+    );
+    assert_eq!(
+        c.pids().len(),
+        4,
+        "agent, waiter, serving child, sleep: {:?}",
+        c.pids()
+    );
     c.assert_nothing_left();
 }

@@ -1,8 +1,10 @@
 //! `codex`: OpenAI Codex CLI in exec mode (`codex exec --json`). The per-step proxy is one
 //! `-c mcp_servers.awf={…}` override whose `env` table carries everything `awf mcp-serve`
 //! needs (Codex passes only HOME, PATH, LANG and a few more to MCP servers) and whose
-//! `default_tools_approval_mode = "approve"` lets our tools run without a prompt.
-//! `--ignore-user-config --strict-config` keep the user's own config out of the step.
+//! `default_tools_approval_mode = "approve"` lets our tools run without a prompt; the
+//! server is started with `--serve-in-child`, as Codex kills it without grace.
+//! `--ignore-user-config --strict-config` keep the user's own config out of the step, and
+//! the switches that would call github.com and chatgpt.com are set off.
 //! With intercepted builtins the shell, image viewer, goals, web search and sub-agents are
 //! disabled; what Codex cannot switch off is named in a warning. A `base_url` option
 //! becomes a model provider of its own (`wire_api = "responses"`).
@@ -21,6 +23,15 @@ pub const NON_REMOVABLE_TOOLS: &[&str] = &[
     "list_mcp_resource_templates",
     "read_mcp_resource",
     "request_user_input",
+];
+
+/// Config overrides that stop every connection Codex makes besides the model's.
+const CALL_HOME_OFF: &[&str] = &[
+    "features.plugins=false",
+    "features.apps=false",
+    "features.remote_plugin=false",
+    "analytics.enabled=false",
+    "check_for_update_on_startup=false",
 ];
 
 /// The id under which a `base_url` option is registered as a Codex model provider.
@@ -46,6 +57,11 @@ impl CliProvider for Codex {
             ]
             .map(String::from),
         );
+        // `--ignore-user-config` also drops the switches that keep Codex from calling home
+        // (plugin and app lists on github.com and chatgpt.com, analytics, update check).
+        for switch in CALL_HOME_OFF {
+            args.extend(["-c".to_string(), switch.to_string()]);
+        }
         if let Some(model) = opt_str(req.options, "model", name)? {
             args.extend(["-m".to_string(), model]);
         }
@@ -72,7 +88,16 @@ impl CliProvider for Codex {
                 .iter()
                 .map(|(k, v)| format!("{}={}", toml_str(k), toml_str(v)))
                 .collect();
-            let server_args: Vec<String> = proxy.args.iter().map(|a| toml_str(a)).collect();
+            // Codex SIGKILLs the server in the instant it SIGTERMs its group: the server
+            // serves in a child behind a waiter that takes the SIGKILL (see
+            // `mcp_serve::serve_in_child`), so that its session still ends cleanly.
+            let server_args: Vec<String> = proxy
+                .args
+                .iter()
+                .map(String::as_str)
+                .chain(["--serve-in-child"])
+                .map(toml_str)
+                .collect();
             args.push("-c".into());
             args.push(format!(
                 "mcp_servers.{}={{command={},args=[{}],env={{{}}},default_tools_approval_mode=\"approve\"}}",
@@ -218,7 +243,7 @@ mod tests {
         };
         let cmd = Codex.command(&req).unwrap();
         assert!(cmd.args.contains(
-            &"mcp_servers.awf={command=\"/bin/awf\",args=[\"mcp-serve\",\"--config\",\"/s/c.json\"],env={\"TRACEPARENT\"=\"00-x\"},default_tools_approval_mode=\"approve\"}".to_string()
+            &"mcp_servers.awf={command=\"/bin/awf\",args=[\"mcp-serve\",\"--config\",\"/s/c.json\",\"--serve-in-child\"],env={\"TRACEPARENT\"=\"00-x\"},default_tools_approval_mode=\"approve\"}".to_string()
         ));
         assert!(cmd.args.contains(&"shell_tool".to_string()));
         assert!(
