@@ -279,6 +279,56 @@ fn network_is_denied_by_default_and_when_set_allowed_when_set_to_allow() {
     }
 }
 
+/// A Bash command that binds a free 127.0.0.1 port, listens and connects to itself; its
+/// output says "bound" after the bind and "accepted" when all of it worked.
+fn bash_listens(s: &mut Server) -> String {
+    // A port free a moment ago, so that the bind at stake is to a port, not to port 0.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = format!(
+        "import socket; s = socket.socket(); s.bind((\"127.0.0.1\", {port})); print(\"bound\"); \
+         s.listen(1); socket.create_connection((\"127.0.0.1\", {port})); s.accept(); \
+         print(\"accepted\")"
+    );
+    s.call("Bash", json!({"command": format!("python3 -c '{script}'")}))
+        .0
+}
+
+#[test]
+fn bash_may_listen_on_tcp_only_with_network_allow() {
+    let (base, root, _outside) = workspace("landlock-bind");
+    let tmp = private_tmp(&base);
+    for (network, open) in [(None, false), (Some("deny"), false), (Some("allow"), true)] {
+        let mut cfg = json!({"root": root});
+        if let Some(n) = network {
+            cfg["network"] = json!(n);
+        }
+        let cfg = write_config(&base, &cfg);
+        let mut s = Server::start(
+            &["mcp-serve", "--config", cfg.to_str().unwrap()],
+            &[("TMPDIR", &tmp)],
+        );
+        s.initialize();
+        if !require_landlock(&mut s) {
+            return;
+        }
+        let text = bash_listens(&mut s);
+        if open {
+            assert!(text.contains("accepted"), "network {network:?}: {text}");
+        } else {
+            // Refused at bind, before listen or connect are tried.
+            assert!(
+                !text.contains("bound") && text.contains("PermissionError"),
+                "network {network:?}: {text}"
+            );
+        }
+        s.finish();
+    }
+}
+
 #[test]
 fn env_and_env_passthrough_reach_bash_other_secrets_do_not() {
     let (base, root, _outside) = workspace("landlock-env");
