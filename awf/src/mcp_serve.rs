@@ -401,16 +401,29 @@ pub fn build_server(prepared: &Prepared) -> Result<mcpserver::Server, AwfError> 
 /// costs a process (its memory is shared copy-on-write with the child's) for each step, so
 /// only the clients that kill their server without grace ask for it.
 ///
-/// Call it while the process has one thread (fork copies only the calling thread). Returns
-/// in the serving child; the waiter exits with the child's status.
+/// Call it while the process has one thread. Returns in the serving child; the waiter exits
+/// with the child's status (128 + the signal when a signal ended it).
 pub fn serve_in_child() -> Result<(), AwfError> {
-    let threads = std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count());
+    // A fork copies only the calling thread: with another thread, a lock it held would stay
+    // held in the child for ever.
+    let threads = std::fs::read_dir("/proc/self/task")
+        .map(|d| d.count())
+        .map_err(|e| {
+            AwfError::new(
+                codes::SERVER_FAILED,
+                format!(
+                    "--serve-in-child: cannot count this process's threads in /proc/self/task \
+                     ({e}); mount /proc, or start the server without --serve-in-child"
+                ),
+            )
+        })?;
     if threads != 1 {
         return Err(AwfError::new(
             codes::SERVER_FAILED,
             format!(
-                "--serve-in-child: cannot fork a process of {threads} threads; give the flag \
-                 to `awf mcp-serve` itself, as its client starts it"
+                "--serve-in-child: the process already runs {threads} threads, so it cannot \
+                 fork safely (a bug in awf: the fork must come first); start the server \
+                 without --serve-in-child"
             ),
         ));
     }
