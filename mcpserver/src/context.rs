@@ -53,7 +53,20 @@ pub struct CallContext {
 }
 
 impl CallContext {
-    /// A context for calling a handler outside of a server (an in-process host, a test).
+    /// A context for a call to `tool` made outside of a transport: by an in-process
+    /// host through [`Server::call`](crate::Server::call), or by a test. It has no
+    /// client info, revision 2024-11-05, no `_meta`, and a cancellation of its own.
+    ///
+    /// ```
+    /// use mcpserver::{CallContext, CancellationToken, RequestId};
+    /// let cancel = CancellationToken::new();
+    /// let ctx = CallContext::new(RequestId::String("step-1/call-3".into()), "Read")
+    ///     .with_meta(serde_json::json!({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}))
+    ///     .with_cancellation(cancel.clone());
+    /// cancel.cancel();
+    /// assert!(ctx.is_cancelled());
+    /// assert_eq!(ctx.meta().unwrap()["traceparent"].as_str().unwrap().len(), 55);
+    /// ```
     pub fn new(request_id: RequestId, tool: &str) -> CallContext {
         CallContext {
             request_id,
@@ -63,6 +76,20 @@ impl CallContext {
             protocol_version: crate::PROTOCOL_VERSION,
             meta: None,
         }
+    }
+
+    /// Sets what [`CallContext::meta`] returns, as a request's `params._meta` would (a
+    /// W3C `traceparent`, say); `null` means no `_meta`, as on the wire.
+    pub fn with_meta(mut self, meta: Value) -> CallContext {
+        self.meta = (!meta.is_null()).then_some(meta);
+        self
+    }
+
+    /// Makes the call cancellable by the host: raising `token` (from any thread) is what
+    /// `notifications/cancelled` does to a call read from the transport.
+    pub fn with_cancellation(mut self, token: CancellationToken) -> CallContext {
+        self.cancellation = token;
+        self
     }
 
     /// The JSON-RPC id of the `tools/call` request.

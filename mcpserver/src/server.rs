@@ -28,7 +28,7 @@ use crate::doorbell::Doorbell;
 use crate::framing::{Frame, LineReader};
 use crate::hooks::{CallOutcome, CallStatus, Hooks};
 use crate::jsonrpc::{self, Call, CallParams, ErrorAnswer, Message, RequestId};
-use crate::tool::{Handler, Outcome, Tool, ToolPage, ToolResult};
+use crate::tool::{CallError, Handler, Outcome, Tool, ToolPage, ToolResult};
 use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION, REVISION_2025_11_25};
 
 /// How long a call may keep the leadership before another thread takes over reading,
@@ -161,6 +161,70 @@ impl Server {
         }
     }
 
+    /// Runs one `tools/call` in-process on the calling thread, through the same path as a
+    /// call read from the transport: name lookup, withheld tools, argument decoding, the
+    /// handler, panic catching, and the hooks ([`Hooks::call_rejected`], or
+    /// [`Hooks::call_started`] then [`Hooks::call_finished`]).
+    ///
+    /// The tool is the one [`CallContext::tool`] names; fill the context with
+    /// [`CallContext::new`] and, as the call needs, [`CallContext::with_meta`] and
+    /// [`CallContext::with_cancellation`]. The answer is what the wire would carry:
+    ///
+    /// - an unknown or withheld tool, `arguments` that are not an object (`null` counts as
+    ///   `{}`), or arguments that do not fit the handler: `Err(`[`CallError::InvalidArguments`]`)`
+    ///   with the message a client over stdio gets with -32602 (the hooks see
+    ///   [`CallStatus::Rejected`] before any handler, [`CallStatus::InvalidArguments`] after);
+    /// - a handler's `Err(`[`CallError::Failed`]`)` or panic: `Ok` with
+    ///   [`ToolResult::is_error`] set and the text the wire carries;
+    /// - otherwise the handler's result.
+    ///
+    /// A call whose cancellation was raised while it ran returns what the handler
+    /// returned, and the hooks see [`CallStatus::Cancelled`] (the wire sends no answer).
+    /// [`Hooks::request_received`] is not called: nothing was read. The context's
+    /// protocol revision is 2024-11-05, so a handler's result is returned whole
+    /// (structured content included) and misfit arguments are an `Err`.
+    ///
+    /// ```
+    /// use mcpserver::{CallContext, CallError, RequestId, Server, Tool, ToolResult};
+    /// #[derive(serde::Deserialize)]
+    /// struct Args { text: String }
+    /// let server = Server::builder("echo", "1.0.0")
+    ///     .tool(
+    ///         Tool::new("echo", "Echo the text", serde_json::json!({"type": "object"})),
+    ///         |a: Args, _ctx: &CallContext| Ok::<_, String>(ToolResult::text(a.text)),
+    ///     )
+    ///     .build()
+    ///     .unwrap();
+    /// let ctx = CallContext::new(RequestId::Number(1), "echo");
+    /// let result = server.call(&ctx, &serde_json::json!({"text": "hi"})).unwrap();
+    /// assert_eq!(result.first_text(), Some("hi"));
+    /// let missing = CallContext::new(RequestId::Number(2), "nope");
+    /// assert!(matches!(
+    ///     server.call(&missing, &serde_json::json!({})),
+    ///     Err(CallError::InvalidArguments(m)) if m.starts_with("unknown tool \"nope\"")
+    /// ));
+    /// ```
+    pub fn call(&self, ctx: &CallContext, arguments: &Value) -> Result<ToolResult, CallError> {
+        let inner = &*self.inner;
+        let text = match arguments {
+            Value::Null => None,
+            other => Some(other.to_string()),
+        };
+        let found = inner
+            .find_tool(ctx.tool())
+            .and_then(|index| object_arguments(ctx.tool(), text.as_deref()).map(|a| (index, a)));
+        match found {
+            Ok((index, arguments)) => inner
+                .run_handler(index, ctx, arguments)
+                .answer
+                .map_err(CallError::InvalidArguments),
+            Err(message) => {
+                inner.reject(ctx, text.as_deref(), &message);
+                Err(CallError::InvalidArguments(message))
+            }
+        }
+    }
+
     /// Serves on standard input and output until end of input, `shutdown`, or a stop.
     ///
     /// On Unix, standard output is reserved for the protocol while serving: anything
@@ -232,6 +296,112 @@ impl Server {
         }
         flushed?;
         Ok(coord.reason.unwrap_or(StopReason::EndOfInput))
+    }
+}
+
+/// What became of a call that reached its handler.
+pub(crate) struct Ran {
+    /// The result to send, or the message of the -32602 error to send instead.
+    pub answer: Result<ToolResult, String>,
+    /// The call's cancellation was raised while it ran: the wire sends no answer.
+    pub cancelled: bool,
+}
+
+// The one path of a `tools/call`, shared by the transport and `Server::call`: find the
+// tool, check the arguments' shape, run the handler between the hooks.
+impl Inner {
+    /// The index of the tool `name`, or the -32602 message saying why there is none.
+    pub(crate) fn find_tool(&self, name: &str) -> Result<usize, String> {
+        if let Some(index) = self.tools.iter().position(|t| t.name == name) {
+            return Ok(index);
+        }
+        Err(match self.withheld.iter().find(|(n, _)| n == name) {
+            Some((name, why)) => format!("tool \"{name}\" is not available: {why}"),
+            None => format!("unknown tool \"{name}\": tools/list names the tools of this server"),
+        })
+    }
+
+    /// Tells the hooks about a call answered with `message` before any handler ran.
+    pub(crate) fn reject(&self, ctx: &CallContext, arguments: Option<&str>, message: &str) {
+        if let Some(hooks) = self.hooks.as_deref() {
+            hooks.call_rejected(ctx, arguments.unwrap_or("{}"), message);
+        }
+    }
+
+    /// Runs tool `index`'s handler on `arguments` (an object's JSON text), between the
+    /// `call_started` and `call_finished` hooks; a panic becomes an `isError` result.
+    pub(crate) fn run_handler(&self, index: usize, ctx: &CallContext, arguments: &str) -> Ran {
+        let hooks = self.hooks.as_deref();
+        if let Some(hooks) = hooks {
+            hooks.call_started(ctx, arguments);
+        }
+        let started = hooks.map(|_| Instant::now());
+        let handler = &self.handlers[index];
+        let outcome = catch_unwind(AssertUnwindSafe(|| handler(arguments, ctx)));
+        let duration = started.map(|s| s.elapsed()).unwrap_or_default();
+
+        let tool = &ctx.tool;
+        // `Err` is a protocol error (-32602); a tool's failure is an `isError` result.
+        let (answer, status): (Result<ToolResult, String>, CallStatus) = match outcome {
+            Ok(Outcome::Done(result)) if result.is_error => (Ok(result), CallStatus::ToolError),
+            Ok(Outcome::Done(result)) => (Ok(result), CallStatus::Ok),
+            Ok(Outcome::Failed(text)) => (Ok(ToolResult::error(text)), CallStatus::ToolError),
+            Ok(Outcome::BadArguments(e)) => {
+                let text = format!("invalid arguments for tool \"{tool}\": {e}");
+                // From 2025-11-25 on, the model gets to read (and fix) its mistake.
+                if ctx.protocol_version == REVISION_2025_11_25 {
+                    (Ok(ToolResult::error(text)), CallStatus::InvalidArguments)
+                } else {
+                    (Err(text), CallStatus::InvalidArguments)
+                }
+            }
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-text panic".to_owned());
+                let text = format!("tool \"{tool}\" failed unexpectedly (it panicked: {what})");
+                (Ok(ToolResult::error(text)), CallStatus::Panicked)
+            }
+        };
+        let cancelled = ctx.is_cancelled();
+        let status = if cancelled {
+            CallStatus::Cancelled
+        } else {
+            status
+        };
+        if let Some(hooks) = hooks {
+            hooks.call_finished(
+                ctx,
+                &CallOutcome {
+                    duration,
+                    status,
+                    error: match &answer {
+                        Ok(result) if result.is_error => result.first_text(),
+                        Ok(_) => None,
+                        Err(text) => Some(text),
+                    },
+                    result: answer.as_ref().ok(),
+                },
+            );
+        }
+        Ran { answer, cancelled }
+    }
+}
+
+/// The arguments' JSON text as a handler gets it: an object, `{}` when the call sent
+/// none or `null`; anything else is the -32602 message.
+pub(crate) fn object_arguments<'a>(
+    tool: &str,
+    arguments: Option<&'a str>,
+) -> Result<&'a str, String> {
+    match arguments {
+        Some(a) if a.starts_with('{') => Ok(a),
+        None | Some("null") => Ok("{}"),
+        Some(a) => Err(format!(
+            "invalid arguments for tool \"{tool}\": \"arguments\" must be an object, got {a}"
+        )),
     }
 }
 
@@ -486,9 +656,9 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
     /// Answers a call that names a tool with an error before any handler runs, and
     /// reports it to the hooks as [`CallStatus::Rejected`] (so a host audits it too).
     fn reject_call(&self, id: RequestId, call: &Call<'_>, code: i64, message: String) -> Flow {
-        if let Some(hooks) = self.inner.hooks.as_deref() {
+        if self.inner.hooks.is_some() {
             let ctx = self.context(id.clone(), Arc::from(&*call.name), call.meta);
-            hooks.call_rejected(&ctx, call.arguments.unwrap_or("{}"), &message);
+            self.inner.reject(&ctx, call.arguments, &message);
         }
         self.answer_error(&ErrorAnswer::new(Some(id), code, message), false)
     }
@@ -662,24 +832,12 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         params: Call<'_>,
         scope: &'scope Scope<'scope, '_>,
     ) -> Flow {
-        let Some(index) = self.inner.tools.iter().position(|t| t.name == *params.name) else {
-            let message = match self.inner.withheld.iter().find(|(n, _)| *n == *params.name) {
-                Some((name, why)) => format!("tool \"{name}\" is not available: {why}"),
-                None => format!(
-                    "unknown tool \"{}\": tools/list names the tools of this server",
-                    params.name
-                ),
-            };
-            return self.reject_call(id, &params, jsonrpc::INVALID_PARAMS, message);
-        };
-        let arguments = match params.arguments {
-            Some(a) if a.starts_with('{') => a,
-            None | Some("null") => "{}",
-            Some(a) => {
-                let message = format!(
-                    "invalid arguments for tool \"{}\": \"arguments\" must be an object, got {}",
-                    params.name, a
-                );
+        let found = self.inner.find_tool(&params.name).and_then(|index| {
+            object_arguments(&params.name, params.arguments).map(|args| (index, args))
+        });
+        let (index, arguments) = match found {
+            Ok(found) => found,
+            Err(message) => {
                 return self.reject_call(id, &params, jsonrpc::INVALID_PARAMS, message);
             }
         };
@@ -693,14 +851,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         if self.inner.max_concurrency > 1 {
             self.watch(scope);
         }
-        let hooks = self.inner.hooks.as_deref();
-        if let Some(hooks) = hooks {
-            hooks.call_started(&ctx, arguments);
-        }
-        let started = hooks.map(|_| Instant::now());
-        let handler = &self.inner.handlers[index];
-        let outcome = catch_unwind(AssertUnwindSafe(|| handler(arguments, &ctx)));
-        let duration = started.map(|s| s.elapsed()).unwrap_or_default();
+        let ran = self.inner.run_handler(index, &ctx, arguments);
         let still_leader = self
             .leader_call
             .compare_exchange(seq, 0, Ordering::SeqCst, Ordering::SeqCst)
@@ -712,57 +863,11 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             }
         }
 
-        let tool = &ctx.tool;
-        // `Err` is a protocol error (-32602); a tool's failure is an `isError` result.
-        let (answer, status): (Result<ToolResult, String>, CallStatus) = match outcome {
-            Ok(Outcome::Done(result)) if result.is_error => (Ok(result), CallStatus::ToolError),
-            Ok(Outcome::Done(result)) => (Ok(result), CallStatus::Ok),
-            Ok(Outcome::Failed(text)) => (Ok(ToolResult::error(text)), CallStatus::ToolError),
-            Ok(Outcome::BadArguments(e)) => {
-                let text = format!("invalid arguments for tool \"{tool}\": {e}");
-                // From 2025-11-25 on, the model gets to read (and fix) its mistake.
-                if ctx.protocol_version == REVISION_2025_11_25 {
-                    (Ok(ToolResult::error(text)), CallStatus::InvalidArguments)
-                } else {
-                    (Err(text), CallStatus::InvalidArguments)
-                }
-            }
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a non-text panic".to_owned());
-                let text = format!("tool \"{tool}\" failed unexpectedly (it panicked: {what})");
-                (Ok(ToolResult::error(text)), CallStatus::Panicked)
-            }
-        };
-        let cancelled = ctx.is_cancelled();
-        let status = if cancelled {
-            CallStatus::Cancelled
-        } else {
-            status
-        };
-        if let Some(hooks) = hooks {
-            hooks.call_finished(
-                &ctx,
-                &CallOutcome {
-                    duration,
-                    status,
-                    error: match &answer {
-                        Ok(result) if result.is_error => result.first_text(),
-                        Ok(_) => None,
-                        Err(text) => Some(text),
-                    },
-                    result: answer.as_ref().ok(),
-                },
-            );
-        }
-        let flow = if cancelled {
+        let flow = if ran.cancelled {
             Flow::Continue
         } else {
             let newer = ctx.protocol_version != PROTOCOL_VERSION;
-            match &answer {
+            match &ran.answer {
                 Ok(result) => self.answer_with(
                     &ctx.request_id,
                     |w| result.write_json(w, newer),
