@@ -75,6 +75,9 @@ pub mod codes {
     pub const UNKNOWN_PROVIDER: &str = "WORKFLOW.AGENT.UNKNOWN_PROVIDER";
     pub const PROMPT_FILE: &str = "WORKFLOW.AGENT.PROMPT_FILE_UNREADABLE";
     pub const TEMPLATE: &str = "WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE";
+    pub const TEMPLATE_FILTER: &str = "WORKFLOW.TEMPLATE.UNKNOWN_FILTER";
+    /// A template in a `step` command where its value cannot be passed safely.
+    pub const TEMPLATE_PLACE: &str = "WORKFLOW.TEMPLATE.UNSAFE_PLACE";
     pub const FILE: &str = "USER.WORKFLOW.FILE_UNREADABLE";
     pub const PROXY_UNKNOWN_KEY: &str = "USER.MCP_PROXY.UNKNOWN_KEY";
     pub const UNSUPPORTED_PROVIDER: &str = "USER.MCP_PROXY.UNSUPPORTED_PROVIDER";
@@ -185,6 +188,8 @@ mod tests {
             codes::UNKNOWN_PROVIDER,
             codes::PROMPT_FILE,
             codes::TEMPLATE,
+            codes::TEMPLATE_FILTER,
+            codes::TEMPLATE_PLACE,
             codes::FILE,
             codes::PROXY_UNKNOWN_KEY,
             codes::UNSUPPORTED_PROVIDER,

@@ -1,8 +1,12 @@
 //! `awf run` with `step` and `terminal` states through the real binary: transitions,
 //! templates, inputs, exit codes, the JSON summary, and that no process a step started
-//! outlives it — for a normal end, a timeout and SIGINT (checked in /proc).
+//! outlives it — for a normal end, a timeout and SIGINT (checked in /proc). Hostile
+//! template values (inputs, and an agent's final text from the fake model) reach step
+//! commands as literal text in every quote context; `| raw` pastes them as shell text.
 
 mod common;
+#[path = "fake_model/mod.rs"]
+mod fake_model;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -261,5 +265,165 @@ fn sigint_stops_the_step_and_the_run() {
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");
     for pid in pids(&dir.join("pids")) {
         assert!(!alive(pid), "pid {pid} outlived the interrupted step");
+    }
+}
+
+/// Three steps that echo the input `x` unquoted, in double and in single quotes.
+fn echo_workflow(dir: &Path, value_template: &str) -> PathBuf {
+    let wf = dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            r#"
+name: echo-values
+inputs:
+  - name: x
+states:
+  initial: bare
+  bare:
+    type: step
+    command: echo {value_template}
+    on_success: double
+  double:
+    type: step
+    command: echo "{value_template}"
+    on_success: single
+  single:
+    type: step
+    command: echo '{value_template}'
+    on_success: done
+  done:
+    type: terminal
+"#
+        ),
+    )
+    .unwrap();
+    wf
+}
+
+#[test]
+fn hostile_inputs_reach_step_commands_as_literal_text() {
+    for (i, value) in [
+        "$(touch PWNED)",
+        "`touch PWNED`",
+        "; touch PWNED",
+        "x'; touch PWNED; '",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = scratch(&format!("hostile-input-{i}"));
+        let wf = echo_workflow(&dir, "{{.inputs.x}}");
+        let out = awf_run(&dir, &wf, &["--input", &format!("x={value}")]);
+        let s = summary(&out);
+        assert_eq!(out.status.code(), Some(0), "{value}: {s:#}");
+        assert!(
+            !dir.join("PWNED").exists(),
+            "the input {value:?} ran as shell code"
+        );
+        for step in ["bare", "double", "single"] {
+            assert_eq!(state(&s, step)["output"], value, "{step}: {s:#}");
+        }
+    }
+}
+
+#[test]
+fn the_raw_filter_pastes_the_value_as_shell_text() {
+    let dir = scratch("raw");
+    let wf = dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        r#"
+name: raw
+inputs:
+  - name: x
+states:
+  initial: build
+  build:
+    type: step
+    command: echo {{.inputs.x | raw}} "{{.inputs.x}}"
+    on_success: done
+  done:
+    type: terminal
+"#,
+    )
+    .unwrap();
+    let out = awf_run(&dir, &wf, &["--input", "x=a; touch RAN; echo b"]);
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    assert!(dir.join("RAN").exists(), "a raw value is shell text");
+    assert_eq!(state(&s, "build")["output"], "a\nb a; touch RAN; echo b");
+}
+
+#[test]
+fn an_agent_final_text_reaches_later_step_commands_as_literal_text() {
+    let hostile = r#"ok"; echo PWNED > f; echo "$(touch PWNED2)'"#;
+    let model = fake_model::FakeModel::start(fake_model::Script::new().answer_prefix(hostile));
+    let dir = scratch("hostile-agent");
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let audit_dir = dir.join("audit");
+    let wf = dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            r#"
+name: agent-then-steps
+states:
+  initial: ask
+  ask:
+    type: agent
+    provider: openai_compatible
+    prompt: Say something.
+    timeout: 60s
+    options:
+      base_url: {base}/v1
+      model: fake-model
+      api_key_env: AWF_TEST_OPENAI_KEY
+    mcp_proxy:
+      enable: true
+    on_success: bare
+  bare:
+    type: step
+    command: echo {{{{.states.ask.Output}}}}
+    on_success: double
+  double:
+    type: step
+    command: echo "{{{{.states.ask.Output}}}}"
+    on_success: single
+  single:
+    type: step
+    command: echo '{{{{ .states.ask.Output }}}}'
+    on_success: done
+  done:
+    type: terminal
+"#,
+            base = model.base_url()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(AWF)
+        .arg("run")
+        .arg(&wf)
+        .args(["--output", "json", "--audit-dir"])
+        .arg(&audit_dir)
+        .current_dir(&work)
+        .env("TMPDIR", fake_model::private_tmp(&audit_dir))
+        .env("AWF_PLUGINS_PATH", "")
+        .env("AWF_TEST_OPENAI_KEY", "sk-test-123456")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    let s = summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    assert_eq!(state(&s, "ask")["output"], hostile, "{}", model.describe());
+    for f in ["f", "PWNED2"] {
+        assert!(
+            !work.join(f).exists(),
+            "the agent's text ran as shell code ({f} exists)"
+        );
+    }
+    for step in ["bare", "double", "single"] {
+        assert_eq!(state(&s, step)["output"], hostile, "{step}: {s:#}");
     }
 }

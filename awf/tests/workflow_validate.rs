@@ -499,3 +499,44 @@ fn no_reachable_terminal_state_is_a_warning_that_keeps_the_workflow_valid() {
     let e = validate("unknown_target.yaml", None);
     assert_eq!(e.problems()[0]["severity"], "error");
 }
+
+#[test]
+fn an_unknown_template_filter_names_the_filter_and_the_fix() {
+    let v = validate("template_unknown_filter.yaml", None);
+    assert_eq!(v.code, 2, "{:#}", v.json);
+    let p = v.single("WORKFLOW.TEMPLATE.UNKNOWN_FILTER", "states.show.command", 9);
+    assert!(
+        v.message().contains("\"upper\"") && v.message().contains("{{.inputs.file | upper}}"),
+        "{p:#}"
+    );
+    assert!(p["hint"].as_str().unwrap().contains("| raw"), "{p:#}");
+}
+
+#[test]
+fn templates_after_a_backslash_or_in_arithmetic_are_refused_in_commands() {
+    let v = validate("template_unsafe_places.yaml", None);
+    assert_eq!(v.code, 2, "{:#}", v.json);
+    let p = v.problems();
+    assert_eq!(p.len(), 2, "{:#}", v.json);
+    for x in p {
+        assert_eq!(x["code"], "WORKFLOW.TEMPLATE.UNSAFE_PLACE", "{x:#}");
+        assert_eq!(x["path"], "states.count.command", "{x:#}");
+        assert_eq!(x["line"], 11, "{x:#}");
+    }
+    let msg = |i: usize| p[i]["message"].as_str().unwrap();
+    assert!(msg(0).contains("backslash"), "{}", msg(0));
+    assert!(
+        p[0]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("remove the backslash"),
+        "{:#}",
+        p[0]
+    );
+    assert!(msg(1).contains("$((...))"), "{}", msg(1));
+    assert!(
+        p[1]["hint"].as_str().unwrap().contains("case $n in"),
+        "{:#}",
+        p[1]
+    );
+}

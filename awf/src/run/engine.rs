@@ -6,7 +6,7 @@ use super::report::{StateResult, Status};
 use crate::error::{AwfError, codes};
 use crate::plugins::InstalledPlugins;
 use crate::proxy::ToolProxyService;
-use crate::workflow::template::{self, Ref};
+use crate::workflow::template::{self, Ref, ShellCommand};
 use crate::workflow::{StateKind, TerminalStatus, Workflow};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -29,9 +29,19 @@ pub(super) struct Runner<'a> {
 }
 
 impl Runner<'_> {
-    /// Renders a template with the run's inputs and the latest result of each state.
+    /// Renders a template (a prompt, a `dir`, a message) with the run's inputs and the
+    /// latest result of each state, values verbatim.
     pub(super) fn render(&self, text: &str) -> String {
-        template::render(text, &|r| match r {
+        template::render(text, &|r| self.value(r))
+    }
+
+    /// Renders a `step` command: values travel in environment variables, never in the text.
+    pub(super) fn render_command(&self, text: &str) -> Result<ShellCommand, String> {
+        template::render_command(text, &|r| self.value(r))
+    }
+
+    fn value(&self, r: &Ref) -> String {
+        match r {
             Ref::Input(n) => self.inputs.get(n).cloned().unwrap_or_default(),
             Ref::State(s, f) => self
                 .results
@@ -44,7 +54,7 @@ impl Runner<'_> {
                     _ => r.status.to_string(),
                 })
                 .unwrap_or_default(),
-        })
+        }
     }
 
     pub(super) fn drive(&mut self) -> Result<(), AwfError> {

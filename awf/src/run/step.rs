@@ -1,11 +1,14 @@
 //! `step` states: the rendered command run by `/bin/sh -c` in the step's directory, with
-//! its timeout; the exit code decides success.
+//! its timeout; the exit code decides success. Template values reach the shell as
+//! environment variables (`AWF_VALUE_1`, ...) that the command text refers to, so no
+//! value is ever parsed as shell code (see `workflow::template::render_command`).
 
 use super::engine::Runner;
 use super::report::{ErrorJson, StateResult, Status};
 use super::supervise::last_lines;
 use crate::error::{AwfError, codes};
 use crate::workflow;
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -16,27 +19,14 @@ impl Runner<'_> {
         s: &workflow::StepState,
         t0: Instant,
     ) -> StateResult {
-        let command = self.render(&s.command);
         let dir = match &s.dir {
             Some(d) => self.workdir.join(self.render(d)),
             None => self.workdir.clone(),
         };
-        let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c").arg(&command).current_dir(&dir);
         let mut r = StateResult::new(name, "step");
-        // Checked here: a missing cwd would otherwise read as "cannot start /bin/sh".
-        let waited = if dir.is_dir() {
-            self.spawn_and_wait(cmd, s.timeout, name)
-        } else {
-            Err(AwfError::new(
-                codes::STATE_FAILED,
-                format!(
-                    "the dir {} of step {name:?} is not an existing directory (dir is relative to \
-                     the directory awf run was started in)",
-                    dir.display()
-                ),
-            ))
-        };
+        let waited = self
+            .shell(name, &s.command, &dir)
+            .and_then(|cmd| self.spawn_and_wait(cmd, s.timeout, name));
         match waited {
             Err(e) => {
                 r.status = Status::Failure;
@@ -80,5 +70,38 @@ impl Runner<'_> {
         }
         r.duration_ms = t0.elapsed().as_millis() as u64;
         r
+    }
+
+    /// `/bin/sh -c COMMAND` in `dir`, the command's values in its environment.
+    fn shell(&self, name: &str, command: &str, dir: &Path) -> Result<Command, AwfError> {
+        // Checked here: a missing cwd would otherwise read as "cannot start /bin/sh".
+        if !dir.is_dir() {
+            return Err(AwfError::new(
+                codes::STATE_FAILED,
+                format!(
+                    "the dir {} of step {name:?} is not an existing directory (dir is relative to \
+                     the directory awf run was started in)",
+                    dir.display()
+                ),
+            ));
+        }
+        let rendered = self
+            .render_command(command)
+            .map_err(|e| AwfError::new(codes::TEMPLATE_PLACE, format!("step {name:?}: {e}")))?;
+        if rendered.env.iter().any(|(_, v)| v.contains('\0')) {
+            return Err(AwfError::new(
+                codes::STATE_FAILED,
+                format!(
+                    "a template value of step {name:?} contains a NUL byte, which a shell \
+                     command cannot receive"
+                ),
+            ));
+        }
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(&rendered.text)
+            .envs(rendered.env)
+            .current_dir(dir);
+        Ok(cmd)
     }
 }

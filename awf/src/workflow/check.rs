@@ -36,7 +36,8 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
     }
     for s in &wf.states {
         let path = join("states", &s.name);
-        let mut texts: Vec<(String, String, usize)> = Vec::new();
+        // (path, text, line, whether the text is a shell command)
+        let mut texts: Vec<(String, String, usize, bool)> = Vec::new();
         let mut targets: Vec<(&str, &Option<String>)> = Vec::new();
         match &s.kind {
             StateKind::Agent(a) => {
@@ -71,12 +72,15 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 }
                 match &a.prompt {
                     Prompt::Inline(p) => {
-                        texts.push((join(&path, "prompt"), p.clone(), s.line_of("prompt")))
+                        texts.push((join(&path, "prompt"), p.clone(), s.line_of("prompt"), false))
                     }
                     Prompt::File(f) => match std::fs::read_to_string(f) {
-                        Ok(t) => {
-                            texts.push((join(&path, "prompt_file"), t, s.line_of("prompt_file")))
-                        }
+                        Ok(t) => texts.push((
+                            join(&path, "prompt_file"),
+                            t,
+                            s.line_of("prompt_file"),
+                            false,
+                        )),
                         Err(e) => push(
                             codes::PROMPT_FILE,
                             join(&path, "prompt_file"),
@@ -99,14 +103,20 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     join(&path, "command"),
                     st.command.clone(),
                     s.line_of("command"),
+                    true,
                 ));
                 if let Some(dir) = &st.dir {
-                    texts.push((join(&path, "dir"), dir.clone(), s.line_of("dir")));
+                    texts.push((join(&path, "dir"), dir.clone(), s.line_of("dir"), false));
                 }
             }
             StateKind::Terminal(t) => {
                 if let Some(m) = &t.message {
-                    texts.push((join(&path, "message"), m.clone(), s.line_of("message")));
+                    texts.push((
+                        join(&path, "message"),
+                        m.clone(),
+                        s.line_of("message"),
+                        false,
+                    ));
                 }
             }
         }
@@ -138,42 +148,66 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 );
             }
         }
-        for (tpath, text, tline) in texts {
+        for (tpath, text, tline, shell) in texts {
             for r in template::refs(&text) {
                 let problem = match &r {
-                    Ok(Ref::Input(n)) if !wf.inputs.iter().any(|i| &i.name == n) => Some((
-                        format!("{{{{.inputs.{n}}}}} names no declared input"),
-                        format!(
-                            "declare it under inputs (declared: {})",
-                            if wf.inputs.is_empty() {
-                                "none".to_string()
-                            } else {
-                                wf.inputs
-                                    .iter()
-                                    .map(|i| i.name.as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            }
-                        ),
-                    )),
-                    Ok(Ref::State(st, _)) if wf.state(st).is_none() => Some((
-                        format!("{{{{.states.{st}...}}}} names no state"),
-                        format!("name one of the states: {list}"),
-                    )),
-                    Ok(Ref::State(st, f)) if !template::STATE_FIELDS.contains(&f.as_str()) => {
-                        Some((
-                            format!("{{{{.states.{st}.{f}}}}}: a state has no field {f:?}"),
-                            format!("use one of {}", template::STATE_FIELDS.join(", ")),
-                        ))
-                    }
-                    Err(e) => Some((
+                    Ok(x) => match &x.reference {
+                        Ref::Input(n) if !wf.inputs.iter().any(|i| &i.name == n) => Some((
+                            codes::TEMPLATE,
+                            format!("{{{{.inputs.{n}}}}} names no declared input"),
+                            format!(
+                                "declare it under inputs (declared: {})",
+                                if wf.inputs.is_empty() {
+                                    "none".to_string()
+                                } else {
+                                    wf.inputs
+                                        .iter()
+                                        .map(|i| i.name.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                }
+                            ),
+                        )),
+                        Ref::State(st, _) if wf.state(st).is_none() => Some((
+                            codes::TEMPLATE,
+                            format!("{{{{.states.{st}...}}}} names no state"),
+                            format!("name one of the states: {list}"),
+                        )),
+                        Ref::State(st, f) if !template::STATE_FIELDS.contains(&f.as_str()) => {
+                            Some((
+                                codes::TEMPLATE,
+                                format!("{{{{.states.{st}.{f}}}}}: a state has no field {f:?}"),
+                                format!("use one of {}", template::STATE_FIELDS.join(", ")),
+                            ))
+                        }
+                        _ => None,
+                    },
+                    Err(template::ExprError::NotAReference(e)) => Some((
+                        codes::TEMPLATE,
                         format!("{{{{{e}}}}} is not a supported template expression"),
                         "use {{.inputs.NAME}} or {{.states.STATE.Output}}".to_string(),
                     )),
-                    _ => None,
+                    Err(template::ExprError::UnknownFilter { expr, filter }) => Some((
+                        codes::TEMPLATE_FILTER,
+                        format!("{{{{{expr}}}}} uses the unknown filter {filter:?}"),
+                        "the only filter is raw ({{.inputs.NAME | raw}} pastes the value into a \
+                         step command as shell text, unquoted); remove the filter"
+                            .to_string(),
+                    )),
                 };
-                if let Some((msg, hint)) = problem {
-                    push(codes::TEMPLATE, tpath.clone(), tline, msg, hint);
+                if let Some((code, msg, hint)) = problem {
+                    push(code, tpath.clone(), tline, msg, hint);
+                }
+            }
+            if shell {
+                for p in template::command_problems(&text) {
+                    push(
+                        codes::TEMPLATE_PLACE,
+                        tpath.clone(),
+                        tline,
+                        p.message(),
+                        p.hint(),
+                    );
                 }
             }
         }
