@@ -195,8 +195,10 @@ pub enum Quoting {
 /// follows single and double quotes, backslash escapes, comments, `$(...)`, `$((...))` and
 /// backticks (each opens a new unquoted level, closed by its parenthesis or backtick).
 /// It knows nothing of here-documents, `case` patterns inside `$(...)` or `${...}`
-/// nesting. A wrong guess cannot make the shell parse a value, since a value only ever
-/// arrives by parameter expansion; at worst it is split into words or shown with quotes.
+/// nesting. A wrong guess cannot make the shell parse a value as code, since a value only
+/// ever arrives by parameter expansion; at worst it is split into words or shown with
+/// quotes. (What evaluates an expansion again — `eval`, `sh -c`, bash's `(( ))`, `$[ ]`,
+/// `let` and `[[ -eq ]]` — is the command's own doing; only `$((...))` is recognised.)
 #[derive(Debug)]
 struct ShellScanner {
     /// The innermost level is the last; the command itself is the first.
