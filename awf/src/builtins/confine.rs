@@ -59,10 +59,16 @@ pub struct PrivateTmp {
 impl PrivateTmp {
     pub fn create() -> std::io::Result<PrivateTmp> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        // pid, clock and a counter: unique among live and earlier sessions alike.
+        static CREATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
         let path = std::env::temp_dir().join(format!(
-            "awf-tmp-{}-{}",
+            "awf-tmp-{}-{nanos:x}-{}",
             std::process::id(),
-            crate::telemetry::new_session_id()
+            CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         // Not recursive: fails if the name exists (nothing planted there is reused).
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
