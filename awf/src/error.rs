@@ -92,6 +92,15 @@ pub mod codes {
     pub const PROVIDER_UNAVAILABLE: &str = "EXECUTION.PROVIDER.UNAVAILABLE";
     pub const PROXY_CRASHED: &str = "EXECUTION.MCP_PROXY.SERVER_CRASHED";
     pub const TOO_MANY_STEPS: &str = "WORKFLOW.RUN.TOO_MANY_STEPS";
+    // The openai_compatible provider (HTTP Chat Completions).
+    pub const OPENAI_BAD_OPTION: &str = "USER.OPENAI.BAD_OPTION";
+    pub const OPENAI_MISSING_KEY: &str = "USER.OPENAI.MISSING_API_KEY";
+    pub const OPENAI_TOO_MANY_TURNS: &str = "USER.OPENAI.TOO_MANY_TOOL_TURNS";
+    pub const OPENAI_HTTP: &str = "EXECUTION.OPENAI.HTTP_ERROR";
+    pub const OPENAI_TIMEOUT: &str = "EXECUTION.OPENAI.TIMEOUT";
+    pub const OPENAI_UNREACHABLE: &str = "EXECUTION.OPENAI.UNREACHABLE";
+    pub const OPENAI_BAD_RESPONSE: &str = "EXECUTION.OPENAI.BAD_RESPONSE";
+    pub const OPENAI_CANCELLED: &str = "EXECUTION.OPENAI.CANCELLED";
 }
 
 /// An error with its taxonomy code. Display is `message (CODE)` so the code is always visible.

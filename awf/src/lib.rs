@@ -1,11 +1,14 @@
 //! awf: the host side of AWF's tool interception (ADR 017). The `awf mcp-serve` subprocess
 //! serves the builtin tools and exposed plugin operations over MCP to an agent CLI; every
-//! call is routed by [`tools::ToolRouter`], confined by [`builtins::sandbox`], bounded, and
-//! observed by [`telemetry`] (log line, audit records, OpenTelemetry span).
+//! call is an `mcpserver` call, confined by [`builtins::sandbox`], bounded, and observed by
+//! [`telemetry`] (log line, audit records, OpenTelemetry span).
 //!
-//! Layout (hexagonal): `tools` is the application core (ports: `ToolProvider`,
-//! `CallObserver`); `builtins`, `plugins` (the gRPC plugin host) and `telemetry` are
-//! adapters behind those ports; `mcp_serve` adapts the router to the `mcpserver` library.
+//! Layout: one model of a tool call, `mcpserver`'s (`Tool`, typed handlers, `ToolResult`,
+//! `CallContext`, `Hooks`). `builtins` and `plugins` (the gRPC plugin host) register their
+//! tools as [`tools::ToolSource`]s; [`tools::ToolSet`] puts a step's sources in one name
+//! space (names, collisions, tool policy) and builds the `mcpserver::Server`;
+//! [`telemetry::CallHooks`] observes it; `mcp_serve` serves it over stdio and
+//! `providers::openai` calls it in-process.
 //! `workflow` is the domain of `awf run` (model, parse, checks; no printing, no process:
 //! installed plugins come through its `PluginCatalog` port, which `plugins::catalog`
 //! implements). `run` drives a workflow, using `providers` for agents and `proxy` for each

@@ -1,15 +1,15 @@
 //! `awf mcp-serve`: the per-step MCP server an agent CLI spawns. Reads the step's config
-//! (written by the parent, or made from `--root`), builds the [`ToolRouter`] over the
-//! builtins, adapts it to the `mcpserver` library, and serves stdio until end of input,
-//! `shutdown`, or SIGTERM/SIGINT, answering everything read and flushing telemetry
-//! before it exits 0.
+//! (written by the parent, or made from `--root`), assembles the step's [`ToolSet`]
+//! (builtins and plugin operations) into an `mcpserver::Server` observed by the
+//! telemetry's hooks, and serves stdio until end of input, `shutdown`, or SIGTERM/SIGINT,
+//! answering everything read and flushing telemetry before it exits 0.
 
 use crate::builtins::{BuiltinEnv, Builtins, Limits, confine, sandbox::Sandbox};
 use crate::error::{AwfError, codes};
 use crate::plugins::PluginTools;
 use crate::process::{self, Shutdown};
-use crate::telemetry::{StepIds, Telemetry, TelemetryObserver, audit::AuditLog};
-use crate::tools::{Cancellation, ToolPolicy, ToolProvider, ToolRouter};
+use crate::telemetry::{CallHooks, StepIds, Telemetry, Transport, audit::AuditLog};
+use crate::tools::{ToolPolicy, ToolSet, ToolSource};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -202,7 +202,8 @@ impl ServeConfig {
 
 /// Everything the serve path builds before serving (also used by tests in-process).
 pub struct Prepared {
-    pub router: Arc<ToolRouter>,
+    /// The step's tools, checked (names, collisions, policy).
+    pub tools: ToolSet,
     pub telemetry: Arc<Telemetry>,
     pub root: PathBuf,
     /// Begun on a signal: the builtins' running commands stop, new ones are refused.
@@ -212,7 +213,7 @@ pub struct Prepared {
     pub private_tmp: Option<confine::PrivateTmp>,
 }
 
-/// Builds providers, telemetry and router from a checked config.
+/// Builds the tool sources, telemetry and tool set from a checked config.
 pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
     let sandbox = Sandbox::new(&cfg.root).map_err(|e| {
         AwfError::new(
@@ -221,7 +222,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         )
     })?;
     let root = sandbox.root().to_path_buf();
-    let mut providers: Vec<Box<dyn ToolProvider>> = Vec::new();
+    let mut sources: Vec<Box<dyn ToolSource>> = Vec::new();
     let shutdown = Shutdown::new();
     let mut private_tmp = None;
     if cfg.intercept_builtins {
@@ -269,7 +270,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             )?;
         }
         private_tmp = Some(tmp);
-        providers.push(Box::new(Builtins::new(BuiltinEnv {
+        sources.push(Box::new(Builtins::new(BuiltinEnv {
             sandbox,
             limits: cfg.limits.clone(),
             confine: confinement,
@@ -281,11 +282,10 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         })));
     }
     // Plugins start (and their tools are checked) only when the config exposes some.
-    providers.extend(crate::plugins::start_exposed(
-        &cfg.plugin_tools,
-        &cfg.origin,
-        &root,
-    )?);
+    for adapter in crate::plugins::start_exposed(&cfg.plugin_tools, &cfg.origin, &root, &shutdown)?
+    {
+        sources.push(Box::new(adapter));
+    }
     let audit = match &cfg.audit_path {
         Some(p) => Some(AuditLog::open(p).map_err(|e| {
             AwfError::new(
@@ -299,9 +299,8 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         .traceparent
         .clone()
         .or_else(|| std::env::var("TRACEPARENT").ok());
-    let session_id = crate::telemetry::new_session_id();
     let telemetry = Arc::new(Telemetry::new(
-        session_id.clone(),
+        crate::telemetry::new_session_id(),
         StepIds {
             run_id: cfg.run_id.clone(),
             step_id: cfg.step_id.clone(),
@@ -309,15 +308,10 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         audit,
         traceparent.as_deref(),
     ));
-    let router = ToolRouter::new(
-        providers,
-        Arc::new(TelemetryObserver(telemetry.clone())),
-        session_id,
-    )?
-    .with_policy(&cfg.tools)
-    .map_err(|e| AwfError::new(e.code(), format!("{}: {}", cfg.origin, e.message())))?;
+    let tools = ToolSet::new(sources, &cfg.tools)
+        .map_err(|e| AwfError::new(e.code(), format!("{}: {}", cfg.origin, e.message())))?;
     Ok(Prepared {
-        router: Arc::new(router),
+        tools,
         telemetry,
         root,
         shutdown,
@@ -325,69 +319,26 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
     })
 }
 
-/// Adapts the router to an `mcpserver::Server` (one raw handler per tool), with hooks
-/// that record the calls the server rejects before they reach the router.
-pub fn build_server(prepared: &Prepared) -> Result<mcpserver::Server, AwfError> {
-    let Prepared {
-        router,
-        root,
-        shutdown,
-        telemetry,
-        ..
-    } = prepared;
-    let mut b = mcpserver::Server::builder("awf", env!("CARGO_PKG_VERSION"))
+/// Assembles the step's tools into one `mcpserver::Server` whose hooks record every call
+/// (span, log line, audit pair), rejected ones too; `transport` is how its calls arrive
+/// (`awf mcp-serve` serves stdio, the HTTP provider calls it in-process).
+pub fn build_server(
+    prepared: &Prepared,
+    transport: Transport,
+) -> Result<mcpserver::Server, AwfError> {
+    let builder = mcpserver::Server::builder("awf", env!("CARGO_PKG_VERSION"))
         .instructions(format!(
             "AWF workspace tools. Every path is inside the workspace root {} (relative paths \
              are relative to it); paths leading outside are refused.",
-            root.display()
+            prepared.root.display()
         ))
-        .hooks(crate::telemetry::RejectedCallHooks {
-            telemetry: telemetry.clone(),
-            router: router.clone(),
-        });
-    for (name, why) in router.withheld() {
-        b = b.withhold(name.clone(), why.clone());
-    }
-    for spec in router.tools() {
-        let mut tool = mcpserver::Tool::new(
-            spec.name.clone(),
-            spec.description.clone(),
-            spec.input_schema.clone(),
-        );
-        if let Some(a) = &spec.annotations {
-            tool = tool.annotations(a.clone());
-        }
-        let router = router.clone();
-        let name = spec.name.clone();
-        let shutdown = shutdown.clone();
-        b = b.tool_raw(
-            tool,
-            move |args: serde_json::Value, ctx: &mcpserver::CallContext| {
-                let meta = crate::telemetry::mcp_call_meta(ctx);
-                let token = ctx.cancellation();
-                // A signal-driven shutdown cancels every running call, like a client cancel.
-                let shutdown = shutdown.clone();
-                let cancel = Cancellation::new(move || token.is_cancelled() || shutdown.is_set());
-                let out = router.call(&name, &args, meta, &cancel);
-                if out.invalid_arguments {
-                    // -32602, naming the tool and the field (the library's typed handlers
-                    // answer the same way).
-                    return Err(mcpserver::CallError::invalid_arguments(out.text));
-                }
-                Ok(if out.is_error {
-                    mcpserver::ToolResult::error(out.text)
-                } else {
-                    mcpserver::ToolResult::text(out.text)
-                })
-            },
-        );
-    }
-    b.build().map_err(|e| {
-        AwfError::new(
-            codes::INVALID_TOOL_NAME,
-            format!("the tool set is invalid: {}", e.problems().join("; ")),
-        )
-    })
+        .hooks(CallHooks::new(
+            prepared.telemetry.clone(),
+            prepared.tools.sources(),
+            transport,
+            prepared.shutdown.clone(),
+        ));
+    prepared.tools.build(builder)
 }
 
 /// `--serve-in-child`: the process the client started forks at once and only waits; the
@@ -563,7 +514,7 @@ pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
     // Processes that escape a Bash command's group are re-parented here, to be killed.
     process::become_subreaper();
     let prepared = prepare(&cfg)?;
-    let server = build_server(&prepared)?;
+    let server = build_server(&prepared, Transport::Pipe)?;
     let stop = server.stop_handle();
     let signal = Arc::new(AtomicI32::new(0));
     {
@@ -589,10 +540,10 @@ pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
                 AwfError::new(codes::IO, format!("cannot start the signal thread: {e}"))
             })?;
     }
-    let tools: Vec<String> = prepared.router.tools().map(|t| t.name.clone()).collect();
+    let tools = prepared.tools.offered();
     prepared
         .telemetry
-        .session_start(&prepared.root.display().to_string(), &tools);
+        .session_start(&prepared.root.display().to_string(), tools);
     tracing::debug!(root = %prepared.root.display(), tools = ?tools, "serving");
     let result = server.serve_stdio();
     // Every call has ended; whatever escaped and was re-parented here goes too.

@@ -83,7 +83,7 @@ fn read_refusals() {
     );
     let e = s.invalid("Read", json!({"file_path": "x"}));
     assert!(
-        e.contains("invalid arguments for Read") && e.contains("file_path"),
+        e.contains("invalid arguments for tool \"Read\"") && e.contains("file_path"),
         "{e}"
     );
     s.finish();

@@ -741,3 +741,83 @@ fn a_plugin_sees_a_token_only_when_its_manifest_names_it() {
     let (status, _, stderr) = server.finish();
     assert!(status.success(), "{stderr}");
 }
+
+/// A plugin's structured data and output schema survive into the tool: in-process, the
+/// very server `awf mcp-serve` assembles, spoken to in revision 2025-06-18 (the first with
+/// output schemas and structured content). Object data is structured content besides the
+/// text the model reads; an operation whose schema is no object schema declares none.
+#[test]
+fn plugin_results_keep_their_structured_data_and_output_schema() {
+    use std::io::{BufRead, BufReader, Write};
+    if std::env::var_os("AWF_PLUGINS_PATH").is_some() {
+        // The in-process host would search there instead of the root's .awf/plugins.
+        eprintln!("SKIP: AWF_PLUGINS_PATH is set in the test's environment");
+        return;
+    }
+    let s = setup("structured");
+    plugin_examples::install("notes", &s.root.join(".awf/plugins"));
+    let mut cfg = awf::mcp_serve::ServeConfig::for_root(s.root.clone());
+    cfg.intercept_builtins = false;
+    cfg.plugin_tools = vec![awf::plugins::PluginTools {
+        plugin: "notes".into(),
+        expose: vec!["add".into(), "search".into()],
+    }];
+    let prepared = awf::mcp_serve::prepare(&cfg).unwrap();
+    let server = prepared
+        .tools
+        .build(mcpserver::Server::builder("t", "1").accept_newer_revisions(true))
+        .unwrap();
+    let (client, server_end) = mcpserver::memory::pair();
+    let serving = std::thread::spawn(move || {
+        let (reader, writer) = server_end.split();
+        server.serve(reader, writer)
+    });
+    let (reader, mut to_server) = client.split();
+    let mut lines = BufReader::new(reader);
+    let mut ask = |id: u64, method: &str, params: Value| -> Value {
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(to_server, "{line}").unwrap();
+        let mut answer = String::new();
+        lines.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap()
+    };
+    let init = ask(1, "initialize", json!({"protocolVersion": "2025-06-18"}));
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    let list = ask(2, "tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let add = tool(tools, "notes_add");
+    assert_eq!(add["outputSchema"]["type"], "object", "{add}");
+    assert_eq!(
+        add["outputSchema"]["required"],
+        json!(["id", "text", "tags", "meta"])
+    );
+    // Its data is an array: no object schema to declare.
+    assert!(tool(tools, "notes_search").get("outputSchema").is_none());
+    let answer = ask(
+        3,
+        "tools/call",
+        json!({"name": "notes_add", "arguments": {"text": "buy milk", "tags": ["shop"]}}),
+    );
+    let result = &answer["result"];
+    let (text, data) = text_and_data(result["content"][0]["text"].as_str().unwrap());
+    assert!(text.starts_with("added note 1"), "{text}");
+    assert_eq!(result["structuredContent"], data);
+    assert_eq!(result["structuredContent"]["text"], "buy milk");
+    let answer = ask(
+        4,
+        "tools/call",
+        json!({"name": "notes_search", "arguments": {"query": "milk"}}),
+    );
+    assert!(
+        answer["result"].get("structuredContent").is_none(),
+        "{answer}"
+    );
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("buy milk")
+    );
+    drop(to_server);
+    serving.join().unwrap().unwrap();
+}

@@ -10,7 +10,7 @@ use super::bound::HeadBuffer;
 use super::mount_ns::ReadOnlyMounts;
 use super::{BuiltinEnv, resolve, schema};
 use crate::process::{self, Ended, ProcessGroup};
-use crate::tools::{Cancellation, ToolSpec};
+use mcpserver::{CancellationToken, Tool};
 use serde::Deserialize;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -40,10 +40,10 @@ fn shell() -> &'static str {
     })
 }
 
-pub fn spec(env: &BuiltinEnv) -> ToolSpec {
-    ToolSpec {
-        name: "Bash".into(),
-        description: format!(
+pub fn tool(env: &BuiltinEnv) -> Tool {
+    Tool::new(
+        "Bash",
+        format!(
             "Run a shell command ({} -c) in the workspace root or in cwd (inside the root). \
              stdin is /dev/null. Default timeout {} s, at most {} s (timeout_seconds); on timeout \
              the command and all its children are killed, and background processes do not \
@@ -55,7 +55,7 @@ pub fn spec(env: &BuiltinEnv) -> ToolSpec {
             env.limits.output_bytes / 2,
             env.confine.describe()
         ),
-        input_schema: schema(
+        schema(
             &[
                 ("command", "string", "The shell command line"),
                 (
@@ -67,13 +67,13 @@ pub fn spec(env: &BuiltinEnv) -> ToolSpec {
             ],
             &["command"],
         ),
-        annotations: Some(
-            serde_json::json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true}),
-        ),
-    }
+    )
+    .annotations(
+        serde_json::json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true}),
+    )
 }
 
-pub fn run(env: &BuiltinEnv, args: Args, cancel: &Cancellation) -> Result<String, String> {
+pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<String, String> {
     let max = env.limits.bash_max_timeout_seconds;
     let timeout = args
         .timeout_seconds
@@ -244,7 +244,7 @@ mod tests {
                 timeout_seconds: timeout,
                 cwd: None,
             },
-            &Cancellation::never(),
+            &CancellationToken::new(),
         )
     }
 
@@ -289,6 +289,26 @@ mod tests {
     }
 
     #[test]
+    fn a_cancelled_call_kills_the_command() {
+        let root = testutil::root("bash-cancel");
+        let env = testutil::env(&root);
+        let token = CancellationToken::new();
+        let canceller = token.clone();
+        let cancel = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            canceller.cancel();
+        });
+        let args = Args {
+            command: "sleep 1000".into(),
+            timeout_seconds: None,
+            cwd: None,
+        };
+        let e = run(&env, args, &token).unwrap_err();
+        assert!(e.starts_with("cancelled: "), "{e}");
+        cancel.join().unwrap();
+    }
+
+    #[test]
     fn bad_timeouts_and_cwd_outside_are_refused() {
         let root = testutil::root("bash-refuse");
         let env = testutil::env(&root);
@@ -305,7 +325,7 @@ mod tests {
                 timeout_seconds: None,
                 cwd: Some("/".into()),
             },
-            &Cancellation::never(),
+            &CancellationToken::new(),
         )
         .unwrap_err();
         assert!(e.contains("outside the root"), "{e}");

@@ -3,7 +3,7 @@
 //! matches): the model is told how many matches there were and how to disambiguate.
 
 use super::{BuiltinEnv, read, schema, write};
-use crate::tools::ToolSpec;
+use mcpserver::Tool;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -16,14 +16,13 @@ pub struct Args {
     pub replace_all: bool,
 }
 
-pub fn spec(_env: &BuiltinEnv) -> ToolSpec {
-    ToolSpec {
-        name: "Edit".into(),
-        description: "Replace literal text in a file inside the workspace root. `old` must occur \
+pub fn tool(_env: &BuiltinEnv) -> Tool {
+    Tool::new(
+        "Edit",
+        "Replace literal text in a file inside the workspace root. `old` must occur \
                       exactly once unless replace_all is true; include enough surrounding lines \
-                      to make it unique. The file is rewritten atomically."
-            .into(),
-        input_schema: {
+                      to make it unique. The file is rewritten atomically.",
+        {
             let mut s = schema(
                 &[
                     (
@@ -48,8 +47,8 @@ pub fn spec(_env: &BuiltinEnv) -> ToolSpec {
             s["properties"]["replace_all"]["default"] = false.into();
             s
         },
-        annotations: Some(serde_json::json!({"readOnlyHint": false, "destructiveHint": true})),
-    }
+    )
+    .annotations(serde_json::json!({"readOnlyHint": false, "destructiveHint": true}))
 }
 
 pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {

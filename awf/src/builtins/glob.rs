@@ -3,9 +3,9 @@
 //! sorted, capped with a note.
 
 use super::{BuiltinEnv, bound, resolve, schema};
-use crate::tools::ToolSpec;
 use globset::GlobBuilder;
 use ignore::{WalkBuilder, WalkState};
+use mcpserver::Tool;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -18,17 +18,17 @@ pub struct Args {
     pub cwd: Option<String>,
 }
 
-pub fn spec(env: &BuiltinEnv) -> ToolSpec {
-    ToolSpec {
-        name: "Glob".into(),
-        description: format!(
+pub fn tool(env: &BuiltinEnv) -> Tool {
+    Tool::new(
+        "Glob",
+        format!(
             "Find files by name pattern under cwd (default: the workspace root). `*` matches \
              within one directory, `**` across directories (e.g. \"**/*.rs\", \"src/**/mod.rs\", \
              \"*.{{toml,lock}}\"). Files ignored by .gitignore and the .git directory are skipped. \
              Paths are relative to the root, sorted; at most {} are listed.",
             env.limits.glob_results
         ),
-        input_schema: schema(
+        schema(
             &[
                 ("pattern", "string", "Glob pattern, relative to cwd"),
                 (
@@ -39,8 +39,8 @@ pub fn spec(env: &BuiltinEnv) -> ToolSpec {
             ],
             &["pattern"],
         ),
-        annotations: Some(serde_json::json!({"readOnlyHint": true})),
-    }
+    )
+    .annotations(serde_json::json!({"readOnlyHint": true}))
 }
 
 /// The walk both Glob and Grep use: hidden files included (agents need `.github/...`),

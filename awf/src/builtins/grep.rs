@@ -5,11 +5,11 @@
 //! the answer is the same from run to run, and capped with a note.
 
 use super::{BuiltinEnv, bound, glob::walker, schema};
-use crate::tools::ToolSpec;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use ignore::WalkState;
 use ignore::overrides::OverrideBuilder;
+use mcpserver::Tool;
 use serde::Deserialize;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -39,7 +39,7 @@ pub struct Args {
     pub case_insensitive: Option<bool>,
 }
 
-pub fn spec(env: &BuiltinEnv) -> ToolSpec {
+pub fn tool(env: &BuiltinEnv) -> Tool {
     let mut schema = schema(
         &[
             (
@@ -72,18 +72,18 @@ pub fn spec(env: &BuiltinEnv) -> ToolSpec {
     );
     schema["properties"]["output_mode"]["enum"] =
         serde_json::json!(["content", "files_with_matches", "count"]);
-    ToolSpec {
-        name: "Grep".into(),
-        description: format!(
+    Tool::new(
+        "Grep",
+        format!(
             "Search file contents with a regular expression (ripgrep's engine) under the \
              workspace root. output_mode: content prints path:line:text for each matching line; \
              files_with_matches lists the files; count prints path:count. Honours .gitignore, \
              skips binary files. Sorted by path; at most {} lines/files are listed.",
             env.limits.grep_results
         ),
-        input_schema: schema,
-        annotations: Some(serde_json::json!({"readOnlyHint": true})),
-    }
+        schema,
+    )
+    .annotations(serde_json::json!({"readOnlyHint": true}))
 }
 
 /// What one file yielded.

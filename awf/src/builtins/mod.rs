@@ -1,4 +1,5 @@
-//! The six builtin tools (Read, Write, Edit, Bash, Glob, Grep) as one [`ToolProvider`].
+//! The six builtin tools (Read, Write, Edit, Bash, Glob, Grep), registered as mcpserver
+//! tools with typed arguments (one [`ToolSource`] of a step's tool set).
 //! Every path goes through the [`sandbox`], every text answer through [`bound`], and Bash
 //! runs under [`confine`] (Landlock) when the kernel offers it.
 
@@ -13,12 +14,14 @@ pub mod read;
 pub mod sandbox;
 pub mod write;
 
-use crate::tools::{Cancellation, ToolOutput, ToolProvider, ToolSpec};
+use crate::tools::ToolSource;
+use mcpserver::{CallContext, CallError, ServerBuilder, Tool, ToolResult};
 use sandbox::Sandbox;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Size and time limits; every field has a default so a config names only what it changes.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -67,8 +70,9 @@ pub struct BuiltinEnv {
     pub shutdown: crate::process::Shutdown,
 }
 
+/// The six builtins, as a source of the step's tools.
 pub struct Builtins {
-    env: BuiltinEnv,
+    env: Arc<BuiltinEnv>,
 }
 
 /// The builtins' names, in the order they are listed.
@@ -76,7 +80,7 @@ pub const NAMES: [&str; 6] = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"];
 
 impl Builtins {
     pub fn new(env: BuiltinEnv) -> Builtins {
-        Builtins { env }
+        Builtins { env: Arc::new(env) }
     }
 
     pub fn env(&self) -> &BuiltinEnv {
@@ -84,57 +88,74 @@ impl Builtins {
     }
 }
 
-impl ToolProvider for Builtins {
+impl ToolSource for Builtins {
     fn source(&self) -> &str {
         "builtin"
     }
 
-    fn tools(&self) -> Vec<ToolSpec> {
-        vec![
-            read::spec(&self.env),
-            write::spec(&self.env),
-            edit::spec(&self.env),
-            bash::spec(&self.env),
-            glob::spec(&self.env),
-            grep::spec(&self.env),
-        ]
+    fn names(&self) -> Vec<String> {
+        NAMES.map(String::from).to_vec()
     }
 
-    fn call(&self, tool: &str, arguments: &Value, cancel: &Cancellation) -> ToolOutput {
+    fn register(&self, b: ServerBuilder, offered: &dyn Fn(&str) -> bool) -> ServerBuilder {
         let env = &self.env;
-        // Arguments that do not deserialize are the caller's mistake (MCP: -32602); what
-        // goes wrong after that is the tool's (an `isError` result).
-        let result = match tool {
-            "Read" => parse(tool, arguments).map(|a| read::run(env, a)),
-            "Write" => parse(tool, arguments).map(|a| write::run(env, a)),
-            "Edit" => parse(tool, arguments).map(|a| edit::run(env, a)),
-            "Bash" => parse(tool, arguments).map(|a| bash::run(env, a, cancel)),
-            "Glob" => parse(tool, arguments).map(|a| glob::run(env, a)),
-            "Grep" => parse(tool, arguments).map(|a| grep::run(env, a)),
-            _ => Ok(Err(format!("unknown builtin {tool:?}"))),
-        };
-        match result {
-            Err(why) => ToolOutput::invalid_arguments(why),
-            Ok(Ok(text)) => ToolOutput::ok(text),
-            Ok(Err(text)) => ToolOutput::error(bound::bound_text(
-                text,
-                env.limits.output_bytes,
-                "the error text was cut",
-            )),
-        }
+        // Arguments that do not deserialize are the caller's mistake (mcpserver answers
+        // -32602 naming the tool and the field); what goes wrong after that is the tool's
+        // (an `isError` result).
+        let b = offer(b, offered, read::tool(env), answering(env, read::run));
+        let b = offer(b, offered, write::tool(env), answering(env, write::run));
+        let b = offer(b, offered, edit::tool(env), answering(env, edit::run));
+        let bash_env = env.clone();
+        let b = offer(
+            b,
+            offered,
+            bash::tool(env),
+            move |args: bash::Args, ctx: &CallContext| {
+                answer(&bash_env, bash::run(&bash_env, args, &ctx.cancellation()))
+            },
+        );
+        let b = offer(b, offered, glob::tool(env), answering(env, glob::run));
+        offer(b, offered, grep::tool(env), answering(env, grep::run))
     }
 }
 
-/// Arguments that do not fit the schema become an error naming the tool and the field,
-/// which a model can act on (e.g. "unknown field `file_path`, expected one of `path`...").
-/// Reads the arguments in place: a Write's content is not copied before it is written.
-fn parse<A: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<A, String> {
-    let parsed = if arguments.is_null() {
-        A::deserialize(&Value::Object(Default::default()))
+/// Registers `tool` when the step offers it.
+fn offer<A, F>(
+    b: ServerBuilder,
+    offered: &dyn Fn(&str) -> bool,
+    tool: Tool,
+    handler: F,
+) -> ServerBuilder
+where
+    A: DeserializeOwned,
+    F: Fn(A, &CallContext) -> Result<ToolResult, CallError> + Send + Sync + 'static,
+{
+    if offered(tool.name()) {
+        b.tool(tool, handler)
     } else {
-        A::deserialize(arguments)
-    };
-    parsed.map_err(|e| format!("invalid arguments for {tool}: {e}"))
+        b
+    }
+}
+
+/// The handler of a builtin that runs to its end (only Bash watches for cancellation).
+fn answering<A: 'static>(
+    env: &Arc<BuiltinEnv>,
+    run: fn(&BuiltinEnv, A) -> Result<String, String>,
+) -> impl Fn(A, &CallContext) -> Result<ToolResult, CallError> + Send + Sync + 'static {
+    let env = env.clone();
+    move |args, _ctx| answer(&env, run(&env, args))
+}
+
+/// A builtin's text as a result; a failure's text is bounded like any answer.
+fn answer(env: &BuiltinEnv, outcome: Result<String, String>) -> Result<ToolResult, CallError> {
+    match outcome {
+        Ok(text) => Ok(ToolResult::text(text)),
+        Err(text) => Err(CallError::Failed(bound::bound_text(
+            text,
+            env.limits.output_bytes,
+            "the error text was cut",
+        ))),
+    }
 }
 
 /// Resolves a path argument or explains the refusal.
@@ -183,5 +204,30 @@ pub(crate) mod testutil {
             bash_env: Default::default(),
             shutdown: Default::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpserver::Server;
+
+    #[test]
+    fn registers_the_offered_builtins_in_listing_order() {
+        let root = testutil::root("register");
+        let builtins = Builtins::new(testutil::env(&root));
+        assert_eq!(builtins.names(), NAMES);
+        let names = |offered: &dyn Fn(&str) -> bool| {
+            let server = builtins
+                .register(Server::builder("t", "1"), offered)
+                .build()
+                .unwrap();
+            server
+                .tools()
+                .map(|t| t.name().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&|_| true), NAMES);
+        assert_eq!(names(&|n| n == "Grep" || n == "Read"), ["Read", "Grep"]);
     }
 }

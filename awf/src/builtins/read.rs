@@ -3,7 +3,7 @@
 //! so reading the head of a huge log costs what the head costs.
 
 use super::{BuiltinEnv, bound, schema};
-use crate::tools::ToolSpec;
+use mcpserver::Tool;
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -18,17 +18,17 @@ pub struct Args {
     pub limit: Option<usize>,
 }
 
-pub fn spec(env: &BuiltinEnv) -> ToolSpec {
-    ToolSpec {
-        name: "Read".into(),
-        description: format!(
+pub fn tool(env: &BuiltinEnv) -> Tool {
+    Tool::new(
+        "Read",
+        format!(
             "Read a text file inside the workspace root. Returns its lines as they are (no line \
              numbers). offset = number of lines to skip (0-based), limit = lines to return \
              (default {}). Lines longer than {} bytes are cut; the answer is at most {} bytes and \
              ends with a note saying how to read on. Binary files are refused.",
             env.limits.read_lines, env.limits.line_bytes, env.limits.output_bytes
         ),
-        input_schema: schema(
+        schema(
             &[
                 (
                     "path",
@@ -44,8 +44,8 @@ pub fn spec(env: &BuiltinEnv) -> ToolSpec {
             ],
             &["path"],
         ),
-        annotations: Some(serde_json::json!({"readOnlyHint": true})),
-    }
+    )
+    .annotations(serde_json::json!({"readOnlyHint": true}))
 }
 
 /// Opens `input` for reading (beneath the root, no symlink followed on the way, without

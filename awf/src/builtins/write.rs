@@ -6,7 +6,7 @@
 
 use super::sandbox::cstr;
 use super::{BuiltinEnv, resolve, schema};
-use crate::tools::ToolSpec;
+use mcpserver::Tool;
 use serde::Deserialize;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -21,16 +21,16 @@ pub struct Args {
     pub content: String,
 }
 
-pub fn spec(env: &BuiltinEnv) -> ToolSpec {
-    ToolSpec {
-        name: "Write".into(),
-        description: format!(
+pub fn tool(env: &BuiltinEnv) -> Tool {
+    Tool::new(
+        "Write",
+        format!(
             "Write a file inside the workspace root, replacing it if it exists (atomically: \
              readers see the old or the new content, never a mix). Creates parent directories; \
              keeps an existing file's permissions. Content is at most {} bytes.",
             env.limits.write_bytes
         ),
-        input_schema: schema(
+        schema(
             &[
                 (
                     "path",
@@ -41,10 +41,10 @@ pub fn spec(env: &BuiltinEnv) -> ToolSpec {
             ],
             &["path", "content"],
         ),
-        annotations: Some(
-            serde_json::json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true}),
-        ),
-    }
+    )
+    .annotations(
+        serde_json::json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true}),
+    )
 }
 
 pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {

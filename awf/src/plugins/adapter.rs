@@ -1,24 +1,35 @@
-//! `PluginToolAdapter`: a plugin's exposed operations as tools behind the router's
-//! [`ToolProvider`] port. Tool `<plugin>_<op>` takes the operation's input schema and
-//! description; its result is the plugin's text followed by its structured data as JSON
-//! text, flagged `isError` when the plugin reports a failure or is down.
+//! `PluginToolAdapter`: a plugin's exposed operations as mcpserver tools (one
+//! [`ToolSource`] of a step's tool set). Tool `<plugin>_<op>` takes the operation's input
+//! schema and description, and its output schema when the plugin declares an object
+//! schema; its result is the plugin's text followed by its structured data as JSON text
+//! (what the model reads), plus that data as structured content when it is an object, and
+//! is flagged `isError` when the plugin reports a failure or is down.
 
 use super::process::{CallFailure, PluginProcess};
-use crate::tools::{Cancellation, ToolOutput, ToolProvider, ToolSpec};
+use crate::process::Shutdown;
+use crate::tools::ToolSource;
 use crate::workflow::plugin_tool_name;
+use mcpserver::{CallContext, CallError, ServerBuilder, Tool, ToolResult};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+#[derive(Clone)]
 pub struct PluginToolAdapter {
     source: String,
     plugin: Arc<PluginProcess>,
-    /// (tool spec, operation name), in the order the config exposes them.
-    tools: Vec<(ToolSpec, String)>,
+    /// (tool, operation name), in the order the config exposes them.
+    tools: Vec<(Tool, String)>,
+    /// awf going down cancels the plugin calls in flight, as a client's cancel does.
+    shutdown: Shutdown,
 }
 
 impl PluginToolAdapter {
     /// Exposes `operations` (already checked to exist) of a running plugin.
-    pub fn new(plugin: Arc<PluginProcess>, operations: &[String]) -> PluginToolAdapter {
+    pub fn new(
+        plugin: Arc<PluginProcess>,
+        operations: &[String],
+        shutdown: Shutdown,
+    ) -> PluginToolAdapter {
         let tools = operations
             .iter()
             .filter_map(|op| {
@@ -37,62 +48,110 @@ impl PluginToolAdapter {
                         json!({"type": "object"})
                     }
                 };
-                Some((
-                    ToolSpec {
-                        name: plugin_tool_name(plugin.name(), op),
-                        description: found.description.clone(),
-                        input_schema: schema,
-                        annotations: None,
-                    },
-                    op.clone(),
-                ))
+                let mut tool = Tool::new(
+                    plugin_tool_name(plugin.name(), op),
+                    found.description.clone(),
+                    schema,
+                );
+                match found.output_schema() {
+                    None => {}
+                    // MCP's outputSchema (like its structuredContent) is an object.
+                    Some(Ok(s)) if s.get("type").and_then(Value::as_str) == Some("object") => {
+                        tool = tool.output_schema(s)
+                    }
+                    Some(other) => tracing::debug!(
+                        plugin = %plugin.name(),
+                        operation = %op,
+                        "the operation's output schema is not an object schema ({}); the tool \
+                         declares none (its data still reaches the model as text)",
+                        other.map(|v| v.to_string()).unwrap_or_else(|e| e.to_string())
+                    ),
+                }
+                Some((tool, op.clone()))
             })
             .collect();
         PluginToolAdapter {
             source: format!("plugin:{}", plugin.name()),
             plugin,
             tools,
+            shutdown,
         }
     }
 }
 
-impl ToolProvider for PluginToolAdapter {
+impl ToolSource for PluginToolAdapter {
     fn source(&self) -> &str {
         &self.source
     }
 
-    fn tools(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|(spec, _)| spec.clone()).collect()
+    fn names(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .map(|(tool, _)| tool.name().to_string())
+            .collect()
     }
 
-    fn call(&self, tool: &str, arguments: &Value, cancel: &Cancellation) -> ToolOutput {
-        let Some((_, op)) = self.tools.iter().find(|(spec, _)| spec.name == tool) else {
-            return ToolOutput::error(format!("{} has no tool {tool:?}", self.source));
-        };
-        let name = self.plugin.name();
-        match self.plugin.execute(op, arguments, cancel) {
-            Ok(r) if r.success => ToolOutput::ok(join_text_and_data(&r.output, &r.data_json)),
-            Ok(r) => {
-                let why = if r.error.is_empty() {
-                    "the operation failed without saying why"
-                } else {
-                    &r.error
-                };
-                ToolOutput::error(join_text_and_data(why, &r.data_json))
+    fn register(&self, mut b: ServerBuilder, offered: &dyn Fn(&str) -> bool) -> ServerBuilder {
+        for (tool, op) in &self.tools {
+            if !offered(tool.name()) {
+                continue;
             }
-            Err(CallFailure::Crashed(why)) => ToolOutput::error(format!(
-                "plugin {name} crashed during this call to {tool}: {why}. Its tools are \
-                 unavailable for the rest of this session; the other tools still work."
-            )),
-            Err(CallFailure::Down(why)) => ToolOutput::error(format!(
-                "plugin {name} is down ({why}), so {tool} cannot run; the other tools still work."
-            )),
-            Err(CallFailure::Rejected(why)) => {
-                ToolOutput::error(format!("plugin {name} refused the call to {tool}: {why}"))
-            }
-            Err(CallFailure::Cancelled) => ToolOutput::error(format!("{tool} was cancelled")),
+            let plugin = self.plugin.clone();
+            let shutdown = self.shutdown.clone();
+            let op = op.clone();
+            // The plugin checks the arguments against its own schema.
+            b = b.tool(tool.clone(), move |args: Value, ctx: &CallContext| {
+                call(&plugin, &op, &args, ctx, &shutdown)
+            });
         }
+        b
     }
+}
+
+fn call(
+    plugin: &PluginProcess,
+    op: &str,
+    arguments: &Value,
+    ctx: &CallContext,
+    shutdown: &Shutdown,
+) -> Result<ToolResult, CallError> {
+    let (name, tool) = (plugin.name(), ctx.tool());
+    match plugin.execute(op, arguments, &|| ctx.is_cancelled() || shutdown.is_set()) {
+        Ok(r) if r.success => {
+            let result = ToolResult::text(join_text_and_data(&r.output, &r.data_json));
+            Ok(match structured(&r.data_json) {
+                Some(data) => result.with_structured(data),
+                None => result,
+            })
+        }
+        Ok(r) => {
+            let why = if r.error.is_empty() {
+                "the operation failed without saying why"
+            } else {
+                &r.error
+            };
+            Err(CallError::Failed(join_text_and_data(why, &r.data_json)))
+        }
+        Err(CallFailure::Crashed(why)) => Err(CallError::Failed(format!(
+            "plugin {name} crashed during this call to {tool}: {why}. Its tools are \
+             unavailable for the rest of this session; the other tools still work."
+        ))),
+        Err(CallFailure::Down(why)) => Err(CallError::Failed(format!(
+            "plugin {name} is down ({why}), so {tool} cannot run; the other tools still work."
+        ))),
+        Err(CallFailure::Rejected(why)) => Err(CallError::Failed(format!(
+            "plugin {name} refused the call to {tool}: {why}"
+        ))),
+        Err(CallFailure::Cancelled) => Err(CallError::Failed(format!("{tool} was cancelled"))),
+    }
+}
+
+/// The operation's data as structured content: a JSON object (what MCP's
+/// `structuredContent` is); other data reaches the model as text only.
+fn structured(data_json: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(data_json.trim())
+        .ok()
+        .filter(Value::is_object)
 }
 
 /// The text, then the structured data as compact JSON text after a blank line (either may
@@ -125,11 +184,17 @@ mod tests {
     }
 
     #[test]
+    fn only_object_data_is_structured_content() {
+        assert_eq!(structured("{\"a\": 1}"), Some(json!({"a": 1})));
+        assert_eq!(structured(" {} \n"), Some(json!({})));
+        assert_eq!(structured("[1, 2]"), None);
+        assert_eq!(structured(""), None);
+        assert_eq!(structured("not json"), None);
+    }
+
+    #[test]
     fn tool_names_keep_hyphens() {
         assert_eq!(plugin_tool_name("my-plugin", "do_it"), "my-plugin_do_it");
-        assert!(crate::tools::is_valid_tool_name(&plugin_tool_name(
-            "my-plugin",
-            "do-it"
-        )));
+        assert!(mcpserver::check_name(&plugin_tool_name("my-plugin", "do-it")).is_ok());
     }
 }

@@ -1,7 +1,6 @@
 //! The plugin host: finds plugins ([`discovery`], [`manifest`]), starts them as processes
 //! speaking gRPC over a Unix socket ([`process`], through the contract of `plugin-sdk`), and
-//! exposes their operations as tools `<plugin>_<op>` behind the router's `ToolProvider` port
-//! ([`adapter`]). [`start_exposed`] is what `awf mcp-serve` calls for its config's
+//! exposes their operations as tools `<plugin>_<op>` of a step's tool set ([`adapter`]). [`start_exposed`] is what `awf mcp-serve` calls for its config's
 //! `plugin_tools`: it checks the whole request (unknown plugin, unknown operation, name
 //! collision: each fatal, naming the config entry) before anything is served.
 //!
@@ -26,7 +25,7 @@ pub use process::PluginProcess;
 pub use runtime::PluginRuntime;
 
 use crate::error::{AwfError, codes};
-use crate::tools::{ToolProvider, is_valid_tool_name};
+use crate::process::Shutdown;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -42,14 +41,16 @@ pub struct PluginTools {
     pub expose: Vec<String>,
 }
 
-/// Starts the plugins that `plugin_tools` names and returns one tool provider per plugin.
+/// Starts the plugins that `plugin_tools` names and returns one tool source per plugin.
 /// `origin` says where the request came from (`the config /path/cfg.json`); `root` is the
-/// project root whose `.awf/plugins` is searched. Errors are fatal for the caller.
+/// project root whose `.awf/plugins` is searched; `shutdown` cancels the calls in flight.
+/// Errors are fatal for the caller.
 pub fn start_exposed(
     plugin_tools: &[PluginTools],
     origin: &str,
     root: &Path,
-) -> Result<Vec<Box<dyn ToolProvider>>, AwfError> {
+    shutdown: &Shutdown,
+) -> Result<Vec<PluginToolAdapter>, AwfError> {
     if plugin_tools.is_empty() {
         return Ok(Vec::new());
     }
@@ -81,7 +82,7 @@ pub fn start_exposed(
         };
         for op in &entry.expose {
             let tool = crate::workflow::plugin_tool_name(&entry.plugin, op);
-            if !is_valid_tool_name(&tool) {
+            if mcpserver::check_name(&tool).is_err() {
                 return Err(AwfError::new(
                     codes::INVALID_TOOL_NAME,
                     format!(
@@ -124,7 +125,7 @@ pub fn start_exposed(
         return Err(e);
     }
 
-    let mut providers: Vec<Box<dyn ToolProvider>> = Vec::new();
+    let mut adapters = Vec::new();
     for ((manifest, ops), plugin) in wanted.iter().zip(running) {
         for (op, i) in ops {
             if !plugin.operations().iter().any(|o| o.name == *op) {
@@ -149,9 +150,9 @@ pub fn start_exposed(
             }
         }
         let ops: Vec<String> = ops.iter().map(|(op, _)| op.to_string()).collect();
-        providers.push(Box::new(PluginToolAdapter::new(plugin, &ops)));
+        adapters.push(PluginToolAdapter::new(plugin, &ops, shutdown.clone()));
     }
-    Ok(providers)
+    Ok(adapters)
 }
 
 /// Starts `manifests` in parallel (each may take up to its start-up timeout), results in

@@ -20,7 +20,6 @@ use super::manifest::Manifest;
 use super::runtime::{Interrupted, PluginRuntime};
 use crate::error::{AwfError, codes};
 use crate::process::{ProcessGroup, signal_name};
-use crate::tools::Cancellation;
 use plugin_sdk::host::{self, Endpoint};
 use plugin_sdk::proto::operation_service_client::OperationServiceClient;
 use plugin_sdk::proto::plugin_service_client::PluginServiceClient;
@@ -303,12 +302,13 @@ impl PluginProcess {
         lock(&self.down).clone()
     }
 
-    /// Executes `operation`; blocks until the plugin answers, dies, or `cancel` fires.
+    /// Executes `operation`; blocks until the plugin answers, dies, or `cancelled` says
+    /// so.
     pub fn execute(
         &self,
         operation: &str,
         arguments: &serde_json::Value,
-        cancel: &Cancellation,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<ExecuteResponse, CallFailure> {
         if let Some(why) = self.down_reason() {
             return Err(CallFailure::Down(why));
@@ -321,7 +321,7 @@ impl PluginProcess {
         let answer = self.runtime.run(
             async move { OperationServiceClient::new(channel).execute(request).await },
             None,
-            Some(cancel),
+            Some(cancelled),
         );
         match answer {
             Ok(Ok(response)) => Ok(response.into_inner()),

@@ -1,12 +1,11 @@
 //! The sync/async boundary of the plugin host. awf's tool path is blocking (`mcpserver`
-//! has no runtime; `ToolProvider::call` blocks), while tonic needs Tokio. So the host owns
+//! has no runtime; a tool handler blocks), while tonic needs Tokio. So the host owns
 //! one small runtime, made only when a plugin is started (serving builtins alone starts
 //! none), with a single worker thread that drives the gRPC connections' sockets and the
 //! timers; a blocking caller polls its own call's future (`Handle::block_on`), checking
 //! its deadline and cancellation flag while it waits.
 
 use crate::error::{AwfError, codes};
-use crate::tools::Cancellation;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -43,18 +42,19 @@ impl PluginRuntime {
     }
 
     /// Runs `future` to completion on this (non-runtime) thread and returns its value, or
-    /// gives up when `deadline` passes or `cancel` fires; the future is then dropped, which
+    /// gives up when `deadline` passes or `cancelled` says so (the call's cancellation
+    /// token, or awf's shutdown); the future is then dropped, which
     /// for a gRPC call resets its stream. The future is polled right here (the runtime's
     /// worker only drives the sockets and timers), which saves a thread hop per call.
     pub fn run<T>(
         &self,
         future: impl Future<Output = T>,
         deadline: Option<Instant>,
-        cancel: Option<&Cancellation>,
+        cancelled: Option<&dyn Fn() -> bool>,
     ) -> Result<T, Interrupted> {
         self.runtime.handle().block_on(async {
             let mut future = std::pin::pin!(future);
-            if deadline.is_none() && cancel.is_none() {
+            if deadline.is_none() && cancelled.is_none() {
                 return Ok(future.await);
             }
             loop {
@@ -66,7 +66,7 @@ impl PluginRuntime {
                 if let Ok(value) = tokio::time::timeout_at(wake.into(), &mut future).await {
                     return Ok(value);
                 }
-                if cancel.is_some_and(Cancellation::is_cancelled) {
+                if cancelled.is_some_and(|c| c()) {
                     return Err(Interrupted::Cancelled);
                 }
                 if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -80,8 +80,7 @@ impl PluginRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use mcpserver::CancellationToken;
 
     #[test]
     fn values_deadlines_and_cancellation() {
@@ -90,14 +89,13 @@ mod tests {
         let never = std::future::pending::<()>;
         let past = Some(Instant::now());
         assert_eq!(rt.run(never(), past, None), Err(Interrupted::TimedOut));
-        let flag = Arc::new(AtomicBool::new(true));
-        let f = flag.clone();
-        let cancel = Cancellation::new(move || f.load(Ordering::SeqCst));
+        let token = CancellationToken::new();
+        let cancelled = || token.is_cancelled();
+        assert_eq!(rt.run(async { 1 }, None, Some(&cancelled)), Ok(1));
+        token.cancel();
         assert_eq!(
-            rt.run(never(), None, Some(&cancel)),
+            rt.run(never(), None, Some(&cancelled)),
             Err(Interrupted::Cancelled)
         );
-        flag.store(false, Ordering::SeqCst);
-        assert_eq!(rt.run(async { 1 }, None, Some(&cancel)), Ok(1));
     }
 }

@@ -1,7 +1,8 @@
 //! `openai_compatible`: an agent step over HTTP Chat Completions, with the tools served
-//! in-process by the same [`ToolRouter`] that `awf mcp-serve` uses (same sandbox, spans,
-//! log lines and audit records; transport `inproc`). No subprocess, no MCP: the tool list
-//! goes in the request's `tools[]`, and the multi-turn loop runs here:
+//! in-process by the same `mcpserver::Server` that `awf mcp-serve` serves
+//! ([`tool_server`]: same assembly, sandbox, spans, log lines and audit records; transport
+//! `inproc`), called through [`mcpserver::Server::call`]. No subprocess, no MCP on a
+//! wire: the tool list goes in the request's `tools[]`, and the multi-turn loop runs here:
 //! model → `tool_calls` → one `role: "tool"` message per call → model, until it answers
 //! with text or the turn limit (option `max_tool_turns`, default 25) is reached.
 //!
@@ -9,21 +10,12 @@
 //! request with the time left before the state's deadline as its global timeout.
 
 use super::AgentOutput;
-use crate::error::AwfError;
-use crate::tools::{CallMeta, Cancellation, ToolRouter};
+use crate::error::{AwfError, codes};
+use crate::mcp_serve::{Prepared, build_server};
+use crate::telemetry::Transport;
+use mcpserver::{CallContext, CallError, CancellationToken, Content, RequestId, Server};
 use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};
-
-pub mod codes {
-    pub const BAD_OPTION: &str = "USER.OPENAI.BAD_OPTION";
-    pub const MISSING_KEY: &str = "USER.OPENAI.MISSING_API_KEY";
-    pub const TOO_MANY_TURNS: &str = "USER.OPENAI.TOO_MANY_TOOL_TURNS";
-    pub const HTTP: &str = "EXECUTION.OPENAI.HTTP_ERROR";
-    pub const TIMEOUT: &str = "EXECUTION.OPENAI.TIMEOUT";
-    pub const UNREACHABLE: &str = "EXECUTION.OPENAI.UNREACHABLE";
-    pub const BAD_RESPONSE: &str = "EXECUTION.OPENAI.BAD_RESPONSE";
-    pub const CANCELLED: &str = "EXECUTION.OPENAI.CANCELLED";
-}
 
 pub const DEFAULT_MAX_TOOL_TURNS: usize = 25;
 const OPTION_KEYS: &[&str] = &[
@@ -50,7 +42,7 @@ pub struct OpenAiOptions {
 }
 
 fn bad(state: &str, msg: String) -> AwfError {
-    AwfError::new(codes::BAD_OPTION, format!("state {state:?}: {msg}"))
+    AwfError::new(codes::OPENAI_BAD_OPTION, format!("state {state:?}: {msg}"))
 }
 
 impl OpenAiOptions {
@@ -93,7 +85,7 @@ impl OpenAiOptions {
                 Ok(v) if !v.is_empty() => Some(v),
                 _ => {
                     return Err(AwfError::new(
-                        codes::MISSING_KEY,
+                        codes::OPENAI_MISSING_KEY,
                         format!(
                             "state {state:?}: the environment variable {var} (options.api_key_env) \
                              is not set; export it with the API key"
@@ -147,13 +139,19 @@ impl OpenAiOptions {
     }
 }
 
-/// The tools of `router` as Chat Completions `tools[]`.
-pub fn tool_definitions(router: &ToolRouter) -> Vec<Value> {
-    router
+/// The step's tools as the server the conversation calls: the one `awf mcp-serve` would
+/// serve, observed as `inproc`.
+pub fn tool_server(prepared: &Prepared) -> Result<Server, AwfError> {
+    build_server(prepared, Transport::Inproc)
+}
+
+/// The tools of `server` as Chat Completions `tools[]`.
+pub fn tool_definitions(server: &Server) -> Vec<Value> {
+    server
         .tools()
         .map(|t| {
             json!({"type": "function", "function": {
-                "name": t.name, "description": t.description, "parameters": t.input_schema}})
+                "name": t.name(), "description": t.description(), "parameters": t.input_schema()}})
         })
         .collect()
 }
@@ -163,23 +161,23 @@ pub fn tool_definitions(router: &ToolRouter) -> Vec<Value> {
 pub fn run(
     prompt: &str,
     opts: &OpenAiOptions,
-    router: Option<&ToolRouter>,
+    server: Option<&Server>,
     deadline: Option<Instant>,
-    cancel: &Cancellation,
+    cancel: &CancellationToken,
 ) -> Result<AgentOutput, AwfError> {
     let mut messages = Vec::new();
     if let Some(s) = &opts.system_prompt {
         messages.push(json!({"role": "system", "content": s}));
     }
     messages.push(json!({"role": "user", "content": prompt}));
-    let tools = router.map(tool_definitions).unwrap_or_default();
+    let tools = server.map(tool_definitions).unwrap_or_default();
     let url = opts.url();
     let mut usage = Usage::default();
     let mut turns = 0usize;
     loop {
         if cancel.is_cancelled() {
             return Err(AwfError::new(
-                codes::CANCELLED,
+                codes::OPENAI_CANCELLED,
                 "the conversation was stopped (timeout or interrupt)",
             ));
         }
@@ -199,7 +197,7 @@ pub fn run(
         let message = answer["choices"][0]["message"].clone();
         if !message.is_object() {
             return Err(AwfError::new(
-                codes::BAD_RESPONSE,
+                codes::OPENAI_BAD_RESPONSE,
                 format!(
                     "{url} answered without choices[0].message: {}",
                     excerpt(&answer.to_string())
@@ -220,7 +218,7 @@ pub fn run(
         turns += 1;
         if turns > opts.max_tool_turns {
             return Err(AwfError::new(
-                codes::TOO_MANY_TURNS,
+                codes::OPENAI_TOO_MANY_TURNS,
                 format!(
                     "the model asked for tools in more than {} consecutive turns; raise \
                      options.max_tool_turns or make the prompt more direct",
@@ -241,20 +239,22 @@ pub fn run(
                     "ERROR: the arguments of {name} are not a JSON object ({why}); call it again \
                      with valid JSON arguments"
                 ),
-                Ok(args) => match router {
+                Ok(args) => match server {
                     None => format!("ERROR: no tools are available in this step (tool {name})"),
-                    Some(r) => {
-                        let meta = CallMeta {
-                            request_id: Some(id.clone()),
-                            protocol_version: None,
-                            traceparent: None,
-                            transport: "inproc",
-                        };
-                        let out = r.call(name, &args, meta, cancel);
-                        if out.is_error {
-                            format!("ERROR: {}", out.text)
-                        } else {
-                            out.text
+                    Some(server) => {
+                        let ctx = CallContext::new(RequestId::String(id.clone()), name)
+                            .with_cancellation(cancel.clone());
+                        match server.call(&ctx, &args) {
+                            Ok(result) if result.is_error => {
+                                format!("ERROR: {}", text(&result.content))
+                            }
+                            Ok(result) => text(&result.content),
+                            // Unknown or withheld tool, arguments that do not fit: the
+                            // model reads why and can call again.
+                            Err(CallError::InvalidArguments(why) | CallError::Failed(why)) => {
+                                format!("ERROR: {why}")
+                            }
+                            Err(e) => format!("ERROR: {e}"),
                         }
                     }
                 },
@@ -278,6 +278,16 @@ fn parse_arguments(raw: &Value) -> Result<Value, String> {
     } else {
         Err(format!("found {v}"))
     }
+}
+
+/// A tool result's text items, as the one text a `role: "tool"` message holds.
+fn text(content: &[Content]) -> String {
+    let mut texts = content.iter().filter_map(|c| match c {
+        Content::Text { text } => Some(text.as_str()),
+        _ => None,
+    });
+    let first = texts.next().unwrap_or_default().to_string();
+    texts.fold(first, |all, t| all + "\n" + t)
 }
 
 /// `content` is a string, or (newer servers) a list of `{type: "text", text}` parts.
@@ -338,7 +348,7 @@ fn post(
         .unwrap_or(Duration::from_secs(600));
     if timeout.is_zero() {
         return Err(AwfError::new(
-            codes::TIMEOUT,
+            codes::OPENAI_TIMEOUT,
             format!("no time left to call {url}"),
         ));
     }
@@ -353,34 +363,37 @@ fn post(
     }
     let resp = req.send(body.to_string()).map_err(|e| match e {
         ureq::Error::Timeout(_) => AwfError::new(
-            codes::TIMEOUT,
+            codes::OPENAI_TIMEOUT,
             format!(
                 "{url} did not answer within {:.0?} (the state's timeout)",
                 timeout
             ),
         ),
-        other => AwfError::new(codes::UNREACHABLE, format!("cannot reach {url}: {other}")),
+        other => AwfError::new(
+            codes::OPENAI_UNREACHABLE,
+            format!("cannot reach {url}: {other}"),
+        ),
     })?;
     let status = resp.status().as_u16();
     let text = resp.into_body().read_to_string().map_err(|e| match e {
         ureq::Error::Timeout(_) => AwfError::new(
-            codes::TIMEOUT,
+            codes::OPENAI_TIMEOUT,
             format!("{url} did not finish its answer within {:.0?}", timeout),
         ),
         other => AwfError::new(
-            codes::BAD_RESPONSE,
+            codes::OPENAI_BAD_RESPONSE,
             format!("reading the answer of {url}: {other}"),
         ),
     })?;
     if !(200..300).contains(&status) {
         return Err(AwfError::new(
-            codes::HTTP,
+            codes::OPENAI_HTTP,
             format!("{url} answered HTTP {status}: {}", excerpt(&text)),
         ));
     }
     serde_json::from_str(&text).map_err(|e| {
         AwfError::new(
-            codes::BAD_RESPONSE,
+            codes::OPENAI_BAD_RESPONSE,
             format!(
                 "{url} answered HTTP {status} with invalid JSON ({e}): {}",
                 excerpt(&text)
@@ -414,7 +427,7 @@ mod tests {
             &m(json!({"base_url": "http://h", "model": "m", "api_key_env": "AWF_TEST_SURELY_UNSET"})),
         )
         .unwrap_err();
-        assert_eq!(e.code(), codes::MISSING_KEY);
+        assert_eq!(e.code(), codes::OPENAI_MISSING_KEY);
         assert!(OpenAiOptions::from_map("s", &m(json!({"model": "m"}))).is_err());
         assert!(
             OpenAiOptions::from_map("s", &m(json!({"base_url": "ftp://h", "model": "m"}))).is_err()

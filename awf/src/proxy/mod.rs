@@ -267,14 +267,14 @@ impl ToolProxyService {
         })
     }
 
-    /// Builds the in-process router for `openai_compatible` (same sandbox and telemetry as
+    /// Prepares the in-process tools for `openai_compatible` (same sandbox and telemetry as
     /// `awf mcp-serve`); the caller ends its session with `session_end`.
     pub fn inproc(&self, session: &ProxySession) -> Result<mcp_serve::Prepared, AwfError> {
         let prepared = mcp_serve::prepare(&session.serve_config)?;
-        let tools: Vec<String> = prepared.router.tools().map(|t| t.name.clone()).collect();
-        prepared
-            .telemetry
-            .session_start(&prepared.root.display().to_string(), &tools);
+        prepared.telemetry.session_start(
+            &prepared.root.display().to_string(),
+            prepared.tools.offered(),
+        );
         Ok(prepared)
     }
 

@@ -10,11 +10,10 @@ use crate::error::{AwfError, codes};
 use crate::process;
 use crate::providers::{self, AgentOutput, AgentRequest, CliProvider, Provider};
 use crate::proxy::ProxySession;
-use crate::tools::Cancellation;
 use crate::workflow::{self, Prompt};
+use mcpserver::CancellationToken;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 impl Runner<'_> {
@@ -227,7 +226,10 @@ impl Runner<'_> {
             }
         };
         let prepared = match &session {
-            Some(s) => match self.proxy.inproc(s) {
+            Some(s) => match self.proxy.inproc(s).and_then(|p| {
+                let server = providers::openai::tool_server(&p)?;
+                Ok((p, server))
+            }) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     if let Some(s) = session {
@@ -238,16 +240,14 @@ impl Runner<'_> {
             },
             None => None,
         };
-        let cancelled = Arc::new(AtomicBool::new(false));
-        let flag = cancelled.clone();
-        let cancel = Cancellation::new(move || flag.load(Ordering::SeqCst));
-        let router = prepared.as_ref().map(|p| p.router.clone());
+        let (prepared, server) = prepared.unzip();
+        let cancel = CancellationToken::new();
         let prompt = prompt.to_string();
         let (tx, rx) = std::sync::mpsc::channel();
         let worker_cancel = cancel.clone();
         let worker = std::thread::spawn(move || {
             let out =
-                providers::openai::run(&prompt, &opts, router.as_deref(), deadline, &worker_cancel);
+                providers::openai::run(&prompt, &opts, server.as_ref(), deadline, &worker_cancel);
             let _ = tx.send(out);
         });
         let audit = session.as_ref().map(|s| s.audit_path.clone());
@@ -271,7 +271,7 @@ impl Runner<'_> {
         progress.tick();
         if result.is_none() {
             // Tools see the cancellation; give the conversation the grace period to stop.
-            cancelled.store(true, Ordering::SeqCst);
+            cancel.cancel();
             let end = Instant::now() + process::GRACE;
             while !worker.is_finished() && Instant::now() < end {
                 std::thread::sleep(Duration::from_millis(25));

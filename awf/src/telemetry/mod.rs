@@ -1,20 +1,20 @@
 //! Telemetry adapters: logs through `tracing` to stderr (stdout belongs to MCP), the JSONL
-//! audit trail, and OpenTelemetry spans. [`Telemetry`] implements the router's
-//! [`CallObserver`] port, so every call, whatever its transport, is seen the same way:
-//! one span, one log line, a `tool.call` + `tool.result` audit pair.
+//! audit trail, and OpenTelemetry spans. [`CallHooks`] is the tool server's
+//! `mcpserver::Hooks`, so every call, whatever its transport, is seen the same way: one
+//! span, one log line, a `tool.call` + `tool.result` audit pair.
 
 pub mod audit;
 pub mod otel;
 
-use crate::tools::{
-    CallInfo, CallMeta, CallObservation, CallObserver, CallOutcome, CallStatus, ToolOutput,
-    ToolRouter,
-};
+use crate::process::Shutdown;
 use audit::{AuditLog, Masker};
+use mcpserver::{CallContext, CallOutcome, CallStatus, Content, Hooks, ToolResult};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanContext;
 use serde_json::{Value, json};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -66,6 +66,8 @@ pub struct Telemetry {
     parent: Option<SpanContext>,
     masker: Masker,
     ended: AtomicBool,
+    /// The last call id's number.
+    calls: AtomicU64,
 }
 
 impl Telemetry {
@@ -107,11 +109,18 @@ impl Telemetry {
             parent,
             masker,
             ended: AtomicBool::new(false),
+            calls: AtomicU64::new(0),
         }
     }
 
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// A fresh call id, `<session>-<n>`: unique across processes sharing an audit file.
+    fn next_call_id(&self) -> String {
+        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}-{n}", self.session_id)
     }
 
     fn base_record(&self, kind: &str) -> serde_json::Map<String, Value> {
@@ -159,180 +168,207 @@ impl Telemetry {
     }
 }
 
-struct Observation {
+/// How calls reach a server's tools: OpenTelemetry's `network.transport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// `awf mcp-serve`: MCP over the agent's stdio pipes.
+    Pipe,
+    /// The in-process HTTP provider calls the server itself.
+    Inproc,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Pipe => "pipe",
+            Transport::Inproc => "inproc",
+        }
+    }
+}
+
+/// The server's hooks: every request that names a tool (a call that reaches its handler,
+/// and one the server rejects before that: unknown or withheld tool, arguments that are
+/// not an object, a call before `initialize`) gets a span, a log line and a
+/// `tool.call` + `tool.result` audit pair, numbered `<session>-<n>`.
+pub struct CallHooks {
+    telemetry: Arc<Telemetry>,
+    /// Tool name → `builtin`, `plugin:<name>`.
+    sources: Arc<HashMap<String, String>>,
+    transport: Transport,
+    /// A call that fails while awf shuts down was cancelled by the shutdown.
+    shutdown: Shutdown,
+}
+
+/// A call between `call_started` and `call_finished`.
+struct OpenCall {
+    call_id: String,
     span: Option<otel::CallSpan>,
     /// When the call started, for the audit record (only kept when there is an audit file).
     started_ts: Option<String>,
-    telemetry: Arc<Telemetry>,
 }
 
-/// The router's view of [`Telemetry`]: shared, so each observation can hold it.
-pub struct TelemetryObserver(pub Arc<Telemetry>);
-
-impl CallObserver for TelemetryObserver {
-    fn started(&self, call: &CallInfo, arguments: &Value) -> Box<dyn CallObservation> {
-        let this = &self.0;
-        this.call_started(call, arguments);
-        let span = this.start_span(call);
-        Box::new(Observation {
-            span,
-            started_ts: this.audit.is_some().then(audit::now_rfc3339),
-            telemetry: this.clone(),
-        })
-    }
+thread_local! {
+    /// The calls this thread runs (mcpserver starts and finishes a call on the thread that
+    /// runs its handler, so the innermost open call is the one that finishes).
+    static OPEN_CALLS: RefCell<Vec<OpenCall>> = const { RefCell::new(Vec::new()) };
 }
 
-impl Telemetry {
-    fn call_started(&self, call: &CallInfo, arguments: &Value) {
-        if self.audit.is_some() {
-            let mut r = self.base_record("tool.call");
-            r.insert("call_id".into(), call.call_id.clone().into());
-            r.insert("tool".into(), call.tool.clone().into());
-            r.insert("source".into(), call.source.clone().into());
-            r.insert("request_id".into(), call.meta.request_id.clone().into());
-            r.insert("arguments".into(), self.masker.mask(arguments));
-            self.write(r);
+impl CallHooks {
+    pub fn new(
+        telemetry: Arc<Telemetry>,
+        sources: Arc<HashMap<String, String>>,
+        transport: Transport,
+        shutdown: Shutdown,
+    ) -> CallHooks {
+        CallHooks {
+            telemetry,
+            sources,
+            transport,
+            shutdown,
         }
     }
 
-    fn start_span(&self, call: &CallInfo) -> Option<otel::CallSpan> {
-        if self.otel_on {
-            let parent = call
-                .meta
-                .traceparent
-                .as_deref()
-                .and_then(otel::parse_traceparent);
-            let parent = parent.as_ref().or(self.parent.as_ref());
-            let mut attrs = vec![
-                KeyValue::new("mcp.method.name", "tools/call"),
-                KeyValue::new("gen_ai.tool.name", call.tool.clone()),
-                KeyValue::new("gen_ai.operation.name", "execute_tool"),
-                KeyValue::new("network.transport", call.meta.transport),
-                KeyValue::new("awf.call_id", call.call_id.clone()),
-                KeyValue::new("awf.tool.source", call.source.clone()),
-            ];
-            if let Some(id) = &call.meta.request_id {
-                attrs.push(KeyValue::new("jsonrpc.request.id", id.clone()));
-            }
-            if let Some(v) = &call.meta.protocol_version {
-                attrs.push(KeyValue::new("mcp.protocol.version", v.clone()));
-            }
-            if let Some(v) = &self.ids.run_id {
-                attrs.push(KeyValue::new("awf.run_id", v.clone()));
-            }
-            if let Some(v) = &self.ids.step_id {
-                attrs.push(KeyValue::new("awf.step_id", v.clone()));
-            }
-            self.otel
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
-                .map(|o| o.start_call_span(&call.tool, parent, attrs))
-        } else {
-            None
-        }
+    fn source(&self, tool: &str) -> &str {
+        self.sources.get(tool).map_or("none", String::as_str)
     }
-}
 
-impl CallObservation for Observation {
-    fn finish(self: Box<Self>, call: &CallInfo, outcome: &CallOutcome<'_>) {
+    fn start_span(&self, ctx: &CallContext, call_id: &str) -> Option<otel::CallSpan> {
         let t = &self.telemetry;
+        if !t.otel_on {
+            return None;
+        }
+        // The client's traceparent (`params._meta`) wins over the step's.
+        let parent = ctx
+            .meta()
+            .and_then(|m| m.get("traceparent"))
+            .and_then(Value::as_str)
+            .and_then(otel::parse_traceparent);
+        let parent = parent.as_ref().or(t.parent.as_ref());
+        let mut attrs = vec![
+            KeyValue::new("mcp.method.name", "tools/call"),
+            KeyValue::new("gen_ai.tool.name", ctx.tool().to_string()),
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("network.transport", self.transport.as_str()),
+            KeyValue::new("awf.call_id", call_id.to_string()),
+            KeyValue::new("awf.tool.source", self.source(ctx.tool()).to_string()),
+            KeyValue::new("jsonrpc.request.id", ctx.request_id().to_string()),
+        ];
+        if self.transport == Transport::Pipe {
+            attrs.push(KeyValue::new(
+                "mcp.protocol.version",
+                ctx.protocol_version().to_string(),
+            ));
+        }
+        if let Some(v) = &t.ids.run_id {
+            attrs.push(KeyValue::new("awf.run_id", v.clone()));
+        }
+        if let Some(v) = &t.ids.step_id {
+            attrs.push(KeyValue::new("awf.step_id", v.clone()));
+        }
+        t.otel
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|o| o.start_call_span(ctx.tool(), parent, attrs))
+    }
+}
+
+impl Hooks for CallHooks {
+    fn call_started(&self, ctx: &CallContext, arguments: &str) {
+        let t = &self.telemetry;
+        let call_id = t.next_call_id();
+        if t.audit.is_some() {
+            // The server checked the text: it is JSON (an object, unless the call is
+            // rejected for sending something else).
+            let arguments = serde_json::from_str(arguments).unwrap_or(Value::Null);
+            let mut r = t.base_record("tool.call");
+            r.insert("call_id".into(), call_id.clone().into());
+            r.insert("tool".into(), ctx.tool().into());
+            r.insert("source".into(), self.source(ctx.tool()).into());
+            r.insert("request_id".into(), ctx.request_id().to_string().into());
+            r.insert("arguments".into(), t.masker.mask(&arguments));
+            t.write(r);
+        }
+        let call = OpenCall {
+            span: self.start_span(ctx, &call_id),
+            started_ts: t.audit.is_some().then(audit::now_rfc3339),
+            call_id,
+        };
+        OPEN_CALLS.with_borrow_mut(|open| open.push(call));
+    }
+
+    fn call_finished(&self, ctx: &CallContext, outcome: &CallOutcome<'_>) {
+        let Some(call) = OPEN_CALLS.with_borrow_mut(Vec::pop) else {
+            tracing::error!(tool = %ctx.tool(), "a call finished that never started (a bug in awf)");
+            return;
+        };
+        let t = &self.telemetry;
+        let status = match outcome.status {
+            CallStatus::ToolError if self.shutdown.is_set() => CallStatus::Cancelled,
+            s => s,
+        };
+        let (tool, source, call_id) = (ctx.tool(), self.source(ctx.tool()), &call.call_id);
         let duration_ms = outcome.duration.as_secs_f64() * 1000.0;
-        let error = (outcome.status != CallStatus::Ok)
-            .then(|| t.masker.mask_text(&first_line(&outcome.output.text)));
-        let output_bytes = outcome.output.text.len();
+        let text = outcome.result.and_then(ToolResult::first_text);
+        let error = (status != CallStatus::Ok).then(|| {
+            t.masker
+                .mask_text(&first_line(outcome.error.or(text).unwrap_or("")))
+        });
+        let output_bytes = match outcome.result {
+            Some(r) => r
+                .content
+                .iter()
+                .map(|c| match c {
+                    Content::Text { text } => text.len(),
+                    _ => 0,
+                })
+                .sum(),
+            None => outcome.error.map_or(0, str::len),
+        };
+        let is_error = outcome.result.is_none_or(|r| r.is_error);
         match &error {
             None => tracing::info!(
-                tool = %call.tool, source = %call.source, call_id = %call.call_id,
-                duration_ms = format!("{duration_ms:.2}"), outcome = outcome.status.as_str(), output_bytes,
+                tool = %tool, source = %source, call_id = %call_id,
+                duration_ms = format!("{duration_ms:.2}"), outcome = status.as_str(), output_bytes,
                 "tool call"
             ),
             Some(e) => tracing::warn!(
-                tool = %call.tool, source = %call.source, call_id = %call.call_id,
-                duration_ms = format!("{duration_ms:.2}"), outcome = outcome.status.as_str(), output_bytes,
+                tool = %tool, source = %source, call_id = %call_id,
+                duration_ms = format!("{duration_ms:.2}"), outcome = status.as_str(), output_bytes,
                 error = %e, "tool call failed"
             ),
         }
         if t.audit.is_some() {
             let mut r = t.base_record("tool.result");
-            r.insert("call_id".into(), call.call_id.clone().into());
-            r.insert("tool".into(), call.tool.clone().into());
-            r.insert("started".into(), self.started_ts.clone().into());
+            r.insert("call_id".into(), call_id.clone().into());
+            r.insert("tool".into(), tool.into());
+            r.insert("started".into(), call.started_ts.clone().into());
             r.insert(
                 "duration_ms".into(),
                 json!((duration_ms * 1000.0).round() / 1000.0),
             );
-            r.insert("outcome".into(), outcome.status.as_str().into());
-            r.insert("is_error".into(), outcome.output.is_error.into());
+            r.insert("outcome".into(), status.as_str().into());
+            r.insert("is_error".into(), is_error.into());
             r.insert("output_bytes".into(), output_bytes.into());
             if let Some(e) = &error {
                 r.insert("error".into(), e.clone().into());
             }
             t.write(r);
         }
-        if let Some(span) = self.span {
-            let kind = match outcome.status {
+        if let Some(span) = call.span {
+            let kind = match status {
                 CallStatus::Ok => None,
                 // The MCP conventions name a tool's own failure `tool_error`.
                 CallStatus::ToolError => Some("tool_error"),
                 // Answered with a JSON-RPC error: the conventions use its code.
                 CallStatus::InvalidArguments => Some("-32602"),
-                CallStatus::UnknownTool => Some("unknown_tool"),
-                CallStatus::Cancelled => Some("cancelled"),
-                CallStatus::Panicked => Some("panicked"),
-                CallStatus::Rejected => Some("rejected"),
+                other => Some(other.as_str()),
             };
             span.end(
                 vec![KeyValue::new("awf.output_bytes", output_bytes as i64)],
                 kind.map(|k| (k, error.clone().unwrap_or_default())),
             );
         }
-    }
-}
-
-/// What an MCP call's context says about who asked and how.
-pub fn mcp_call_meta(ctx: &mcpserver::CallContext) -> CallMeta {
-    CallMeta {
-        request_id: Some(ctx.request_id().to_string()),
-        protocol_version: Some(ctx.protocol_version().to_string()),
-        traceparent: ctx
-            .meta()
-            .and_then(|m| m.get("traceparent"))
-            .and_then(|t| t.as_str())
-            .map(str::to_string),
-        transport: "pipe",
-    }
-}
-
-/// The MCP server's hooks: a call that reaches a handler is observed by the router; one
-/// the server rejects before that (unknown or withheld tool, arguments that are not an
-/// object, a call before `initialize`) is recorded here, the same way. So every request
-/// that names a tool leaves a `tool.call` + `tool.result` pair, a span and a log line.
-pub struct RejectedCallHooks {
-    pub telemetry: Arc<Telemetry>,
-    /// Numbers rejected calls in the same sequence as the others.
-    pub router: Arc<ToolRouter>,
-}
-
-impl mcpserver::Hooks for RejectedCallHooks {
-    fn call_rejected(&self, ctx: &mcpserver::CallContext, arguments: &str, error: &str) {
-        let info = CallInfo {
-            call_id: self.router.next_call_id(),
-            tool: ctx.tool().to_string(),
-            source: "none".into(),
-            meta: mcp_call_meta(ctx),
-        };
-        // The server checked the line: the arguments are JSON (maybe not an object).
-        let arguments = serde_json::from_str(arguments).unwrap_or(Value::Null);
-        let observation = TelemetryObserver(self.telemetry.clone()).started(&info, &arguments);
-        observation.finish(
-            &info,
-            &CallOutcome {
-                status: CallStatus::Rejected,
-                duration: std::time::Duration::ZERO,
-                output: &ToolOutput::invalid_arguments(error),
-            },
-        );
     }
 }
 
@@ -354,4 +390,103 @@ pub fn new_session_id() -> String {
             .as_nanos(),
     );
     format!("{:016x}", h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpserver::{CallError, RequestId, Server, Tool};
+
+    fn audited_server(name: &str, shutdown: &Shutdown) -> (Server, std::path::PathBuf) {
+        let path =
+            std::env::temp_dir().join(format!("awf-hooks-{name}-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let telemetry = Arc::new(Telemetry::new(
+            "sess".into(),
+            StepIds::default(),
+            Some(AuditLog::open(&path).unwrap()),
+            None,
+        ));
+        let sources = HashMap::from([
+            ("notes_add".to_string(), "plugin:notes".to_string()),
+            ("Bash".to_string(), "builtin".to_string()),
+        ]);
+        let server = Server::builder("t", "1")
+            .hooks(CallHooks::new(
+                telemetry,
+                Arc::new(sources),
+                Transport::Inproc,
+                shutdown.clone(),
+            ))
+            .withhold("Bash", "denied")
+            .tool(
+                Tool::new("notes_add", "d", json!({"type": "object"})),
+                |args: Value, _: &CallContext| match args.get("fail") {
+                    Some(_) => Err(CallError::failed("it failed\nsecond line")),
+                    None => Ok(ToolResult::text("added")),
+                },
+            )
+            .build()
+            .unwrap();
+        (server, path)
+    }
+
+    fn records(path: &std::path::Path) -> Vec<Value> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn call(server: &Server, tool: &str, args: Value) {
+        let _ = server.call(
+            &CallContext::new(RequestId::String("c1".into()), tool),
+            &args,
+        );
+    }
+
+    #[test]
+    fn every_call_is_an_audit_pair_with_its_id_source_and_outcome() {
+        let (server, path) = audited_server("pairs", &Shutdown::new());
+        call(&server, "notes_add", json!({"text": "x"}));
+        call(&server, "notes_add", json!({"fail": true}));
+        call(&server, "Nope", json!({}));
+        call(&server, "Bash", json!({"command": "true"}));
+        let r = records(&path);
+        let kinds: Vec<&str> = r.iter().map(|r| r["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["tool.call", "tool.result"].repeat(4));
+        for (i, pair) in r.chunks(2).enumerate() {
+            assert_eq!(pair[0]["call_id"], format!("sess-{}", i + 1));
+            assert_eq!(pair[1]["call_id"], pair[0]["call_id"]);
+            assert_eq!(pair[0]["request_id"], "c1");
+        }
+        assert_eq!(r[0]["source"], "plugin:notes");
+        assert_eq!(r[0]["arguments"], json!({"text": "x"}));
+        assert_eq!(
+            (&r[1]["outcome"], &r[1]["is_error"], &r[1]["output_bytes"]),
+            (&json!("ok"), &json!(false), &json!(5))
+        );
+        assert_eq!(r[3]["outcome"], "tool_error");
+        assert_eq!(r[3]["error"], "it failed");
+        assert_eq!(r[4]["source"], "none");
+        assert_eq!(r[5]["outcome"], "rejected");
+        assert_eq!(r[5]["is_error"], true);
+        assert!(r[5]["error"].as_str().unwrap().contains("unknown tool"));
+        // A withheld tool's refused call keeps its source.
+        assert_eq!(r[6]["source"], "builtin");
+        assert_eq!(r[7]["outcome"], "rejected");
+    }
+
+    #[test]
+    fn a_call_failing_while_awf_shuts_down_was_cancelled() {
+        let shutdown = Shutdown::new();
+        let (server, path) = audited_server("shutdown", &shutdown);
+        shutdown.begin();
+        call(&server, "notes_add", json!({"fail": true}));
+        call(&server, "notes_add", json!({}));
+        let r = records(&path);
+        assert_eq!(r[1]["outcome"], "cancelled");
+        assert_eq!(r[3]["outcome"], "ok");
+    }
 }

@@ -1,178 +1,337 @@
-//! The application core of tool interception (ADR 017's names): a [`ToolProvider`] lists
-//! and calls tools; the [`ToolRouter`] puts several providers in one name space, checks
-//! names and collisions once, and wraps every call in observation (span, log line, audit
-//! records) through the [`CallObserver`] port. Nothing here knows about MCP: `mcp_serve`
-//! adapts the router to the `mcpserver` library, and the HTTP provider can call the very
-//! same router in-process.
+//! A step's tool set: the builtins and the exposed plugin operations put in one name
+//! space and assembled into one `mcpserver::Server`, the same for `awf mcp-serve` and for
+//! the in-process HTTP provider. awf's own part is only what a user can get wrong across
+//! sources: a name that is no valid MCP tool name or that two sources offer is a USER
+//! error naming the sources, before any agent starts, and the step's [`ToolPolicy`] keeps
+//! tools from the agent ([`mcpserver::ServerBuilder::withhold`]). Everything about a call
+//! (dispatch, arguments, panics, cancellation, the hooks that observe it) is mcpserver's.
 
 mod policy;
-mod router;
 
 pub use policy::ToolPolicy;
-pub use router::{ToolRouter, is_valid_tool_name};
 
-use serde_json::Value;
+use crate::error::{AwfError, codes};
+use mcpserver::{BuildError, Server, ServerBuilder};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-/// What a provider says about one of its tools (the MCP `Tool` fields we use).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    /// A JSON Schema object describing the arguments.
-    pub input_schema: Value,
-    /// MCP tool annotations (`readOnlyHint`, `destructiveHint`, ...), when known.
-    pub annotations: Option<Value>,
-}
-
-/// A tool's answer: text for the model, flagged as an error when the tool failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolOutput {
-    pub text: String,
-    pub is_error: bool,
-    /// The arguments did not fit the tool's schema (MCP answers -32602; `is_error` is
-    /// also set, for callers that only look at that).
-    pub invalid_arguments: bool,
-}
-
-impl ToolOutput {
-    pub fn ok(text: impl Into<String>) -> Self {
-        ToolOutput {
-            text: text.into(),
-            is_error: false,
-            invalid_arguments: false,
-        }
-    }
-    pub fn error(text: impl Into<String>) -> Self {
-        ToolOutput {
-            text: text.into(),
-            is_error: true,
-            invalid_arguments: false,
-        }
-    }
-    /// Arguments that do not deserialize into what the tool takes; the text says why.
-    pub fn invalid_arguments(text: impl Into<String>) -> Self {
-        ToolOutput {
-            text: text.into(),
-            is_error: true,
-            invalid_arguments: true,
-        }
-    }
-}
-
-/// Tells a running tool that its caller gave up (client cancel, shutdown). Polled: tools
-/// that can block for long (Bash) check it and stop early.
-#[derive(Clone)]
-pub struct Cancellation(Arc<dyn Fn() -> bool + Send + Sync>);
-
-impl Cancellation {
-    pub fn new(f: impl Fn() -> bool + Send + Sync + 'static) -> Self {
-        Cancellation(Arc::new(f))
-    }
-    pub fn never() -> Self {
-        Cancellation::new(|| false)
-    }
-    pub fn is_cancelled(&self) -> bool {
-        (self.0)()
-    }
-}
-
-impl std::fmt::Debug for Cancellation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cancellation")
-            .field("cancelled", &self.is_cancelled())
-            .finish()
-    }
-}
-
-/// The port every tool source implements (builtins, plugin adapter).
-pub trait ToolProvider: Send + Sync {
-    /// Where calls go, for logs and audit: `builtin`, `plugin:<name>`.
+/// Tools from one place, registered as mcpserver tools with their handlers.
+pub trait ToolSource: Send + Sync {
+    /// Where the tools come from, named in errors, log lines, audit records and spans:
+    /// `builtin`, `plugin:<name>`.
     fn source(&self) -> &str;
-    fn tools(&self) -> Vec<ToolSpec>;
-    /// Runs one call. Failures are `is_error` outputs whose text says why: the model reads
-    /// them and can correct itself.
-    fn call(&self, tool: &str, arguments: &Value, cancel: &Cancellation) -> ToolOutput;
+
+    /// The tools' names, in the order they are listed.
+    fn names(&self) -> Vec<String>;
+
+    /// Registers on `builder` the tools that `offered` accepts.
+    fn register(&self, builder: ServerBuilder, offered: &dyn Fn(&str) -> bool) -> ServerBuilder;
 }
 
-/// Who asked and how, as far as the caller knows (MCP fills all of it, the in-process
-/// HTTP provider only some).
-#[derive(Debug, Clone, Default)]
-pub struct CallMeta {
-    /// The JSON-RPC request id, as text.
-    pub request_id: Option<String>,
-    pub protocol_version: Option<String>,
-    /// W3C traceparent sent by the client in `params._meta`, which wins over the step's.
-    pub traceparent: Option<String>,
-    /// OpenTelemetry `network.transport`: `pipe` for stdio MCP, `inproc` in-process.
-    pub transport: &'static str,
+/// A step's tools, checked: one name space over its sources, with the policy applied.
+pub struct ToolSet {
+    sources: Vec<Box<dyn ToolSource>>,
+    /// Every tool's name → its source, withheld tools included (their calls are audited
+    /// with their source too).
+    source_of: Arc<HashMap<String, String>>,
+    /// The tools the agent is offered, in listing order.
+    offered: Vec<String>,
+    /// Tools the policy keeps from the agent, with why.
+    withheld: Vec<(String, String)>,
 }
 
-/// How a call ended, for observers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallStatus {
-    Ok,
-    ToolError,
-    InvalidArguments,
-    UnknownTool,
-    Cancelled,
-    Panicked,
-    /// Answered with an error before reaching the router (MCP: unknown or withheld tool,
-    /// arguments that are not an object, a call before `initialize`).
-    Rejected,
+impl ToolSet {
+    /// Checks the names of every source (the MCP rule, no name offered twice) and the
+    /// policy (every denied name is a tool of the step).
+    pub fn new(
+        sources: Vec<Box<dyn ToolSource>>,
+        policy: &ToolPolicy,
+    ) -> Result<ToolSet, AwfError> {
+        let mut all: Vec<(String, usize)> = Vec::new();
+        for (i, source) in sources.iter().enumerate() {
+            for name in source.names() {
+                if let Err(why) = mcpserver::check_name(&name) {
+                    return Err(AwfError::new(
+                        codes::INVALID_TOOL_NAME,
+                        format!(
+                            "{why} (a tool of {}); rename the operation or leave it out of expose",
+                            source.source()
+                        ),
+                    ));
+                }
+                if let Some((_, first)) = all.iter().find(|(n, _)| *n == name) {
+                    return Err(AwfError::new(
+                        codes::NAME_COLLISION,
+                        format!(
+                            "tool name {name:?} is offered by both {} and {}; expose only one \
+                             of them (or set intercept_builtins: false)",
+                            sources[*first].source(),
+                            source.source()
+                        ),
+                    ));
+                }
+                all.push((name, i));
+            }
+        }
+        policy
+            .check_names(all.iter().map(|(n, _)| n.as_str()))
+            .map_err(|why| AwfError::new(codes::CONFIG_INVALID, why))?;
+        let mut offered = Vec::new();
+        let mut withheld = Vec::new();
+        for (name, _) in &all {
+            match policy.withheld(name) {
+                Some(why) => withheld.push((name.clone(), why)),
+                None => offered.push(name.clone()),
+            }
+        }
+        let source_of = all
+            .into_iter()
+            .map(|(name, i)| (name, sources[i].source().to_string()))
+            .collect();
+        Ok(ToolSet {
+            sources,
+            source_of: Arc::new(source_of),
+            offered,
+            withheld,
+        })
+    }
+
+    /// The names of the tools the agent is offered, in listing order.
+    pub fn offered(&self) -> &[String] {
+        &self.offered
+    }
+
+    /// Every tool's name → its source (`builtin`, `plugin:<name>`).
+    pub fn sources(&self) -> Arc<HashMap<String, String>> {
+        self.source_of.clone()
+    }
+
+    /// Registers the offered tools on `builder`, withholds the others, and builds the
+    /// server.
+    pub fn build(&self, mut builder: ServerBuilder) -> Result<Server, AwfError> {
+        let offered = |name: &str| self.offered.iter().any(|n| n == name);
+        for source in &self.sources {
+            builder = source.register(builder, &offered);
+        }
+        for (name, why) in &self.withheld {
+            builder = builder.withhold(name.clone(), why.clone());
+        }
+        builder.build().map_err(|e: BuildError| {
+            AwfError::new(
+                codes::INVALID_TOOL_NAME,
+                format!("the tool set is invalid: {}", e.problems().join("; ")),
+            )
+        })
+    }
 }
 
-impl CallStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallStatus::Ok => "ok",
-            CallStatus::ToolError => "tool_error",
-            CallStatus::InvalidArguments => "invalid_arguments",
-            CallStatus::UnknownTool => "unknown_tool",
-            CallStatus::Cancelled => "cancelled",
-            CallStatus::Panicked => "panicked",
-            CallStatus::Rejected => "rejected",
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mcpserver::{
+        CallContext, CallError, CallOutcome, CallStatus, Hooks, RequestId, Tool, ToolResult,
+    };
+    use serde_json::{Value, json};
+    use std::sync::Mutex;
+
+    /// A source whose tools answer `<source>:<tool>`, fail when asked to, and panic when
+    /// named `boom`.
+    struct Fake {
+        source: &'static str,
+        names: Vec<&'static str>,
+    }
+
+    impl ToolSource for Fake {
+        fn source(&self) -> &str {
+            self.source
+        }
+
+        fn names(&self) -> Vec<String> {
+            self.names.iter().map(|n| n.to_string()).collect()
+        }
+
+        fn register(&self, mut b: ServerBuilder, offered: &dyn Fn(&str) -> bool) -> ServerBuilder {
+            for &name in self.names.iter().filter(|n| offered(n)) {
+                let source = self.source;
+                b = b.tool(
+                    Tool::new(name, "d", json!({"type": "object"})),
+                    move |args: Value, _: &CallContext| {
+                        if name == "boom" {
+                            panic!("kaboom");
+                        }
+                        if args.get("fail").is_some() {
+                            return Err(CallError::failed("failed"));
+                        }
+                        Ok(ToolResult::text(format!("{source}:{name}")))
+                    },
+                );
+            }
+            b
         }
     }
-}
 
-/// The facts about one call that observers record.
-#[derive(Debug, Clone)]
-pub struct CallInfo {
-    /// Unique across processes sharing an audit file: `<session>-<n>`.
-    pub call_id: String,
-    pub tool: String,
-    pub source: String,
-    pub meta: CallMeta,
-}
-
-#[derive(Debug, Clone)]
-pub struct CallOutcome<'a> {
-    pub status: CallStatus,
-    pub duration: Duration,
-    pub output: &'a ToolOutput,
-}
-
-/// The observation port: the router calls `started` before and `finish` after every call.
-pub trait CallObserver: Send + Sync {
-    fn started(&self, call: &CallInfo, arguments: &Value) -> Box<dyn CallObservation>;
-}
-
-/// One call being observed (holds e.g. its open span).
-pub trait CallObservation: Send {
-    fn finish(self: Box<Self>, call: &CallInfo, outcome: &CallOutcome<'_>);
-}
-
-/// An observer that records nothing (tests, or callers that observe elsewhere).
-pub struct NoObserver;
-
-impl CallObserver for NoObserver {
-    fn started(&self, _call: &CallInfo, _arguments: &Value) -> Box<dyn CallObservation> {
-        Box::new(NoObserver)
+    fn fake(source: &'static str, names: &[&'static str]) -> Box<dyn ToolSource> {
+        Box::new(Fake {
+            source,
+            names: names.to_vec(),
+        })
     }
-}
 
-impl CallObservation for NoObserver {
-    fn finish(self: Box<Self>, _call: &CallInfo, _outcome: &CallOutcome<'_>) {}
+    /// Every call the hooks saw: (tool, status, error).
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<(String, CallStatus, Option<String>)>>);
+
+    impl Hooks for Recorder {
+        fn call_finished(&self, ctx: &CallContext, outcome: &CallOutcome<'_>) {
+            self.0.lock().unwrap().push((
+                ctx.tool().to_string(),
+                outcome.status,
+                outcome.error.map(str::to_string),
+            ));
+        }
+    }
+
+    fn server(set: &ToolSet, hooks: &Arc<Recorder>) -> Server {
+        set.build(Server::builder("t", "1").hooks(hooks.clone()))
+            .unwrap()
+    }
+
+    fn call(server: &Server, tool: &str, args: Value) -> Result<ToolResult, CallError> {
+        server.call(&CallContext::new(RequestId::Number(1), tool), &args)
+    }
+
+    #[test]
+    fn routes_to_the_right_source_and_knows_every_source() {
+        let set = ToolSet::new(
+            vec![fake("builtin", &["Read"]), fake("plugin:x", &["x_op"])],
+            &ToolPolicy::default(),
+        )
+        .unwrap();
+        assert_eq!(set.offered(), ["Read", "x_op"]);
+        assert_eq!(set.sources()["x_op"], "plugin:x");
+        assert_eq!(set.sources()["Read"], "builtin");
+        let server = server(&set, &Arc::default());
+        let out = call(&server, "x_op", json!({})).unwrap();
+        assert_eq!(out.first_text(), Some("plugin:x:x_op"));
+        assert_eq!(server.tools().count(), 2);
+    }
+
+    #[test]
+    fn collisions_and_bad_names_fail_at_assembly_naming_the_sources() {
+        let e = ToolSet::new(
+            vec![fake("builtin", &["Read"]), fake("plugin:x", &["Read"])],
+            &ToolPolicy::default(),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(e.code(), codes::NAME_COLLISION);
+        assert!(
+            e.message().contains("builtin") && e.message().contains("plugin:x"),
+            "{e}"
+        );
+        let e = ToolSet::new(vec![fake("plugin:p", &["a.b"])], &ToolPolicy::default())
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), codes::INVALID_TOOL_NAME);
+        // mcpserver's rule and words, and the source.
+        assert!(
+            e.message().contains("'.'") && e.message().contains("plugin:p"),
+            "{e}"
+        );
+        let long = "a".repeat(65);
+        let e = ToolSet::new(
+            vec![fake("plugin:p", &[long.leak()])],
+            &ToolPolicy::default(),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(e.code(), codes::INVALID_TOOL_NAME);
+    }
+
+    #[test]
+    fn a_policy_withholds_tools_and_refuses_calls_to_them() {
+        let hooks = Arc::new(Recorder::default());
+        let set = ToolSet::new(
+            vec![fake("builtin", &["Read", "Bash", "Write"])],
+            &ToolPolicy {
+                deny: vec!["Write".into()],
+                read_only: true,
+            },
+        )
+        .unwrap();
+        let server = server(&set, &hooks);
+        assert_eq!(
+            server.tools().map(|t| t.name()).collect::<Vec<_>>(),
+            ["Read"]
+        );
+        // Withheld tools keep their source, for the audit of the refused calls.
+        assert_eq!(set.sources()["Bash"], "builtin");
+        let e = call(&server, "Bash", json!({})).unwrap_err();
+        assert!(
+            matches!(&e, CallError::InvalidArguments(why) if why.contains("read-only")),
+            "{e:?}"
+        );
+        let e = call(&server, "Write", json!({})).unwrap_err();
+        assert!(e.to_string().contains("mcp_proxy.tools.deny"), "{e}");
+        assert_eq!(
+            hooks
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|c| c.1)
+                .collect::<Vec<_>>(),
+            [CallStatus::Rejected, CallStatus::Rejected]
+        );
+        let e = ToolSet::new(
+            vec![fake("builtin", &["Read"])],
+            &ToolPolicy {
+                deny: vec!["Bsh".into()],
+                read_only: false,
+            },
+        )
+        .err()
+        .unwrap();
+        assert!(
+            e.message().contains("\"Bsh\"") && e.message().contains("Read"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_call_is_observed_with_its_status() {
+        let hooks = Arc::new(Recorder::default());
+        let set = ToolSet::new(
+            vec![fake("builtin", &["Read", "boom"])],
+            &ToolPolicy::default(),
+        )
+        .unwrap();
+        let server = server(&set, &hooks);
+        call(&server, "Read", json!({})).unwrap();
+        let out = call(&server, "Read", json!({"fail": 1})).unwrap();
+        assert!(out.is_error && out.first_text() == Some("failed"));
+        let out = call(&server, "boom", json!({})).unwrap();
+        assert!(
+            out.is_error && out.first_text().unwrap().contains("kaboom"),
+            "{out:?}"
+        );
+        let e = call(&server, "Nope", json!({})).unwrap_err();
+        assert!(e.to_string().contains("unknown tool \"Nope\""), "{e}");
+        let got: Vec<(String, CallStatus)> = hooks
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(tool, status, _)| (tool.clone(), *status))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("Read".to_string(), CallStatus::Ok),
+                ("Read".to_string(), CallStatus::ToolError),
+                ("boom".to_string(), CallStatus::Panicked),
+                ("Nope".to_string(), CallStatus::Rejected),
+            ]
+        );
+    }
 }
