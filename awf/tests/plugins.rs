@@ -130,6 +130,23 @@ fn text_and_data(result: &str) -> (&str, Value) {
 }
 
 #[test]
+fn a_plugin_serves_when_tmpdir_is_too_long_for_a_socket_path() {
+    let s = setup("long-tmpdir");
+    // A TMPDIR whose path alone is 100 bytes: a socket in it would exceed `sun_path`.
+    let prefix = s.base.join("tmp-");
+    let pad = 100usize.saturating_sub(prefix.as_os_str().len()).max(1);
+    let long_tmp = format!("{}{}", prefix.display(), "t".repeat(pad));
+    std::fs::create_dir_all(&long_tmp).unwrap();
+    let cfg = s.config(json!([{"plugin": "notes", "expose": ["add"]}]));
+    let mut server = s.serve(&cfg, &[("TMPDIR", &long_tmp)]);
+    server.initialize();
+    let text = server.ok("notes_add", json!({"text": "buy milk"}));
+    assert_eq!(text_and_data(&text).0, "added note 1");
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
+}
+
+#[test]
 fn plugin_operations_are_tools_with_their_schemas_and_results() {
     let s = setup("calls");
     let cfg = s.config(json!([

@@ -67,7 +67,8 @@
 //!    plugin by hand does not leave a server nobody talks to.
 //! 2. The plugin creates a private directory (mode 0700) in the temporary directory
 //!    (`$TMPDIR`, else `/tmp`), and serves gRPC (HTTP/2 without TLS) on the Unix socket
-//!    `plugin.sock` inside it. Only the user who started it can connect.
+//!    `plugin.sock` inside it. Only the user who started it can connect. When `$TMPDIR` is
+//!    too long for a socket path (107 bytes on Linux), the directory goes in `/tmp`.
 //! 3. It prints exactly one line on stdout:
 //!    `CORE|APP|NETWORK|ADDRESS|PROTOCOL`, for example
 //!    `1|1|unix|/tmp/awf-plugin-4242-0/plugin.sock|grpc`. `CORE` is the version of this

@@ -229,16 +229,50 @@ struct SocketDir {
 /// `sun_path` holds 108 bytes including the terminating NUL on Linux.
 const MAX_SOCKET_PATH: usize = 107;
 
+/// Attempts at a fresh directory name before giving up (`awf-plugin-<pid>-0` to `-99`).
+const ATTEMPTS: u32 = 100;
+
+/// Where the socket directory goes when the temporary directory's path is too long for a
+/// socket path: the default temporary directory itself, short on every Linux system. The
+/// directory is as private there as in TMPDIR (created exclusively, mode 0700), and a
+/// same-user process that may not write `/tmp` (the agent's confined Bash) cannot
+/// replace it.
+const SHORT_BASE: &str = "/tmp";
+
 impl SocketDir {
-    fn create(parent: &Path) -> Result<Self, String> {
+    /// Creates the socket directory in `temp`, or in [`SHORT_BASE`] when a socket path
+    /// under `temp` could exceed [`MAX_SOCKET_PATH`].
+    fn create(temp: &Path) -> Result<Self, String> {
+        Self::create_in(temp, Path::new(SHORT_BASE))
+    }
+
+    fn create_in(temp: &Path, short_base: &Path) -> Result<Self, String> {
         let pid = std::process::id();
-        for attempt in 0..100 {
-            let dir = parent.join(format!("awf-plugin-{pid}-{attempt}"));
+        let name = |attempt: u32| format!("awf-plugin-{pid}-{attempt}");
+        // The longest path any attempt can produce: decide once, so that every attempt goes
+        // in the same parent.
+        let longest = |parent: &Path| {
+            parent
+                .join(name(ATTEMPTS - 1))
+                .join("plugin.sock")
+                .as_os_str()
+                .len()
+        };
+        let parent = if longest(temp) <= MAX_SOCKET_PATH {
+            temp
+        } else if longest(short_base) <= MAX_SOCKET_PATH {
+            short_base
+        } else {
+            return Err(too_long(temp, short_base, None));
+        };
+        for attempt in 0..ATTEMPTS {
+            let dir = parent.join(name(attempt));
             // `create`, not `create_all`: it fails on an existing path, so we never reuse a
             // directory (or follow a symlink) someone else put there.
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) if parent != temp => return Err(too_long(temp, &dir, Some(e))),
                 Err(e) => {
                     return Err(format!(
                         "cannot create the socket directory {}: {e}; set TMPDIR to a writable \
@@ -254,20 +288,14 @@ impl SocketDir {
             // The umask may have taken bits from 0700 (never added any); make it exactly 0700.
             std::fs::set_permissions(&this.dir, std::fs::Permissions::from_mode(0o700))
                 .map_err(|e| format!("cannot set mode 0700 on {}: {e}", this.dir.display()))?;
-            let len = this.socket.as_os_str().len();
-            if len > MAX_SOCKET_PATH {
-                return Err(format!(
-                    "the socket path {} is {len} bytes, more than the {MAX_SOCKET_PATH} a Unix \
-                     socket allows; set TMPDIR to a shorter directory such as /tmp",
-                    this.socket.display()
-                ));
-            }
             return Ok(this);
         }
         Err(format!(
-            "cannot create a fresh socket directory in {}: awf-plugin-{pid}-0 to -99 all exist; \
-             remove the stale ones",
-            parent.display()
+            "cannot create a fresh socket directory in {}: {} to -{} all exist; remove the \
+             stale ones",
+            parent.display(),
+            name(0),
+            ATTEMPTS - 1
         ))
     }
 
@@ -280,6 +308,25 @@ impl SocketDir {
             )
         })
     }
+}
+
+/// The error when TMPDIR is too long for a socket path and `fallback` (the short base, or
+/// the directory tried in it) could not be used either.
+fn too_long(temp: &Path, fallback: &Path, error: Option<std::io::Error>) -> String {
+    let suffix = format!(
+        "/awf-plugin-{}-{}/plugin.sock",
+        std::process::id(),
+        ATTEMPTS - 1
+    );
+    let why = error.map_or_else(String::new, |e| format!(": {e}"));
+    format!(
+        "the temporary directory {} is too long for a Unix socket path (at most \
+         {MAX_SOCKET_PATH} bytes with {suffix:?} after it), and {} cannot be used instead{why}; \
+         set TMPDIR to a writable directory whose path is at most {} bytes",
+        temp.display(),
+        fallback.display(),
+        MAX_SOCKET_PATH.saturating_sub(suffix.len())
+    )
 }
 
 impl Drop for SocketDir {
@@ -437,4 +484,51 @@ fn panic_message(join: tokio::task::JoinError) -> String {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "(no message)".to_string());
     format!("it panicked: {text}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A temporary directory whose path alone is 100 bytes: any socket directory in it
+    /// would give a socket path over the limit. It need not exist: it is never used.
+    fn long_temp() -> PathBuf {
+        let path = PathBuf::from(format!("/{}", "t".repeat(99)));
+        assert_eq!(path.as_os_str().len(), 100);
+        path
+    }
+
+    #[test]
+    fn a_temp_dir_too_long_for_a_socket_path_gives_way_to_the_short_base() {
+        let socket = SocketDir::create(&long_temp()).unwrap();
+        assert!(
+            socket.dir.starts_with(SHORT_BASE),
+            "{}",
+            socket.dir.display()
+        );
+        assert!(socket.socket.as_os_str().len() <= MAX_SOCKET_PATH);
+        let mode = std::fs::metadata(&socket.dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+        let dir = socket.dir.clone();
+        drop(socket);
+        assert!(!dir.exists(), "{} is left behind", dir.display());
+    }
+
+    #[test]
+    fn no_usable_short_base_is_an_error_naming_the_limit_and_the_fix() {
+        let missing = Path::new("/nonexistent-awf-socket-base");
+        let error = SocketDir::create_in(&long_temp(), missing)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            error.contains(&long_temp().display().to_string()),
+            "{error}"
+        );
+        assert!(error.contains("at most 107 bytes"), "{error}");
+        assert!(error.contains("/nonexistent-awf-socket-base"), "{error}");
+        assert!(
+            error.contains("set TMPDIR to a writable directory whose path is at most"),
+            "{error}"
+        );
+    }
 }

@@ -6,6 +6,7 @@ mod support;
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use plugin_sdk::proto::{
@@ -71,6 +72,42 @@ async fn announces_a_private_unix_socket_and_nothing_else_on_stdout() {
     );
     let exited = shut_down(plugin).await;
     assert_eq!(exited.stdout_after_handshake, "");
+}
+
+#[tokio::test]
+async fn serves_when_tmpdir_is_too_long_for_a_socket_path() {
+    // A real, writable TMPDIR whose path alone is 100 bytes: a socket directory in it would
+    // make a socket path over the 107 bytes of `sun_path`.
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("long-{}-", std::process::id()));
+    let pad = 100usize.saturating_sub(base.as_os_str().len()).max(1);
+    let tmpdir = PathBuf::from(format!("{}{}", base.display(), "t".repeat(pad)));
+    assert!(tmpdir.as_os_str().len() >= 100);
+    std::fs::create_dir_all(&tmpdir).unwrap();
+    let plugin = start("notes", |command| {
+        command.env("TMPDIR", &tmpdir);
+    })
+    .await;
+    let socket = plugin.endpoint.socket_path().to_path_buf();
+    assert!(socket.as_os_str().len() <= 107, "{}", socket.display());
+    assert!(std::fs::metadata(&socket).unwrap().file_type().is_socket());
+    let dir_mode = std::fs::metadata(socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        dir_mode & 0o777,
+        0o700,
+        "socket directory mode {dir_mode:o}"
+    );
+    let info = plugin
+        .plugin()
+        .info(InfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.name, "notes");
+    shut_down(plugin).await;
+    std::fs::remove_dir(&tmpdir).unwrap();
 }
 
 #[tokio::test]
