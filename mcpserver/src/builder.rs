@@ -113,7 +113,7 @@ impl ServerBuilder {
         E: Into<CallError>,
         F: Fn(Value, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
     {
-        self.tools.push((tool, tool::untyped(handler)));
+        self.tools.push((tool, tool::typed::<Value, E, F>(handler)));
         self
     }
 

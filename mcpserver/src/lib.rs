@@ -50,10 +50,18 @@
 //! - **Observability**: [`Hooks`] tell a host when a request arrives and when each call
 //!   starts and ends, enough for a span, a log line and an audit record per call.
 //!
-//! Tests can serve in-process over [`memory::pair`].
+//! Tests can serve in-process over [`memory::pair`], answer lines one at a time on the
+//! calling thread with a [`Dispatcher`], or run one call with [`Server::call`] (which is
+//! also how a host calls its tools in-process, hooks and all).
+//!
+//! Inside, a `tools/call` goes: the transport's framing (`framing.rs`) → the session's
+//! scheduling (`session.rs`: which thread reads, runs, flushes) → the MCP methods
+//! (`methods.rs`: what the line asks, the tool's lookup, the handler between the hooks)
+//! → the handler → the answer, written by the session.
 
 mod builder;
 mod context;
+mod dispatch;
 mod doorbell;
 mod framing;
 mod hooks;
@@ -64,8 +72,10 @@ mod jsonrpc;
 ))]
 mod linux;
 pub mod memory;
+mod methods;
 mod scan;
 mod server;
+mod session;
 mod swar;
 #[cfg(unix)]
 mod sys;
@@ -75,6 +85,7 @@ pub use builder::{
     BuildError, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_MESSAGE_SIZE, ServerBuilder, check_name,
 };
 pub use context::{CallContext, CancellationToken, ClientInfo};
+pub use dispatch::Dispatcher;
 pub use hooks::{CallOutcome, CallStatus, Hooks};
 pub use jsonrpc::RequestId;
 

@@ -398,20 +398,6 @@ where
     })
 }
 
-pub(crate) fn untyped<E, F>(f: F) -> Handler
-where
-    E: Into<CallError>,
-    F: Fn(Value, &CallContext) -> Result<ToolResult, E> + Send + Sync + 'static,
-{
-    Box::new(move |raw, ctx| match serde_json::from_str::<Value>(raw) {
-        Ok(args) => match f(args, ctx) {
-            Ok(result) => Outcome::Done(result),
-            Err(e) => e.into().into(),
-        },
-        Err(e) => Outcome::BadArguments(e.to_string()),
-    })
-}
-
 /// Plain text is written on in runs of at most this many bytes, so that a long text
 /// reaches the client while the rest is still being scanned.
 const WRITE_RUN: usize = 16 * 1024;

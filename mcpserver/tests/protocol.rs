@@ -294,7 +294,9 @@ fn malformed_json_and_bad_utf8_get_parse_errors_with_null_id() {
 
 #[test]
 fn valid_json_that_is_not_a_request_is_invalid() {
-    let mut c = Client::initialized(echo_server());
+    let server = echo_server();
+    let mut session = server.dispatcher();
+    session.dispatch(br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#);
     for (line, id) in [
         (r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, Value::Null),
         ("[]", Value::Null),
@@ -309,8 +311,7 @@ fn valid_json_that_is_not_a_request_is_invalid() {
         (r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#, Value::Null),
         (r#"{"jsonrpc":"2.0","id":"s","method":7}"#, json!("s")),
     ] {
-        c.send_raw(format!("{line}\n").as_bytes());
-        let e = c.recv();
+        let e: Value = serde_json::from_str(&session.dispatch(line.as_bytes())).unwrap();
         assert_eq!(e["error"]["code"], -32600, "{line}: {e}");
         assert_eq!(e["id"], id, "{line}");
     }
@@ -767,4 +768,125 @@ fn untyped_handlers_report_invalid_arguments_as_protocol_errors() {
         c.call(3, "strict", json!({"n": -1}))["result"]["isError"],
         true
     );
+}
+
+// 11. The single-threaded seam
+
+/// Every kind of line, in the order a confused client might send them.
+fn script() -> Vec<Vec<u8>> {
+    let mut lines: Vec<Vec<u8>> = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"early"}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":"#,
+        r#"[{"jsonrpc":"2.0","id":4,"method":"ping"}]"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2024-11-05","clientInfo":{"name":"c","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"initialize","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":5}}}"#,
+        r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"nope","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"fail"}}"#,
+        r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"boom","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"echo","arguments":[1]}}"#,
+        r#"{"params":{"arguments":{"text":"careful"},"name":"echo","x":0},"method":"tools/call","id":"s14","jsonrpc":"2.0"}"#,
+        r#"{"jsonrpc":"2.0","id":15,"method":"tools/call"}"#,
+        r#"{"jsonrpc":"2.0","id":16,"method":"resources/list"}"#,
+        r#"{"jsonrpc":"2.0","id":99,"result":{}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":8}}"#,
+        r#"{"jsonrpc":"2.0","id":17,"method":"tools/list","params":{"cursor":"page:9"}}"#,
+        r#"{"jsonrpc":"2.0","id":"p18","method":"ping"}"#,
+    ]
+    .iter()
+    .map(|l| l.as_bytes().to_vec())
+    .collect();
+    lines.insert(4, b"{\"jsonrpc\":\"2.0\",\"id\":2,\"x\":\"\xff\"}".to_vec());
+    lines.push(vec![b'x'; 1500]);
+    lines.push(br#"{"jsonrpc":"2.0","id":19,"method":"shutdown"}"#.to_vec());
+    lines.push(br#"{"jsonrpc":"2.0","id":20,"method":"ping"}"#.to_vec());
+    lines
+}
+
+#[test]
+fn the_dispatcher_answers_each_line_as_serve_does() {
+    let build = |hooks: Arc<Recorder>| {
+        echo_builder()
+            .max_message_size(1024)
+            .max_concurrency(1)
+            .hooks(hooks)
+            .build()
+            .unwrap()
+    };
+    let lines = script();
+    let served_hooks = Arc::new(Recorder::default());
+    let mut input = Vec::new();
+    for line in &lines {
+        input.extend_from_slice(line);
+        input.extend_from_slice(b"\n");
+    }
+    let mut served = Vec::new();
+    let reason = build(served_hooks.clone())
+        .serve(std::io::Cursor::new(input), &mut served)
+        .unwrap();
+
+    let dispatched_hooks = Arc::new(Recorder::default());
+    let server = build(dispatched_hooks.clone());
+    let mut session = server.dispatcher();
+    let mut dispatched = String::new();
+    for line in &lines {
+        let answer = session.dispatch(line);
+        assert!(
+            answer.is_empty() || (answer.ends_with('\n') && answer.lines().count() == 1),
+            "one line per request: {answer:?}"
+        );
+        dispatched.push_str(&answer);
+    }
+    assert_eq!(reason, StopReason::Shutdown);
+    assert_eq!(session.stopped(), Some(StopReason::Shutdown));
+    assert_eq!(dispatched, String::from_utf8(served).unwrap());
+    assert_eq!(dispatched.lines().count(), 22, "{dispatched}");
+    assert_eq!(
+        *dispatched_hooks.events.lock().unwrap(),
+        *served_hooks.events.lock().unwrap()
+    );
+}
+
+#[test]
+fn the_dispatcher_keeps_what_initialize_agreed() {
+    let server = rich_server(true);
+    let mut session = server.dispatcher();
+    let mut answer = |line: Value| -> Value {
+        let text = session.dispatch(serde_json::to_string(&line).unwrap().as_bytes());
+        serde_json::from_str(&text).unwrap()
+    };
+    let init = answer(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    // Under 2025-11-25, arguments that do not fit are a result the model can read.
+    let bad = answer(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "sum", "arguments": {"a": "x"}}}),
+    );
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    let sum = answer(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "sum", "arguments": {"a": 1, "b": 2}}}),
+    );
+    assert_eq!(sum["result"]["structuredContent"], json!({"sum": 3}));
+}
+
+#[test]
+fn a_stop_handle_stops_the_dispatcher() {
+    let server = echo_server();
+    let stop = server.stop_handle();
+    let mut session = server.dispatcher();
+    let ping = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    assert_eq!(
+        session.dispatch(ping),
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n"
+    );
+    assert_eq!(session.stopped(), None);
+    stop.stop();
+    assert_eq!(session.dispatch(ping), "");
+    assert_eq!(session.stopped(), Some(StopReason::Stopped));
 }

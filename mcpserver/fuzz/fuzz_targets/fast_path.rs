@@ -2,8 +2,6 @@
 //! careful path reads the same line with an extra member (which the scanner declines).
 #![no_main]
 
-use std::io::Cursor;
-
 use libfuzzer_sys::fuzz_target;
 use mcpserver::{CallContext, Server, Tool, ToolResult};
 use serde_json::{Value, json};
@@ -16,12 +14,10 @@ fn answers(line: &[u8]) -> Vec<Value> {
         )
         .build()
         .unwrap();
-    let mut input = b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}\n".to_vec();
-    input.extend_from_slice(line);
-    input.push(b'\n');
-    let mut out = Vec::new();
-    server.serve(Cursor::new(input), &mut out).unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let mut session = server.dispatcher();
+    let text = session
+        .dispatch(b"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{}}")
+        + &session.dispatch(line);
     text.lines()
         .map(|l| {
             let mut v: Value = serde_json::from_str(l).unwrap();
@@ -50,7 +46,11 @@ fuzz_target!(|data: &[u8]| {
     let rest = &data[open + 1..];
     let empty = rest.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'}');
     let mut careful = data[..=open].to_vec();
-    careful.extend_from_slice(if empty { b"\"x-careful\":0" } else { b"\"x-careful\":0," });
+    careful.extend_from_slice(if empty {
+        b"\"x-careful\":0"
+    } else {
+        b"\"x-careful\":0,"
+    });
     careful.extend_from_slice(rest);
     assert_eq!(answers(data), answers(&careful));
 });

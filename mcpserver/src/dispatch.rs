@@ -1,0 +1,130 @@
+//! The single-threaded seam: one JSON-RPC line in, its answer lines out, through the
+//! same methods as a session over a transport, with no reader, no threads and no
+//! buffering of its own — for tests, fuzzing, and hosts that own their transport.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::sync::atomic::Ordering;
+
+use crate::methods::{Flow, Link, Protocol};
+use crate::server::{Inner, StopReason};
+
+/// One client's session, driven a line at a time on the calling thread.
+///
+/// [`Dispatcher::dispatch`] answers a line exactly as [`Server::serve`](crate::Server::serve)
+/// would answer it at that point of a session: the `initialize` state is kept from line
+/// to line, the hooks are called, and the answer text is the bytes `serve` writes. What
+/// it leaves out is the transport's scheduling: each call runs to its end on the calling
+/// thread before `dispatch` returns, so no other line is read meanwhile (a
+/// `notifications/cancelled` can only name a call that is not running; use `serve` for
+/// calls that run concurrently).
+///
+/// This type is public API: the crate's own tests and fuzz targets drive the protocol
+/// through it, and a host whose transport is not a byte stream (a message queue, a
+/// WebSocket) can use it to serve.
+///
+/// ```
+/// use mcpserver::{Server, StopReason};
+/// let server = Server::builder("t", "1").build().unwrap();
+/// let mut session = server.dispatcher();
+/// let early = session.dispatch(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+/// assert!(early.contains("-32002"), "{early}");
+/// session.dispatch(br#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}"#);
+/// assert_eq!(
+///     session.dispatch(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}\r\n"),
+///     "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[]}}\n"
+/// );
+/// assert_eq!(session.dispatch(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), "");
+/// session.dispatch(br#"{"jsonrpc":"2.0","id":4,"method":"shutdown"}"#);
+/// assert_eq!(session.stopped(), Some(StopReason::Shutdown));
+/// ```
+pub struct Dispatcher<'s> {
+    protocol: Protocol<'s>,
+    output: Output,
+}
+
+/// The link a dispatcher lends the methods: answers are collected, handlers run here.
+struct Output {
+    lines: RefCell<Vec<u8>>,
+    stopped: Cell<Option<StopReason>>,
+}
+
+impl Link for Output {
+    type Out = Vec<u8>;
+
+    fn write(&self, body: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> Flow {
+        let mut lines = self.lines.borrow_mut();
+        let before = lines.len();
+        match body(&mut lines) {
+            Ok(()) => Flow::Continue,
+            Err(_) => {
+                // Only a serializer can fail here; `serve` would stop on a failed write.
+                lines.truncate(before);
+                self.stop(StopReason::EndOfInput);
+                Flow::Finished
+            }
+        }
+    }
+
+    fn run<T>(&self, handler: impl FnOnce() -> T) -> T {
+        handler()
+    }
+
+    fn shut_down(&self) {
+        self.stop(StopReason::Shutdown);
+    }
+}
+
+impl Output {
+    fn stop(&self, reason: StopReason) {
+        if self.stopped.get().is_none() {
+            self.stopped.set(Some(reason));
+        }
+    }
+}
+
+impl<'s> Dispatcher<'s> {
+    pub(crate) fn new(inner: &'s Inner) -> Dispatcher<'s> {
+        Dispatcher {
+            protocol: Protocol::new(inner),
+            output: Output {
+                lines: RefCell::new(Vec::new()),
+                stopped: Cell::new(None),
+            },
+        }
+    }
+
+    /// Answers one message line: returns the answer lines `serve` would write for it,
+    /// each ending in `\n` (one for a request, none for a notification or a response).
+    ///
+    /// `line` is one line as the transport frames it: a final `\n` or `\r\n` is
+    /// optional; a line over [`ServerBuilder::max_message_size`](crate::ServerBuilder::max_message_size)
+    /// gets the same error as over a transport. Once the session has stopped (the client
+    /// sent `shutdown`, or [`StopHandle::stop`](crate::StopHandle::stop) was called),
+    /// nothing more is read: every line gets an empty answer.
+    pub fn dispatch(&mut self, line: &[u8]) -> String {
+        if self.protocol.inner.stop.requested.load(Ordering::SeqCst) {
+            self.output.stop(StopReason::Stopped);
+        }
+        if self.output.stopped.get().is_some() {
+            return String::new();
+        }
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.len() > self.protocol.inner.max_message_size {
+            self.protocol.too_large(&self.output);
+        } else {
+            self.protocol.handle_line(&self.output, line);
+        }
+        let lines = std::mem::take(&mut *self.output.lines.borrow_mut());
+        // The methods write JSON only, which is UTF-8.
+        String::from_utf8(lines).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
+    }
+
+    /// Why the session stopped reading, once it has: [`StopReason::Shutdown`] after a
+    /// `shutdown` request, [`StopReason::Stopped`] after a [`StopHandle`](crate::StopHandle)
+    /// stop.
+    pub fn stopped(&self) -> Option<StopReason> {
+        self.output.stopped.get()
+    }
+}

@@ -1,0 +1,545 @@
+//! The MCP methods: what a line means and what to answer. `initialize`, `ping`,
+//! `tools/list`, `tools/call`, `shutdown`, `notifications/cancelled`, and the error
+//! answers, whoever reads the lines and whichever thread runs the calls.
+//!
+//! A session over a transport (`session.rs`) and the single-threaded
+//! [`Dispatcher`](crate::Dispatcher) both hand each line to [`Protocol::handle_line`],
+//! with a [`Link`] through which the methods write answers and run handlers. The one
+//! path of a `tools/call` — find the tool, check the arguments' shape, run the handler
+//! between the hooks — is here as well, and [`Server::call`](crate::Server::call) takes
+//! it too.
+
+use std::io::{self, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::context::{CallContext, CancellationToken, ClientInfo};
+use crate::hooks::{CallOutcome, CallStatus};
+use crate::jsonrpc::{self, Call, CallParams, ErrorAnswer, Message, RequestId};
+use crate::server::Inner;
+use crate::tool::{Outcome, ToolPage, ToolResult};
+use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION, REVISION_2025_11_25};
+
+/// Whether the session goes on reading after a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    Continue,
+    /// Read nothing more: the client sent `shutdown`, or can no longer read answers.
+    Finished,
+}
+
+/// What the methods need from whoever reads the lines and schedules the calls.
+pub(crate) trait Link {
+    type Out: Write;
+
+    /// Writes one whole answer line; [`Flow::Finished`] when it could not be written.
+    fn write(&self, body: impl FnOnce(&mut Self::Out) -> io::Result<()>) -> Flow;
+
+    /// Runs a tool's handler (the session may let another thread read meanwhile).
+    fn run<T>(&self, handler: impl FnOnce() -> T) -> T;
+
+    /// `shutdown` was answered: read nothing more, finish the calls in flight.
+    fn shut_down(&self);
+}
+
+/// The protocol state of one session: what `initialize` agreed, and the calls running.
+pub(crate) struct Protocol<'s> {
+    pub inner: &'s Inner,
+    init: OnceLock<Agreement>,
+    /// Calls running, with their cancellation flags (a few at most: a list beats a map).
+    inflight: Mutex<Vec<(RequestId, CancellationToken)>>,
+}
+
+/// What the session agreed with the client in `initialize`.
+struct Agreement {
+    client: Option<Arc<ClientInfo>>,
+    version: &'static str,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking handler never holds these locks; recover rather than cascade.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Deserialize, Default)]
+struct InitParams {
+    #[serde(default, rename = "protocolVersion")]
+    protocol_version: Option<String>,
+    #[serde(default, rename = "clientInfo")]
+    client_info: Option<ClientInfoWire>,
+}
+
+#[derive(Deserialize)]
+struct ClientInfoWire {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    version: String,
+}
+
+#[derive(Deserialize, Default)]
+struct ListParams {
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CancelParams {
+    #[serde(rename = "requestId")]
+    request_id: Value,
+}
+
+impl<'s> Protocol<'s> {
+    pub(crate) fn new(inner: &'s Inner) -> Protocol<'s> {
+        Protocol {
+            inner,
+            init: OnceLock::new(),
+            inflight: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Answers one line (without its terminator), running the call it may carry.
+    pub(crate) fn handle_line(&self, link: &impl Link, line: &[u8]) -> Flow {
+        let (id, method, params) = match jsonrpc::classify(line) {
+            Message::Invalid(e) => return answer_error(link, &e),
+            Message::Response => return Flow::Continue,
+            Message::Notification { method, params } => {
+                if let Some(hooks) = &self.inner.hooks {
+                    hooks.request_received(&method, None);
+                }
+                if method == "notifications/cancelled" {
+                    self.cancel(params);
+                }
+                return Flow::Continue;
+            }
+            Message::Call { id, call } => {
+                if let Some(hooks) = &self.inner.hooks {
+                    hooks.request_received("tools/call", Some(&id));
+                }
+                if self.init.get().is_none() {
+                    let message = not_initialized_message("tools/call");
+                    return self.reject_call(
+                        link,
+                        id,
+                        &call,
+                        jsonrpc::SERVER_NOT_INITIALIZED,
+                        message,
+                    );
+                }
+                return self.run_call(link, id, call);
+            }
+            Message::Request { id, method, params } => (id, method, params),
+        };
+        if let Some(hooks) = &self.inner.hooks {
+            hooks.request_received(&method, Some(&id));
+        }
+        let initialized = self.init.get().is_some();
+        match &*method {
+            "ping" => answer(link, &id, |w| w.write_all(b"{}")),
+            "initialize" => self.initialize(link, id, params),
+            "tools/call" if !initialized => {
+                match params.and_then(|p| serde_json::from_str::<CallParams<'_>>(p.get()).ok()) {
+                    Some(call) => self.reject_call(
+                        link,
+                        id,
+                        &call.into(),
+                        jsonrpc::SERVER_NOT_INITIALIZED,
+                        not_initialized_message("tools/call"),
+                    ),
+                    None => not_initialized(link, id, &method),
+                }
+            }
+            "tools/list" | "shutdown" if !initialized => not_initialized(link, id, &method),
+            "tools/list" => self.list(link, id, params),
+            "tools/call" => self.call(link, id, params),
+            "shutdown" => {
+                answer(link, &id, |w| w.write_all(b"{}"));
+                link.shut_down();
+                Flow::Finished
+            }
+            _ => answer_error(
+                link,
+                &ErrorAnswer::new(
+                    Some(id),
+                    jsonrpc::METHOD_NOT_FOUND,
+                    format!(
+                        "method not found: \"{method}\" (this server offers initialize, ping, tools/list, tools/call, shutdown)"
+                    ),
+                ),
+            ),
+        }
+    }
+
+    /// Answers a line longer than the limit, which the framing skipped.
+    pub(crate) fn too_large(&self, link: &impl Link) -> Flow {
+        answer_error(
+            link,
+            &ErrorAnswer::new(
+                None,
+                jsonrpc::INVALID_REQUEST,
+                format!(
+                    "message too large: a line is limited to {} bytes; it was skipped",
+                    self.inner.max_message_size
+                ),
+            ),
+        )
+    }
+
+    fn initialize(&self, link: &impl Link, id: RequestId, params: Option<&RawValue>) -> Flow {
+        if self.init.get().is_some() {
+            return answer_error(
+                link,
+                &ErrorAnswer::new(
+                    Some(id),
+                    jsonrpc::INVALID_REQUEST,
+                    "already initialized: \"initialize\" may be sent once per session",
+                ),
+            );
+        }
+        let params: InitParams = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let asked = params
+            .protocol_version
+            .as_deref()
+            .unwrap_or(PROTOCOL_VERSION);
+        let version = match NEWER_PROTOCOL_VERSIONS.iter().find(|v| **v == asked) {
+            Some(v) if self.inner.accept_newer => v,
+            _ => PROTOCOL_VERSION,
+        };
+        let client = params.client_info.map(|c| {
+            Arc::new(ClientInfo {
+                name: c.name,
+                version: c.version,
+            })
+        });
+        let _ = self.init.set(Agreement { client, version });
+        let mut result = serde_json::json!({
+            "protocolVersion": version,
+            "capabilities": { "tools": { "listChanged": false } },
+            "serverInfo": { "name": self.inner.name, "version": self.inner.version },
+        });
+        if let Some(text) = &self.inner.instructions {
+            result["instructions"] = Value::String(text.clone());
+        }
+        answer(link, &id, |w| {
+            serde_json::to_writer(w, &result).map_err(io::Error::from)
+        })
+    }
+
+    fn newer(&self) -> bool {
+        self.init
+            .get()
+            .is_some_and(|a| a.version != PROTOCOL_VERSION)
+    }
+
+    fn list(&self, link: &impl Link, id: RequestId, params: Option<&RawValue>) -> Flow {
+        let newer = self.newer();
+        let params: ListParams = match params.map(|p| serde_json::from_str(p.get())) {
+            None => ListParams::default(),
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                return answer_error(
+                    link,
+                    &ErrorAnswer::new(
+                        Some(id),
+                        jsonrpc::INVALID_PARAMS,
+                        format!("invalid tools/list params: {e}"),
+                    ),
+                );
+            }
+        };
+        let total = self.inner.tools.len();
+        let start = match params.cursor.as_deref() {
+            None => 0,
+            Some(c) => match c
+                .strip_prefix("page:")
+                .and_then(|n| n.parse::<usize>().ok())
+            {
+                Some(n) if n > 0 && n < total && self.inner.page_size.is_some() => n,
+                _ => {
+                    return answer_error(
+                        link,
+                        &ErrorAnswer::new(
+                            Some(id),
+                            jsonrpc::INVALID_PARAMS,
+                            format!(
+                                "invalid cursor {c:?}: pass the nextCursor of a previous tools/list answer, or no cursor for the first page"
+                            ),
+                        ),
+                    );
+                }
+            },
+        };
+        let Some(size) = self.inner.page_size else {
+            let body = &self.inner.list_json[newer as usize];
+            return answer(link, &id, |w| w.write_all(body.as_bytes()));
+        };
+        let end = (start + size).min(total);
+        let page = ToolPage {
+            tools: self.inner.tools[start..end]
+                .iter()
+                .map(|t| t.listed(newer))
+                .collect(),
+            next_cursor: (end < total).then(|| format!("page:{end}")),
+        };
+        answer(link, &id, |w| {
+            serde_json::to_writer(w, &page).map_err(io::Error::from)
+        })
+    }
+
+    fn cancel(&self, params: Option<&RawValue>) {
+        let Some(p) = params.and_then(|p| serde_json::from_str::<CancelParams>(p.get()).ok())
+        else {
+            return;
+        };
+        let id = match p.request_id {
+            Value::String(s) => RequestId::String(s),
+            Value::Number(n) => match n.as_i64() {
+                Some(n) => RequestId::Number(n),
+                None => return,
+            },
+            _ => return,
+        };
+        if let Some((_, token)) = lock(&self.inflight).iter().find(|(i, _)| *i == id) {
+            token.cancel();
+        }
+    }
+
+    /// A `tools/call` the fast path did not read: its params, read carefully.
+    fn call(&self, link: &impl Link, id: RequestId, params: Option<&RawValue>) -> Flow {
+        let bad =
+            |message: String| ErrorAnswer::new(Some(id.clone()), jsonrpc::INVALID_PARAMS, message);
+        let params: CallParams<'_> = match params.map(|p| serde_json::from_str(p.get())) {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                return answer_error(link, &bad(format!("invalid tools/call params: {e}")));
+            }
+            None => {
+                return answer_error(
+                    link,
+                    &bad(
+                        "tools/call needs params with the tool's \"name\" and its \"arguments\""
+                            .into(),
+                    ),
+                );
+            }
+        };
+        self.run_call(link, id, params.into())
+    }
+
+    /// Runs a call whose params are read: finds the tool, checks the arguments' shape,
+    /// runs the handler through the link and answers (unless the call was cancelled).
+    fn run_call(&self, link: &impl Link, id: RequestId, params: Call<'_>) -> Flow {
+        let found = self.inner.find_tool(&params.name).and_then(|index| {
+            object_arguments(&params.name, params.arguments).map(|args| (index, args))
+        });
+        let (index, arguments) = match found {
+            Ok(found) => found,
+            Err(message) => {
+                return self.reject_call(link, id, &params, jsonrpc::INVALID_PARAMS, message);
+            }
+        };
+        let ctx = self.context(id, self.inner.tool_names[index].clone(), params.meta);
+        lock(&self.inflight).push((ctx.request_id.clone(), ctx.cancellation.clone()));
+        let ran = link.run(|| self.inner.run_handler(index, &ctx, arguments));
+        {
+            let mut inflight = lock(&self.inflight);
+            if let Some(i) = inflight.iter().position(|(i, _)| *i == ctx.request_id) {
+                inflight.swap_remove(i);
+            }
+        }
+        if ran.cancelled {
+            return Flow::Continue;
+        }
+        match &ran.answer {
+            Ok(result) => {
+                let newer = ctx.protocol_version != PROTOCOL_VERSION;
+                answer(link, &ctx.request_id, |w| result.write_json(w, newer))
+            }
+            Err(text) => answer_error(
+                link,
+                &ErrorAnswer::new(
+                    Some(ctx.request_id.clone()),
+                    jsonrpc::INVALID_PARAMS,
+                    text.clone(),
+                ),
+            ),
+        }
+    }
+
+    /// Answers a call that names a tool with an error before any handler runs, and
+    /// reports it to the hooks as [`CallStatus::Rejected`] (so a host audits it too).
+    fn reject_call(
+        &self,
+        link: &impl Link,
+        id: RequestId,
+        call: &Call<'_>,
+        code: i64,
+        message: String,
+    ) -> Flow {
+        if self.inner.hooks.is_some() {
+            let ctx = self.context(id.clone(), Arc::from(&*call.name), call.meta);
+            self.inner.reject(&ctx, call.arguments, &message);
+        }
+        answer_error(link, &ErrorAnswer::new(Some(id), code, message))
+    }
+
+    /// The context of a call to `tool` in this session.
+    fn context(&self, id: RequestId, tool: Arc<str>, meta: Option<&str>) -> CallContext {
+        let agreement = self.init.get();
+        CallContext {
+            request_id: id,
+            tool,
+            cancellation: CancellationToken::new(),
+            client: agreement.and_then(|a| a.client.clone()),
+            protocol_version: agreement.map_or(PROTOCOL_VERSION, |a| a.version),
+            // Checked JSON: it reads as a Value.
+            meta: meta
+                .filter(|m| *m != "null")
+                .and_then(|m| serde_json::from_str(m).ok()),
+        }
+    }
+}
+
+fn answer<L: Link>(
+    link: &L,
+    id: &RequestId,
+    body: impl FnOnce(&mut L::Out) -> io::Result<()>,
+) -> Flow {
+    link.write(|w| {
+        jsonrpc::write_result_head(w, id)?;
+        body(w)?;
+        w.write_all(b"}\n")
+    })
+}
+
+fn answer_error(link: &impl Link, err: &ErrorAnswer) -> Flow {
+    link.write(|w| jsonrpc::write_error(w, err))
+}
+
+fn not_initialized(link: &impl Link, id: RequestId, method: &str) -> Flow {
+    answer_error(
+        link,
+        &ErrorAnswer::new(
+            Some(id),
+            jsonrpc::SERVER_NOT_INITIALIZED,
+            not_initialized_message(method),
+        ),
+    )
+}
+
+fn not_initialized_message(method: &str) -> String {
+    format!("server not initialized: send \"initialize\" before \"{method}\"")
+}
+
+/// What became of a call that reached its handler.
+pub(crate) struct Ran {
+    /// The result to send, or the message of the -32602 error to send instead.
+    pub answer: Result<ToolResult, String>,
+    /// The call's cancellation was raised while it ran: the wire sends no answer.
+    pub cancelled: bool,
+}
+
+// The one path of a `tools/call`, shared by the transport and `Server::call`: find the
+// tool, check the arguments' shape, run the handler between the hooks.
+impl Inner {
+    /// The index of the tool `name`, or the -32602 message saying why there is none.
+    pub(crate) fn find_tool(&self, name: &str) -> Result<usize, String> {
+        if let Some(index) = self.tools.iter().position(|t| t.name == name) {
+            return Ok(index);
+        }
+        Err(match self.withheld.iter().find(|(n, _)| n == name) {
+            Some((name, why)) => format!("tool \"{name}\" is not available: {why}"),
+            None => format!("unknown tool \"{name}\": tools/list names the tools of this server"),
+        })
+    }
+
+    /// Tells the hooks about a call answered with `message` before any handler ran.
+    pub(crate) fn reject(&self, ctx: &CallContext, arguments: Option<&str>, message: &str) {
+        if let Some(hooks) = self.hooks.as_deref() {
+            hooks.call_rejected(ctx, arguments.unwrap_or("{}"), message);
+        }
+    }
+
+    /// Runs tool `index`'s handler on `arguments` (an object's JSON text), between the
+    /// `call_started` and `call_finished` hooks; a panic becomes an `isError` result.
+    pub(crate) fn run_handler(&self, index: usize, ctx: &CallContext, arguments: &str) -> Ran {
+        let hooks = self.hooks.as_deref();
+        if let Some(hooks) = hooks {
+            hooks.call_started(ctx, arguments);
+        }
+        let started = hooks.map(|_| Instant::now());
+        let handler = &self.handlers[index];
+        let outcome = catch_unwind(AssertUnwindSafe(|| handler(arguments, ctx)));
+        let duration = started.map(|s| s.elapsed()).unwrap_or_default();
+
+        let tool = &ctx.tool;
+        // `Err` is a protocol error (-32602); a tool's failure is an `isError` result.
+        let (answer, status): (Result<ToolResult, String>, CallStatus) = match outcome {
+            Ok(Outcome::Done(result)) if result.is_error => (Ok(result), CallStatus::ToolError),
+            Ok(Outcome::Done(result)) => (Ok(result), CallStatus::Ok),
+            Ok(Outcome::Failed(text)) => (Ok(ToolResult::error(text)), CallStatus::ToolError),
+            Ok(Outcome::BadArguments(e)) => {
+                let text = format!("invalid arguments for tool \"{tool}\": {e}");
+                // From 2025-11-25 on, the model gets to read (and fix) its mistake.
+                if ctx.protocol_version == REVISION_2025_11_25 {
+                    (Ok(ToolResult::error(text)), CallStatus::InvalidArguments)
+                } else {
+                    (Err(text), CallStatus::InvalidArguments)
+                }
+            }
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-text panic".to_owned());
+                let text = format!("tool \"{tool}\" failed unexpectedly (it panicked: {what})");
+                (Ok(ToolResult::error(text)), CallStatus::Panicked)
+            }
+        };
+        let cancelled = ctx.is_cancelled();
+        let status = if cancelled {
+            CallStatus::Cancelled
+        } else {
+            status
+        };
+        if let Some(hooks) = hooks {
+            hooks.call_finished(
+                ctx,
+                &CallOutcome {
+                    duration,
+                    status,
+                    error: match &answer {
+                        Ok(result) if result.is_error => result.first_text(),
+                        Ok(_) => None,
+                        Err(text) => Some(text),
+                    },
+                    result: answer.as_ref().ok(),
+                },
+            );
+        }
+        Ran { answer, cancelled }
+    }
+}
+
+/// The arguments' JSON text as a handler gets it: an object, `{}` when the call sent
+/// none or `null`; anything else is the -32602 message.
+pub(crate) fn object_arguments<'a>(
+    tool: &str,
+    arguments: Option<&'a str>,
+) -> Result<&'a str, String> {
+    match arguments {
+        Some(a) if a.starts_with('{') => Ok(a),
+        None | Some("null") => Ok("{}"),
+        Some(a) => Err(format!(
+            "invalid arguments for tool \"{tool}\": \"arguments\" must be an object, got {a}"
+        )),
+    }
+}

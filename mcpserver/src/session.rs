@@ -1,0 +1,357 @@
+//! Serving one client over a reader and a writer: reading lines, the threads that run
+//! calls, when answers are flushed, drain and stop. What each line means is
+//! `methods.rs`'s business.
+//!
+//! Leader/followers over one reader: one thread at a time (the leader) reads. It
+//! handles what it read itself, tools calls included, so a quick call costs no hand-off
+//! between threads. When a call runs for longer than a tick (about a millisecond), a
+//! monitor thread passes the leadership to an idle worker (spawning one, up to the
+//! concurrency bound), which goes on reading: `ping` is answered and other calls run
+//! while the slow one works. When every worker runs a call, nobody reads, so memory
+//! stays bounded.
+//!
+//! Answers are written whole under a lock. The leader flushes with an answer when no
+//! further line is buffered (so a flood of requests gets batched writes, and a lone
+//! request one write); a worker that is no longer leader flushes at once.
+
+use std::cell::Cell;
+use std::io::{self, BufWriter, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::thread::{self, Scope};
+use std::time::Duration;
+
+use crate::doorbell::Doorbell;
+use crate::framing::{Frame, LineReader};
+use crate::methods::{Flow, Link, Protocol, lock};
+use crate::server::{Inner, StopReason};
+
+/// How long a call may keep the leadership before another thread takes over reading,
+/// at first. While no call outlives a tick the monitor looks less often (up to
+/// `MAX_TICK`), so quick calls are not disturbed by its wake-ups; a slow call brings it
+/// back to `TICK`.
+const TICK: Duration = Duration::from_millis(1);
+const MAX_TICK: Duration = Duration::from_millis(16);
+/// Idle ticks after which the monitor sleeps until the next call.
+const MONITOR_IDLE_TICKS: u32 = 64;
+const WRITE_BUFFER: usize = 8 * 1024;
+
+struct Coord {
+    /// Some thread holds the leadership (reads, or runs what it read).
+    leader: bool,
+    idle: usize,
+    workers: usize,
+    finished: bool,
+    reason: Option<StopReason>,
+    error: Option<io::Error>,
+}
+
+pub(crate) struct Session<'s, R, W: Write> {
+    inner: &'s Inner,
+    protocol: Protocol<'s>,
+    reader: Mutex<LineReader<R>>,
+    out: Mutex<BufWriter<W>>,
+    coord: Mutex<Coord>,
+    idle_cv: Condvar,
+    /// Sequence number of the call the leader runs itself, 0 when none.
+    leader_call: AtomicU64,
+    next_seq: AtomicU64,
+    /// The monitor thread was started (only the leader starts it).
+    monitor: AtomicBool,
+    /// Where the monitor sleeps between ticks.
+    doorbell: Doorbell,
+    monitor_sleeping: AtomicBool,
+    /// Another complete line waits in the reader: the leader may leave its answer in
+    /// the buffer (set by the leader after each read).
+    more_buffered: AtomicBool,
+    /// Answers wait in the output buffer.
+    unflushed: AtomicBool,
+}
+
+/// The link a leading thread lends the methods: it writes into the session's output
+/// and runs handlers under the monitor's watch.
+struct Leading<'scope, 'env, 's, R, W: Write> {
+    session: &'scope Session<'s, R, W>,
+    scope: &'scope Scope<'scope, 'env>,
+    /// The leadership passed to another thread while this one ran a call.
+    demoted: Cell<bool>,
+}
+
+impl<R: Read + Send, W: Write + Send> Link for Leading<'_, '_, '_, R, W> {
+    type Out = BufWriter<W>;
+
+    fn write(&self, body: impl FnOnce(&mut BufWriter<W>) -> io::Result<()>) -> Flow {
+        // A worker that is no longer leader flushes at once; the leader when no other
+        // line is buffered.
+        self.session.write(body, self.demoted.get())
+    }
+
+    fn run<T>(&self, handler: impl FnOnce() -> T) -> T {
+        let s = self.session;
+        // Only the leader numbers calls (no read-modify-write needed).
+        let seq = s.next_seq.load(Ordering::Relaxed);
+        s.next_seq.store(seq + 1, Ordering::Relaxed);
+        s.leader_call.store(seq, Ordering::SeqCst);
+        if s.inner.max_concurrency > 1 {
+            s.watch(self.scope);
+        }
+        let value = handler();
+        let still_leader = s
+            .leader_call
+            .compare_exchange(seq, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if !still_leader {
+            self.demoted.set(true);
+        }
+        value
+    }
+
+    fn shut_down(&self) {
+        self.session.finish(StopReason::Shutdown, None);
+    }
+}
+
+impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
+    pub(crate) fn new(inner: &'s Inner, reader: R, writer: W) -> Self {
+        Session {
+            inner,
+            protocol: Protocol::new(inner),
+            reader: Mutex::new(LineReader::new(reader, inner.max_message_size)),
+            out: Mutex::new(BufWriter::with_capacity(WRITE_BUFFER, writer)),
+            coord: Mutex::new(Coord {
+                leader: false,
+                idle: 0,
+                workers: 1,
+                finished: false,
+                reason: None,
+                error: None,
+            }),
+            idle_cv: Condvar::new(),
+            leader_call: AtomicU64::new(0),
+            next_seq: AtomicU64::new(1),
+            monitor: AtomicBool::new(false),
+            doorbell: Doorbell::new(),
+            monitor_sleeping: AtomicBool::new(false),
+            more_buffered: AtomicBool::new(false),
+            unflushed: AtomicBool::new(false),
+        }
+    }
+
+    /// Serves until end of input, `shutdown` or a stop; returns after every request
+    /// read has been answered and the writer flushed.
+    pub(crate) fn run(self) -> io::Result<StopReason> {
+        thread::scope(|scope| self.worker(scope));
+        let mut coord = lock(&self.coord);
+        let flushed = lock(&self.out).flush();
+        if let Some(e) = coord.error.take() {
+            return Err(e);
+        }
+        flushed?;
+        Ok(coord.reason.unwrap_or(StopReason::EndOfInput))
+    }
+
+    fn worker<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
+        loop {
+            {
+                let mut c = lock(&self.coord);
+                loop {
+                    if c.finished {
+                        return;
+                    }
+                    if !c.leader {
+                        c.leader = true;
+                        break;
+                    }
+                    c.idle += 1;
+                    c = self.idle_cv.wait(c).unwrap_or_else(|e| e.into_inner());
+                    c.idle -= 1;
+                }
+            }
+            self.lead(scope);
+        }
+    }
+
+    /// Reads and handles lines until the input ends or the leadership passes on.
+    fn lead<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
+        let leading = Leading {
+            session: self,
+            scope,
+            demoted: Cell::new(false),
+        };
+        let mut line = Vec::new();
+        loop {
+            if self.inner.stop.requested.load(Ordering::SeqCst) {
+                self.finish(StopReason::Stopped, None);
+                return;
+            }
+            let frame = {
+                let mut reader = lock(&self.reader);
+                let frame = reader.next_frame(&mut || self.flush_unflushed());
+                let frame = match frame {
+                    Ok(Frame::Line(l)) => {
+                        line.clear();
+                        line.extend_from_slice(l);
+                        Ok(true)
+                    }
+                    Ok(Frame::TooLong) => Ok(false),
+                    Ok(Frame::Eof) => Err(None),
+                    Err(e) => Err(Some(e)),
+                };
+                self.more_buffered
+                    .store(reader.has_line(), Ordering::Relaxed);
+                frame
+            };
+            let flow = match frame {
+                Ok(true) => self.protocol.handle_line(&leading, &line),
+                Ok(false) => self.protocol.too_large(&leading),
+                Err(error) => {
+                    let reason = if self.inner.stop.requested.load(Ordering::SeqCst) {
+                        StopReason::Stopped
+                    } else {
+                        StopReason::EndOfInput
+                    };
+                    self.finish(reason, error);
+                    Flow::Finished
+                }
+            };
+            if flow == Flow::Finished {
+                return;
+            }
+            if leading.demoted.replace(false) {
+                // Lead again if nobody else does, else join the idle workers.
+                let mut c = lock(&self.coord);
+                if c.leader || c.finished {
+                    return;
+                }
+                c.leader = true;
+            }
+        }
+    }
+
+    fn finish(&self, reason: StopReason, error: Option<io::Error>) {
+        let mut c = lock(&self.coord);
+        if !c.finished {
+            c.finished = true;
+            c.reason = Some(reason);
+        }
+        if c.error.is_none() {
+            c.error = error;
+        }
+        c.leader = false;
+        drop(c);
+        self.idle_cv.notify_all();
+        self.doorbell.ring();
+    }
+
+    /// Makes sure a monitor watches the call the leader just started.
+    fn watch<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
+        if self.monitor.load(Ordering::Relaxed) {
+            if self.monitor_sleeping.load(Ordering::SeqCst) {
+                self.monitor_sleeping.store(false, Ordering::SeqCst);
+                self.doorbell.ring();
+            }
+        } else {
+            self.monitor.store(true, Ordering::Relaxed);
+            let spawned = thread::Builder::new()
+                .name("mcp-monitor".into())
+                .spawn_scoped(scope, move || self.monitor(scope));
+            // Without a monitor, calls simply run one at a time.
+            if spawned.is_err() {
+                self.monitor.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn monitor<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
+        let mut last = 0;
+        let mut quiet = 0;
+        let mut tick = TICK;
+        loop {
+            if lock(&self.coord).finished {
+                return;
+            }
+            let current = self.leader_call.load(Ordering::SeqCst);
+            if current == 0 {
+                quiet += 1;
+                tick = (tick * 2).min(MAX_TICK);
+                if quiet >= MONITOR_IDLE_TICKS {
+                    self.monitor_sleeping.store(true, Ordering::SeqCst);
+                    if self.leader_call.load(Ordering::SeqCst) == 0 && !lock(&self.coord).finished {
+                        self.doorbell.wait(None);
+                    }
+                    self.monitor_sleeping.store(false, Ordering::SeqCst);
+                    quiet = 0;
+                    tick = TICK;
+                }
+            } else {
+                quiet = 0;
+                if current == last {
+                    self.promote(current, scope);
+                    tick = TICK;
+                } else {
+                    tick = (tick * 2).min(MAX_TICK);
+                }
+            }
+            last = current;
+            self.doorbell.wait(Some(tick));
+        }
+    }
+
+    /// The leader has run call `seq` for a tick: hand the reading to another worker.
+    fn promote<'scope>(&'scope self, seq: u64, scope: &'scope Scope<'scope, '_>) {
+        let mut c = lock(&self.coord);
+        if c.finished || (c.idle == 0 && c.workers >= self.inner.max_concurrency) {
+            return;
+        }
+        if self
+            .leader_call
+            .compare_exchange(seq, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return;
+        }
+        c.leader = false;
+        if c.idle > 0 {
+            drop(c);
+            self.idle_cv.notify_one();
+            return;
+        }
+        c.workers += 1;
+        drop(c);
+        let spawned = thread::Builder::new()
+            .name("mcp-worker".into())
+            .spawn_scoped(scope, move || self.worker(scope));
+        if spawned.is_err() {
+            // No thread: the running call takes the leadership back when it ends.
+            lock(&self.coord).workers -= 1;
+        }
+    }
+
+    /// Flushes answers the leader left in the buffer, before its read blocks.
+    fn flush_unflushed(&self) -> io::Result<()> {
+        if !self.unflushed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let mut out = lock(&self.out);
+        self.unflushed.store(false, Ordering::Release);
+        out.flush()
+    }
+
+    /// Writes an answer; `flush` is set by a worker that is no longer leader, and the
+    /// leader flushes when no other line is buffered.
+    fn write(&self, f: impl FnOnce(&mut BufWriter<W>) -> io::Result<()>, flush: bool) -> Flow {
+        let flush = flush || !self.more_buffered.load(Ordering::Relaxed);
+        let mut out = lock(&self.out);
+        let result = f(&mut out).and_then(|()| if flush { out.flush() } else { Ok(()) });
+        self.unflushed.store(!flush, Ordering::Release);
+        drop(out);
+        match result {
+            Ok(()) => Flow::Continue,
+            Err(e) => {
+                // The client can no longer read answers: stop reading too.
+                self.finish(StopReason::EndOfInput, Some(e));
+                Flow::Finished
+            }
+        }
+    }
+}
