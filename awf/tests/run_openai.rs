@@ -311,6 +311,39 @@ fn invalid_arguments_go_back_to_the_model_as_a_tool_error() {
     );
 }
 
+/// Arguments that do not fit a tool go back to the model as an error naming the tool and
+/// the field, and the call is audited as a pair (in-process as over MCP).
+#[test]
+fn arguments_that_do_not_fit_go_back_to_the_model_and_are_audited() {
+    let c = case("misfit");
+    let model = FakeModel::start(Script::new().call("Read", json!({"file_path": "fixture.txt"})));
+    let (out, s) = c.run(&c.workflow(&model, "", ON));
+    assert_eq!(out.status.code(), Some(0), "{s:#}\n{}", model.describe());
+    let reqs = model.main_requests();
+    let msgs = reqs.last().unwrap().body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let tool = msgs.iter().find(|m| m["role"] == "tool").unwrap();
+    let text = tool["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("ERROR: invalid arguments for tool \"Read\"")
+            && text.contains("file_path"),
+        "{text}"
+    );
+    let audit = c.audit();
+    let call = audit.iter().find(|r| r["type"] == "tool.call").unwrap();
+    let result = audit.iter().find(|r| r["type"] == "tool.result").unwrap();
+    assert_eq!(call["call_id"], result["call_id"]);
+    assert_eq!(
+        (&call["tool"], &call["source"]),
+        (&json!("Read"), &json!("builtin"))
+    );
+    assert_eq!(call["request_id"], "call_1");
+    assert_eq!(result["outcome"], "invalid_arguments");
+    assert_eq!(result["is_error"], true);
+}
+
 #[test]
 fn an_endless_tool_loop_stops_at_the_turn_limit_with_a_user_error() {
     let c = case("endless");
