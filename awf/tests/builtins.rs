@@ -277,7 +277,10 @@ fn bash_cancellation_kills_the_group() {
         .trim()
         .parse()
         .unwrap();
-    s.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "test"}}));
+    s.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "test"}),
+    );
     assert!(
         eventually(|| dead(pid)),
         "cancelled command {pid} still runs"

@@ -107,16 +107,12 @@ fn a_setsid_background_process_is_gone_after_sigkill_of_mcp_serve() {
     let (base, root, _) = workspace("outlive-sigkill");
     let m = marker(3);
     let requests = base.join("requests.jsonl");
-    let lines = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2024-11-05", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "Bash", "arguments": {"command": format!("{}; kill -9 $PPID", escape(&m))}}}),
-    ];
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(&requests, text).unwrap();
+    common::Requests::initialized()
+        .call(
+            "Bash",
+            json!({"command": format!("{}; kill -9 $PPID", escape(&m))}),
+        )
+        .write(&requests);
     let out = awf_run(
         &root,
         &one_step(&format!(

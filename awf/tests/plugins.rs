@@ -659,7 +659,7 @@ fn a_cancelled_plugin_call_stops_waiting_and_the_server_goes_on() {
         json!({"name": "faulty_sleep", "arguments": {"ms": 60000}}),
     );
     assert!(eventually(|| server.stderr().contains("sleeping 60000 ms")));
-    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}));
+    server.notify("notifications/cancelled", json!({"requestId": id}));
     // Meanwhile the server and the plugin go on answering.
     assert_eq!(
         server.ok("faulty_sleep", json!({"ms": 1})),
@@ -765,7 +765,6 @@ fn a_plugin_sees_a_token_only_when_its_manifest_names_it() {
 /// text the model reads; an operation whose schema is no object schema declares none.
 #[test]
 fn plugin_results_keep_their_structured_data_and_output_schema() {
-    use std::io::{BufRead, BufReader, Write};
     if std::env::var_os("AWF_PLUGINS_PATH").is_some() {
         // The in-process host would search there instead of the root's .awf/plugins.
         eprintln!("SKIP: AWF_PLUGINS_PATH is set in the test's environment");
@@ -780,27 +779,15 @@ fn plugin_results_keep_their_structured_data_and_output_schema() {
         expose: vec!["add".into(), "search".into()],
     }];
     let prepared = awf::mcp_serve::prepare(&cfg).unwrap();
-    let server = prepared
-        .tools
-        .build(mcpserver::Server::builder("t", "1").accept_newer_revisions(true))
-        .unwrap();
-    let (client, server_end) = mcpserver::memory::pair();
-    let serving = std::thread::spawn(move || {
-        let (reader, writer) = server_end.split();
-        server.serve(reader, writer)
-    });
-    let (reader, mut to_server) = client.split();
-    let mut lines = BufReader::new(reader);
-    let mut ask = |id: u64, method: &str, params: Value| -> Value {
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(to_server, "{line}").unwrap();
-        let mut answer = String::new();
-        lines.read_line(&mut answer).unwrap();
-        serde_json::from_str(&answer).unwrap()
-    };
-    let init = ask(1, "initialize", json!({"protocolVersion": "2025-06-18"}));
+    let mut server = Server::in_process(
+        prepared
+            .tools
+            .build(mcpserver::Server::builder("t", "1").accept_newer_revisions(true))
+            .unwrap(),
+    );
+    let init = server.request("initialize", json!({"protocolVersion": "2025-06-18"}));
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
-    let list = ask(2, "tools/list", json!({}));
+    let list = server.request("tools/list", json!({}));
     let tools = list["result"]["tools"].as_array().unwrap();
     let add = tool(tools, "notes_add");
     assert_eq!(add["outputSchema"]["type"], "object", "{add}");
@@ -810,8 +797,7 @@ fn plugin_results_keep_their_structured_data_and_output_schema() {
     );
     // Its data is an array: no object schema to declare.
     assert!(tool(tools, "notes_search").get("outputSchema").is_none());
-    let answer = ask(
-        3,
+    let answer = server.request(
         "tools/call",
         json!({"name": "notes_add", "arguments": {"text": "buy milk", "tags": ["shop"]}}),
     );
@@ -820,8 +806,7 @@ fn plugin_results_keep_their_structured_data_and_output_schema() {
     assert!(text.starts_with("added note 1"), "{text}");
     assert_eq!(result["structuredContent"], data);
     assert_eq!(result["structuredContent"]["text"], "buy milk");
-    let answer = ask(
-        4,
+    let answer = server.request(
         "tools/call",
         json!({"name": "notes_search", "arguments": {"query": "milk"}}),
     );
@@ -835,6 +820,5 @@ fn plugin_results_keep_their_structured_data_and_output_schema() {
             .unwrap()
             .contains("buy milk")
     );
-    drop(to_server);
-    serving.join().unwrap().unwrap();
+    server.finish_in_process();
 }

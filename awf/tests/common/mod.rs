@@ -1,12 +1,17 @@
 //! Test harness: spawns the real `awf` binary and speaks MCP (JSON lines) to it with a
-//! deliberately independent, raw client (no code shared with the crate under test).
+//! deliberately independent, raw client (no code shared with the crate under test but
+//! mcpserver's in-memory pipe, for in-process sessions). The one MCP client of awf's
+//! tests: [`Server`] for a live session (with the `awf` process, or in-process with a
+//! server awf assembles), [`Requests`] for messages written ahead to a file a server reads
+//! as its stdin.
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub const AWF: &str = env!("CARGO_BIN_EXE_awf");
@@ -25,10 +30,77 @@ pub fn workspace(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     (base, root, outside)
 }
 
+/// A JSON-RPC request.
+pub fn request_message(id: i64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// A JSON-RPC notification; `Value::Null` params are left out.
+pub fn notification(method: &str, params: Value) -> Value {
+    let mut message = json!({"jsonrpc": "2.0", "method": method});
+    if !params.is_null() {
+        message["params"] = params;
+    }
+    message
+}
+
+/// What this client says about itself in `initialize`.
+pub fn initialize_params() -> Value {
+    json!({"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "awf-tests", "version": "0"}})
+}
+
+/// Messages written ahead, one per line, for a server whose stdin is a file (one started
+/// by a step's shell, not by the test). Request ids count from 1, as [`Server`]'s do.
+#[derive(Default)]
+pub struct Requests {
+    lines: String,
+    next_id: i64,
+}
+
+impl Requests {
+    /// `initialize` and `notifications/initialized`.
+    pub fn initialized() -> Requests {
+        Requests::default()
+            .request("initialize", initialize_params())
+            .notify("notifications/initialized", Value::Null)
+    }
+
+    pub fn request(mut self, method: &str, params: Value) -> Requests {
+        self.next_id += 1;
+        let message = request_message(self.next_id, method, params);
+        self.push(&message)
+    }
+
+    pub fn notify(self, method: &str, params: Value) -> Requests {
+        self.push(&notification(method, params))
+    }
+
+    pub fn call(self, tool: &str, args: Value) -> Requests {
+        self.request("tools/call", json!({"name": tool, "arguments": args}))
+    }
+
+    fn push(mut self, message: &Value) -> Requests {
+        self.lines.push_str(&format!("{message}\n"));
+        self
+    }
+
+    pub fn write(&self, path: &Path) {
+        std::fs::write(path, &self.lines).unwrap();
+    }
+}
+
+/// What the client is connected to.
+enum Peer {
+    /// `awf` as a child process on pipes.
+    Process(Child),
+    /// An `mcpserver::Server` serving on a thread, over an in-memory pipe pair.
+    InProcess(JoinHandle<std::io::Result<mcpserver::StopReason>>),
+}
+
 pub struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    peer: Peer,
+    stdin: Option<Box<dyn Write + Send>>,
+    stdout: BufReader<Box<dyn Read + Send>>,
     stderr: Arc<Mutex<String>>,
     next_id: i64,
 }
@@ -46,8 +118,11 @@ impl Server {
             cmd.env(k, v);
         }
         let mut child = cmd.spawn().expect("spawn awf");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let stdin = child
+            .stdin
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Write + Send>);
+        let stdout = BufReader::new(Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>);
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut err = child.stderr.take().unwrap();
         let sink = stderr.clone();
@@ -63,11 +138,36 @@ impl Server {
             }
         });
         Server {
-            child,
+            peer: Peer::Process(child),
             stdin,
             stdout,
             stderr,
             next_id: 1,
+        }
+    }
+
+    /// Serves `server` on a thread of this test process, spoken to like a child's pipes.
+    /// Not initialized: the test chooses what it asks for.
+    pub fn in_process(server: mcpserver::Server) -> Server {
+        let (client, server_end) = mcpserver::memory::pair();
+        let serving = std::thread::spawn(move || {
+            let (reader, writer) = server_end.split();
+            server.serve(reader, writer)
+        });
+        let (reader, writer) = client.split();
+        Server {
+            peer: Peer::InProcess(serving),
+            stdin: Some(Box::new(writer)),
+            stdout: BufReader::new(Box::new(reader)),
+            stderr: Arc::new(Mutex::new(String::new())),
+            next_id: 1,
+        }
+    }
+
+    fn child(&mut self) -> &mut Child {
+        match &mut self.peer {
+            Peer::Process(child) => child,
+            Peer::InProcess(_) => panic!("an in-process server has no process"),
         }
     }
 
@@ -78,7 +178,10 @@ impl Server {
     }
 
     pub fn pid(&self) -> i32 {
-        self.child.id() as i32
+        match &self.peer {
+            Peer::Process(child) => child.id() as i32,
+            Peer::InProcess(_) => panic!("an in-process server has no pid"),
+        }
     }
 
     pub fn send(&mut self, msg: &Value) {
@@ -104,8 +207,12 @@ impl Server {
     pub fn send_request(&mut self, method: &str, params: Value) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.send(&request_message(id, method, params));
         id
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(&notification(method, params));
     }
 
     pub fn answer(&mut self, id: i64) -> Value {
@@ -120,12 +227,9 @@ impl Server {
     }
 
     pub fn initialize(&mut self) -> Value {
-        let a = self.request(
-            "initialize",
-            json!({"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": {"name": "awf-tests", "version": "0"}}),
-        );
+        let a = self.request("initialize", initialize_params());
         assert!(a.get("result").is_some(), "initialize failed: {a}");
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        self.notify("notifications/initialized", Value::Null);
         a
     }
 
@@ -177,15 +281,27 @@ impl Server {
         self.close_input();
         let mut rest = String::new();
         self.stdout.read_to_string(&mut rest).unwrap();
-        let status = self.child.wait().unwrap();
+        let status = self.child().wait().unwrap();
         let stderr = self.stderr();
         (status, rest, stderr)
     }
 
     pub fn wait(mut self) -> (ExitStatus, String) {
-        let status = self.child.wait().unwrap();
+        let status = self.child().wait().unwrap();
         let s = self.stderr();
         (status, s)
+    }
+
+    /// Ends an in-process session: closes its input and expects the server to stop
+    /// without error.
+    pub fn finish_in_process(mut self) {
+        self.close_input();
+        match self.peer {
+            Peer::InProcess(serving) => {
+                serving.join().unwrap().unwrap();
+            }
+            Peer::Process(_) => panic!("finish_in_process on a child process"),
+        }
     }
 }
 
