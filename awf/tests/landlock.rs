@@ -15,6 +15,13 @@ fn private_tmp(base: &std::path::Path) -> String {
     tmp.to_str().unwrap().to_string()
 }
 
+/// `awf mcp-serve ARGS` with `env`, initialized.
+fn serve(args: &[&str], env: &[(&str, &str)]) -> Server {
+    let mut s = Server::start(&[&["mcp-serve"], args].concat(), env);
+    s.initialize();
+    s
+}
+
 /// A write outside is refused by Landlock (EACCES) or, first, by the read-only mount the
 /// path lies on in Bash's mount namespace (EROFS).
 fn refused(e: &str) -> bool {
@@ -34,18 +41,8 @@ fn confined(s: &mut Server) -> bool {
 fn bash_writes_outside_the_root_fail_inside_succeed() {
     let (base, root, outside) = workspace("landlock");
     let tmp = private_tmp(&base);
-    let mut s = Server::start(
-        &["mcp-serve", "--root", root.to_str().unwrap()],
-        &[("TMPDIR", &tmp)],
-    );
-    s.initialize();
-    if !confined(&mut s) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "Landlock unavailable on CI: {}",
-            s.stderr()
-        );
-        eprintln!("SKIP: Landlock is not available on this kernel");
+    let mut s = serve(&["--root", root.to_str().unwrap()], &[("TMPDIR", &tmp)]);
+    if !require_landlock(&mut s) {
         return;
     }
     let o = outside.to_str().unwrap();
@@ -71,8 +68,7 @@ fn bash_writes_outside_the_root_fail_inside_succeed() {
 fn the_config_switch_turns_confinement_off_and_says_so() {
     let (base, root, outside) = workspace("landlock-off");
     let cfg = write_config(&base, &json!({"root": root, "landlock": false}));
-    let mut s = Server::start(&["mcp-serve", "--config", cfg.to_str().unwrap()], &[]);
-    s.initialize();
+    let mut s = serve(&["--config", cfg.to_str().unwrap()], &[]);
     assert!(!confined(&mut s));
     s.ok(
         "Bash",
@@ -87,13 +83,8 @@ fn extra_writable_paths_from_the_config() {
     let (base, root, outside) = workspace("landlock-extra");
     let cfg = write_config(&base, &json!({"root": root, "writable_paths": [outside]}));
     let tmp = private_tmp(&base);
-    let mut s = Server::start(
-        &["mcp-serve", "--config", cfg.to_str().unwrap()],
-        &[("TMPDIR", &tmp)],
-    );
-    s.initialize();
-    if !confined(&mut s) {
-        eprintln!("SKIP: Landlock is not available on this kernel");
+    let mut s = serve(&["--config", cfg.to_str().unwrap()], &[("TMPDIR", &tmp)]);
+    if !require_landlock(&mut s) {
         return;
     }
     s.ok(
@@ -123,18 +114,8 @@ fn bash_tmpdir(s: &mut Server) -> String {
 #[test]
 fn bash_cannot_write_a_fresh_path_under_the_shared_tmp() {
     let (_base, root, _outside) = workspace("landlock-shared-tmp");
-    let mut s = Server::start(
-        &["mcp-serve", "--root", root.to_str().unwrap()],
-        &[("TMPDIR", "/tmp")],
-    );
-    s.initialize();
-    if !confined(&mut s) {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "Landlock unavailable on CI: {}",
-            s.stderr()
-        );
-        eprintln!("SKIP: Landlock is not available on this kernel");
+    let mut s = serve(&["--root", root.to_str().unwrap()], &[("TMPDIR", "/tmp")]);
+    if !require_landlock(&mut s) {
         return;
     }
     let fresh = std::path::PathBuf::from(format!(
@@ -158,11 +139,7 @@ fn bash_cannot_write_a_fresh_path_under_the_shared_tmp() {
 fn bash_tmpdir_is_a_private_0700_dir_it_may_write() {
     let (base, root, _outside) = workspace("landlock-tmpdir");
     let tmp = private_tmp(&base);
-    let mut s = Server::start(
-        &["mcp-serve", "--root", root.to_str().unwrap()],
-        &[("TMPDIR", &tmp)],
-    );
-    s.initialize();
+    let mut s = serve(&["--root", root.to_str().unwrap()], &[("TMPDIR", &tmp)]);
     let dir = bash_tmpdir(&mut s);
     // Its own directory beneath the server's temp dir, not the shared one itself.
     assert_ne!(dir, tmp);
@@ -176,11 +153,7 @@ fn bash_tmpdir_is_a_private_0700_dir_it_may_write() {
 fn the_private_tmpdir_is_removed_when_the_server_exits() {
     let (base, root, _outside) = workspace("landlock-tmpdir-gone");
     let tmp = private_tmp(&base);
-    let mut s = Server::start(
-        &["mcp-serve", "--root", root.to_str().unwrap()],
-        &[("TMPDIR", &tmp)],
-    );
-    s.initialize();
+    let mut s = serve(&["--root", root.to_str().unwrap()], &[("TMPDIR", &tmp)]);
     let dir = std::path::PathBuf::from(bash_tmpdir(&mut s));
     assert!(dir.join("x").is_file());
     // End of input ends the session.
@@ -210,11 +183,10 @@ fn bash_cannot_write_home_by_default() {
     let home = base.join("home");
     std::fs::create_dir_all(&home).unwrap();
     let tmp = private_tmp(&base);
-    let mut s = Server::start(
-        &["mcp-serve", "--root", root.to_str().unwrap()],
+    let mut s = serve(
+        &["--root", root.to_str().unwrap()],
         &[("TMPDIR", &tmp), ("HOME", home.to_str().unwrap())],
     );
-    s.initialize();
     if !require_landlock(&mut s) {
         return;
     }
@@ -243,9 +215,10 @@ fn bash_connects(s: &mut Server) -> (bool, String) {
     (listener.accept().is_ok(), text)
 }
 
-#[test]
-fn network_is_denied_by_default_and_when_set_allowed_when_set_to_allow() {
-    let (base, root, _outside) = workspace("landlock-net");
+/// Runs `check` on a confined server for each `network` setting (unset, deny, allow),
+/// with whether that setting lets Bash use TCP.
+fn for_each_network_setting(tag: &str, mut check: impl FnMut(&mut Server, Option<&str>, bool)) {
+    let (base, root, _outside) = workspace(tag);
     let tmp = private_tmp(&base);
     for (network, open) in [(None, false), (Some("deny"), false), (Some("allow"), true)] {
         let mut cfg = json!({"root": root});
@@ -253,20 +226,24 @@ fn network_is_denied_by_default_and_when_set_allowed_when_set_to_allow() {
             cfg["network"] = json!(n);
         }
         let cfg = write_config(&base, &cfg);
-        let mut s = Server::start(
-            &["mcp-serve", "--config", cfg.to_str().unwrap()],
-            &[("TMPDIR", &tmp)],
-        );
-        s.initialize();
+        let mut s = serve(&["--config", cfg.to_str().unwrap()], &[("TMPDIR", &tmp)]);
         if !require_landlock(&mut s) {
             return;
         }
+        check(&mut s, network, open);
+        s.finish();
+    }
+}
+
+#[test]
+fn network_is_denied_by_default_and_when_set_allowed_when_set_to_allow() {
+    for_each_network_setting("landlock-net", |s, network, open| {
         let a = s.request("tools/list", json!({}));
         let desc = a["result"]["tools"][3]["description"]
             .as_str()
             .unwrap()
             .to_string();
-        let (connected, text) = bash_connects(&mut s);
+        let (connected, text) = bash_connects(s);
         assert_eq!(connected, open, "network {network:?}: {text}");
         if open {
             assert!(desc.contains("network allowed"), "{desc}");
@@ -275,8 +252,7 @@ fn network_is_denied_by_default_and_when_set_allowed_when_set_to_allow() {
             assert!(desc.contains("TCP connect and bind are refused"), "{desc}");
             assert!(text.contains("Permission denied"), "{text}");
         }
-        s.finish();
-    }
+    });
 }
 
 /// A Bash command that binds a free 127.0.0.1 port, listens and connects to itself; its
@@ -299,23 +275,8 @@ fn bash_listens(s: &mut Server) -> String {
 
 #[test]
 fn bash_may_listen_on_tcp_only_with_network_allow() {
-    let (base, root, _outside) = workspace("landlock-bind");
-    let tmp = private_tmp(&base);
-    for (network, open) in [(None, false), (Some("deny"), false), (Some("allow"), true)] {
-        let mut cfg = json!({"root": root});
-        if let Some(n) = network {
-            cfg["network"] = json!(n);
-        }
-        let cfg = write_config(&base, &cfg);
-        let mut s = Server::start(
-            &["mcp-serve", "--config", cfg.to_str().unwrap()],
-            &[("TMPDIR", &tmp)],
-        );
-        s.initialize();
-        if !require_landlock(&mut s) {
-            return;
-        }
-        let text = bash_listens(&mut s);
+    for_each_network_setting("landlock-bind", |s, network, open| {
+        let text = bash_listens(s);
         if open {
             assert!(text.contains("accepted"), "network {network:?}: {text}");
         } else {
@@ -325,8 +286,7 @@ fn bash_may_listen_on_tcp_only_with_network_allow() {
                 "network {network:?}: {text}"
             );
         }
-        s.finish();
-    }
+    });
 }
 
 #[test]
@@ -338,8 +298,8 @@ fn env_and_env_passthrough_reach_bash_other_secrets_do_not() {
                 "env_passthrough": ["AWF_PASS_*", "AWF_NAMED_TOKEN"]}),
     );
     let tmp = private_tmp(&base);
-    let mut s = Server::start(
-        &["mcp-serve", "--config", cfg.to_str().unwrap()],
+    let mut s = serve(
+        &["--config", cfg.to_str().unwrap()],
         &[
             ("TMPDIR", &tmp),
             ("AWF_PASS_ONE", "passed-value-2"),
@@ -348,7 +308,6 @@ fn env_and_env_passthrough_reach_bash_other_secrets_do_not() {
             ("AWF_SET_BY_WF", "inherited-value-5"),
         ],
     );
-    s.initialize();
     let out = s.ok("Bash", json!({"command": "env"}));
     for want in [
         "AWF_SET_BY_WF=set-value-1",

@@ -65,11 +65,24 @@ impl Setup {
         ]
     }
 
+    /// `awf mcp-serve --config CONFIG` in this setup's environment, initialized.
     fn serve(&self, config: &Path, extra_env: &[(&str, &str)]) -> Server {
         let env = self.env();
         let mut envs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         envs.extend_from_slice(extra_env);
-        Server::start(&["mcp-serve", "--config", config.to_str().unwrap()], &envs)
+        let mut server = Server::start(&["mcp-serve", "--config", config.to_str().unwrap()], &envs);
+        server.initialize();
+        server
+    }
+
+    /// `awf ARGS` in this setup's environment, run to its end.
+    fn awf(&self, args: &[&str], extra_env: &[(&str, &str)]) -> std::process::Output {
+        Command::new(AWF)
+            .args(args)
+            .envs(self.env())
+            .envs(extra_env.iter().copied())
+            .output()
+            .unwrap()
     }
 
     /// Plugin socket directories left in the plugins' TMPDIR.
@@ -87,6 +100,14 @@ impl Setup {
         let left = self.leftover_sockets();
         assert!(left.is_empty(), "{left:?}");
     }
+}
+
+fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The pids of the live children of `parent` running `exe`.
@@ -139,7 +160,6 @@ fn a_plugin_serves_when_tmpdir_is_too_long_for_a_socket_path() {
     std::fs::create_dir_all(&long_tmp).unwrap();
     let cfg = s.config(json!([{"plugin": "notes", "expose": ["add"]}]));
     let mut server = s.serve(&cfg, &[("TMPDIR", &long_tmp)]);
-    server.initialize();
     let text = server.ok("notes_add", json!({"text": "buy milk"}));
     assert_eq!(text_and_data(&text).0, "added note 1");
     let (status, _, stderr) = server.finish();
@@ -154,7 +174,6 @@ fn plugin_operations_are_tools_with_their_schemas_and_results() {
         {"plugin": "faulty", "expose": ["fail", "panic"]}
     ]));
     let mut server = s.serve(&cfg, &[]);
-    server.initialize();
 
     let listed = server.request("tools/list", json!({}));
     let tools = listed["result"]["tools"].as_array().unwrap().clone();
@@ -252,7 +271,6 @@ fn a_crash_mid_call_is_an_error_and_the_server_serves_on() {
         {"plugin": "notes", "expose": ["add"]}
     ]));
     let mut server = s.serve(&cfg, &[]);
-    server.initialize();
 
     let text = server.err("faulty_crash", json!({}));
     assert!(
@@ -421,7 +439,6 @@ fn no_plugin_outlives_a_sigkilled_mcp_serve() {
         {"plugin": "faulty", "expose": ["sleep"]}
     ]));
     let mut server = s.serve(&cfg, &[]);
-    server.initialize();
     server.ok("notes_add", json!({"text": "x"}));
     let awf = server.pid();
     let mut plugins = children_running(awf, &example("notes"));
@@ -450,7 +467,6 @@ fn concurrent_calls_share_one_plugin_connection() {
     let s = setup("concurrent");
     let cfg = s.config(json!([{"plugin": "faulty", "expose": ["sleep"]}]));
     let mut server = s.serve(&cfg, &[]);
-    server.initialize();
     let ids: Vec<i64> = (0..8)
         .map(|i| {
             server.send_request(
@@ -490,16 +506,8 @@ fn plugins_list_reports_each_plugin_and_its_tools() {
         "name: broken\nversion: 1\ndescription: x\nexecutabel: b\n",
     )
     .unwrap();
-    let out = Command::new(AWF)
-        .args(["plugins", "list", "--json"])
-        .envs(s.env())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = s.awf(&["plugins", "list", "--json"], &[]);
+    assert_success(&out);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["search_path"], json!([s.plugins]));
     let plugins = report["plugins"].as_array().unwrap();
@@ -530,12 +538,7 @@ fn plugins_list_reports_each_plugin_and_its_tools() {
     );
 
     // A plugin that cannot start is listed as failed, with the reason.
-    let out = Command::new(AWF)
-        .args(["plugins", "list"])
-        .envs(s.env())
-        .env("FAULTY_BAD_HANDSHAKE", "1")
-        .output()
-        .unwrap();
+    let out = s.awf(&["plugins", "list"], &[("FAULTY_BAD_HANDSHAKE", "1")]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("faulty 0.1.0  [failed]"), "{text}");
     assert!(
@@ -549,39 +552,28 @@ fn plugins_list_reports_each_plugin_and_its_tools() {
 fn tools_list_and_call_include_exposed_plugin_tools() {
     let s = setup("cli");
     let cfg = s.config(json!([{"plugin": "notes", "expose": ["add"]}]));
-    let out = Command::new(AWF)
-        .args(["tools", "list", "--config", cfg.to_str().unwrap()])
-        .envs(s.env())
-        .output()
-        .unwrap();
+    let out = s.awf(&["tools", "list", "--config", cfg.to_str().unwrap()], &[]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(
         text.contains("notes_add(text, ") && text.contains("tags?"),
         "{text}"
     );
     assert!(text.contains("Read(path"), "{text}");
 
-    let out = Command::new(AWF)
-        .args([
+    let out = s.awf(
+        &[
             "tools",
             "call",
             "notes_add",
             r#"{"text": "hi", "tags": ["x", "y"]}"#,
-        ])
-        .args(["--config", cfg.to_str().unwrap(), "--json"])
-        .envs(s.env())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+            "--config",
+            cfg.to_str().unwrap(),
+            "--json",
+        ],
+        &[],
     );
+    assert_success(&out);
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(answer["is_error"], false);
     let text = answer["result"]["content"][0]["text"].as_str().unwrap();
@@ -609,8 +601,7 @@ fn thread_names(pid: i32) -> Vec<String> {
 fn the_plugin_runtime_exists_only_with_plugins_and_sigterm_stops_them() {
     let s = setup("sigterm");
     // No plugin tools: no plugin host, no async runtime thread.
-    let mut plain = s.serve(&s.config(json!([])), &[]);
-    plain.initialize();
+    let plain = s.serve(&s.config(json!([])), &[]);
     let names = thread_names(plain.pid());
     assert!(!names.iter().any(|n| n == "awf-plugins"), "{names:?}");
     let (status, _, stderr) = plain.finish();
@@ -618,7 +609,6 @@ fn the_plugin_runtime_exists_only_with_plugins_and_sigterm_stops_them() {
 
     let cfg = s.config(json!([{"plugin": "faulty", "expose": ["sleep"]}]));
     let mut server = s.serve(&cfg, &[]);
-    server.initialize();
     let names = thread_names(server.pid());
     // The runtime's worker (tokio may add blocking threads of the same name).
     assert!(names.iter().any(|n| n == "awf-plugins"), "{names:?}");
@@ -653,7 +643,6 @@ fn a_cancelled_plugin_call_stops_waiting_and_the_server_goes_on() {
     let s = setup("cancel");
     let cfg = s.config(json!([{"plugin": "faulty", "expose": ["sleep"]}]));
     let mut server = s.serve(&cfg, &[]);
-    server.initialize();
     let id = server.send_request(
         "tools/call",
         json!({"name": "faulty_sleep", "arguments": {"ms": 60000}}),
@@ -693,7 +682,6 @@ fn hyphenated_names_the_executable_field_and_the_tool_name_rule() {
     install("note-store");
     let cfg = s.config(json!([{"plugin": "note-store", "expose": ["add"]}]));
     let mut server = s.serve(&cfg, &[]);
-    server.initialize();
     let text = server.ok("note-store_add", json!({"text": "x", "tags": ["y"]}));
     assert!(text.starts_with("added note 1"), "{text}");
     // The plugin calls itself `notes`: served under its manifest's name, with a warning.
@@ -736,7 +724,6 @@ fn a_plugin_sees_a_token_only_when_its_manifest_names_it() {
     let seen = |server: &mut Server, name: &str| server.ok("faulty_env", json!({"name": name}));
     // The example's manifest names FAULTY_* only.
     let mut server = s.serve(&cfg, &planted);
-    server.initialize();
     assert!(seen(&mut server, "AWF_PLANTED_TOKEN").contains("is not set"));
     assert!(seen(&mut server, "OTHER_PLANTED_TOKEN").contains("is not set"));
     assert!(seen(&mut server, "FAULTY_PLANTED_TOKEN").contains("planted-token-value-2"));
@@ -752,7 +739,6 @@ fn a_plugin_sees_a_token_only_when_its_manifest_names_it() {
     );
     std::fs::write(&manifest, text).unwrap();
     let mut server = s.serve(&cfg, &planted);
-    server.initialize();
     assert!(seen(&mut server, "AWF_PLANTED_TOKEN").contains("planted-token-value-1"));
     assert!(seen(&mut server, "OTHER_PLANTED_TOKEN").contains("is not set"));
     let (status, _, stderr) = server.finish();

@@ -96,26 +96,12 @@ states:
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .output()
             .unwrap();
-        let s = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "no JSON summary ({e}): {} / {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        let s = common::run_summary(&out);
         (out, s)
     }
 
     fn audit(&self) -> Vec<Value> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(&self.audit_dir).unwrap().flatten() {
-            let text = std::fs::read_to_string(e.path()).unwrap();
-            out.extend(
-                text.lines()
-                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
-            );
-        }
-        out
+        common::audit_dir_lines(&self.audit_dir)
     }
 }
 

@@ -3,6 +3,7 @@
 //! spans of that step nest under it — whether the tools ran in `awf mcp-serve` spawned by
 //! an agent CLI (transport `pipe`) or in-process for `openai_compatible` (`inproc`).
 
+mod common;
 #[path = "fake_model/mod.rs"]
 mod fake_model;
 mod otlp_receiver;
@@ -10,7 +11,6 @@ mod otlp_receiver;
 use fake_model::{FakeModel, Script, private_tmp};
 use otlp_receiver::{Receiver, attr, hex};
 use serde_json::json;
-use std::path::Path;
 use std::process::Command;
 
 const AWF: &str = env!("CARGO_BIN_EXE_awf");
@@ -19,29 +19,16 @@ const RUN_SPAN: &str = "00f067aa0ba902b7";
 
 #[test]
 fn tool_spans_nest_under_their_step_span_for_both_transports() {
-    if !Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "python3 is required in CI"
-        );
-        eprintln!("skipping: python3 not found (the fake agent CLI is a Python script)");
+    if !common::python_available() {
         return;
     }
     let receiver = Receiver::start();
 
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("awf-run-otlp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::scratch("run-otlp");
     let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("input.txt"), "input\n").unwrap();
     let model = FakeModel::start(Script::new().call("Read", json!({"path": "input.txt"})));
-    let agent =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/fake_agent.py");
     let wf = dir.join("wf.yaml");
     std::fs::write(
         &wf,
@@ -68,7 +55,7 @@ states:
     type: terminal
 "#,
             base = model.base_url(),
-            agent = agent.display()
+            agent = common::fake_agent().display()
         ),
     )
     .unwrap();

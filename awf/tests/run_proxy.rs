@@ -17,21 +17,6 @@ use std::process::{Command, Output, Stdio};
 
 const AWF: &str = env!("CARGO_BIN_EXE_awf");
 
-fn python_available() -> bool {
-    let ok = Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "python3 is required in CI"
-        );
-        eprintln!("skipping: python3 not found (the fake agent CLI is a Python script)");
-    }
-    ok
-}
-
 struct Case {
     dir: PathBuf,
     wf: PathBuf,
@@ -41,15 +26,15 @@ struct Case {
     tmp: PathBuf,
 }
 
-fn case(tag: &str, timeout: &str) -> Case {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("awf-proxy-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+/// A test case, or `None` (the test skips) without python3 outside CI.
+fn case(tag: &str, timeout: &str) -> Option<Case> {
+    if !common::python_available() {
+        return None;
+    }
+    let dir = common::scratch(&format!("proxy-{tag}"));
     let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("input.txt"), "the input text\n").unwrap();
-    let agent =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/fake_agent.py");
     let wf = dir.join("wf.yaml");
     std::fs::write(
         &wf,
@@ -72,11 +57,11 @@ states:
     type: terminal
     message: "{{{{.states.review.Output}}}}"
 "#,
-            agent = agent.display()
+            agent = common::fake_agent().display()
         ),
     )
     .unwrap();
-    Case {
+    Some(Case {
         pids: dir.join("pids"),
         audit_dir: dir.join("audit"),
         tmp: {
@@ -86,7 +71,7 @@ states:
         },
         dir,
         wf,
-    }
+    })
 }
 
 impl Case {
@@ -120,22 +105,12 @@ impl Case {
 
     fn run_command(&self, mut command: Command) -> (Output, Value) {
         let out = command.output().unwrap();
-        let s = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "no JSON summary ({e}): {} / {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        let s = common::run_summary(&out);
         (out, s)
     }
 
     fn pids(&self) -> Vec<i32> {
-        std::fs::read_to_string(&self.pids)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
+        common::pids_in(&self.pids)
     }
 
     /// Nothing the step started is alive, and no process still names its config.
@@ -146,7 +121,7 @@ impl Case {
             "the fake agent recorded its pids: {pids:?}"
         );
         for pid in pids {
-            assert!(!alive(pid), "pid {pid} outlived the step");
+            assert!(common::dead(pid), "pid {pid} outlived the step");
         }
         assert!(
             mcp_serve_processes(&self.dir).is_empty(),
@@ -155,23 +130,23 @@ impl Case {
     }
 
     fn audit(&self) -> Vec<Value> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(&self.audit_dir).unwrap().flatten() {
-            let text = std::fs::read_to_string(e.path()).unwrap();
-            out.extend(
-                text.lines()
-                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
-            );
-        }
-        out
+        common::audit_dir_lines(&self.audit_dir)
     }
 }
 
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rfind(')')
-            .is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z'))
-    })
+/// Exit code `code`, or a panic showing the summary and awf's stderr.
+fn assert_exit(out: &Output, s: &Value, code: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{s:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The step's proxy sessions that crashed.
+fn crashed_sessions(step: &Value) -> usize {
+    step["proxy"]["crashed_sessions"].as_array().unwrap().len()
 }
 
 /// Live `awf mcp-serve` processes whose command line mentions a run of this test: their
@@ -185,7 +160,9 @@ fn mcp_serve_processes(dir: &Path) -> Vec<i32> {
         };
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmd).contains("mcp-serve") && cwd.starts_with(dir) && alive(pid)
+        if String::from_utf8_lossy(&cmd).contains("mcp-serve")
+            && cwd.starts_with(dir)
+            && !common::dead(pid)
         {
             out.push(pid);
         }
@@ -193,29 +170,14 @@ fn mcp_serve_processes(dir: &Path) -> Vec<i32> {
     out
 }
 
-fn state<'a>(s: &'a Value, name: &str) -> &'a Value {
-    s["states"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["state"] == name)
-        .unwrap()
-}
-
 #[test]
 fn a_proxied_step_calls_through_awf_mcp_serve_and_cleans_up() {
-    if !python_available() {
+    let Some(c) = case("call", "60s") else {
         return;
-    }
-    let c = case("call", "60s");
+    };
     let (out, s) = c.run("call");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{s:#}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let review = state(&s, "review");
+    assert_exit(&out, &s, 0);
+    let review = common::summary_state(&s, "review");
     let output = review["output"].as_str().unwrap();
     assert!(
         output.starts_with("fake agent read:") && output.contains("the input text"),
@@ -223,13 +185,7 @@ fn a_proxied_step_calls_through_awf_mcp_serve_and_cleans_up() {
     );
     assert_eq!(review["tool_calls"]["Read"], 1, "{review:#}");
     assert_eq!(review["proxy"]["sessions"], 1);
-    assert_eq!(
-        review["proxy"]["crashed_sessions"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
+    assert_eq!(crashed_sessions(review), 0);
     let audit = c.audit();
     let calls: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.call").collect();
     let results: Vec<&Value> = audit
@@ -262,23 +218,15 @@ fn a_proxied_step_calls_through_awf_mcp_serve_and_cleans_up() {
 
 #[test]
 fn a_server_left_running_outside_the_group_is_stopped_at_the_end_of_the_step() {
-    if !python_available() {
+    let Some(c) = case("stray", "60s") else {
         return;
-    }
-    let c = case("stray", "60s");
+    };
     let (out, s) = c.run("stray");
-    assert_eq!(out.status.code(), Some(0), "{s:#}");
-    let review = state(&s, "review");
+    assert_exit(&out, &s, 0);
+    let review = common::summary_state(&s, "review");
     assert_eq!(review["proxy"]["sessions"], 2, "{review:#}");
     // The stray got SIGTERM and ended its session cleanly: no crash.
-    assert_eq!(
-        review["proxy"]["crashed_sessions"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0,
-        "{review:#}"
-    );
+    assert_eq!(crashed_sessions(review), 0, "{review:#}");
     let audit = c.audit();
     let ends: Vec<&Value> = audit
         .iter()
@@ -290,13 +238,12 @@ fn a_server_left_running_outside_the_group_is_stopped_at_the_end_of_the_step() {
 
 #[test]
 fn a_timeout_stops_agent_and_server() {
-    if !python_available() {
+    let Some(c) = case("timeout", "3s") else {
         return;
-    }
-    let c = case("timeout", "3s");
+    };
     let (out, s) = c.run("hang");
-    assert_eq!(out.status.code(), Some(3), "{s:#}");
-    let review = state(&s, "review");
+    assert_exit(&out, &s, 3);
+    let review = common::summary_state(&s, "review");
     assert_eq!(review["status"], "timeout");
     assert_eq!(review["tool_calls"]["Read"], 1);
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.TIMEOUT");
@@ -311,10 +258,9 @@ fn a_timeout_stops_agent_and_server() {
 
 #[test]
 fn sigint_stops_agent_and_server() {
-    if !python_available() {
+    let Some(c) = case("sigint", "10m") else {
         return;
-    }
-    let c = case("sigint", "10m");
+    };
     let mut child = c
         .command("hang")
         .stdout(Stdio::piped())
@@ -328,56 +274,42 @@ fn sigint_stops_agent_and_server() {
     }
     let (status, s) = common::interrupt_run(&mut child);
     assert_eq!(status.code(), Some(3), "{s:#}");
-    assert_eq!(state(&s, "review")["status"], "interrupted");
+    assert_eq!(common::summary_state(&s, "review")["status"], "interrupted");
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");
     c.assert_nothing_left();
 }
 
 #[test]
 fn a_server_crash_is_reported_in_the_step_result() {
-    if !python_available() {
+    let Some(c) = case("crash", "60s") else {
         return;
-    }
-    let c = case("crash", "60s");
+    };
     let (out, s) = c.run("crash");
-    let review = state(&s, "review");
-    assert_eq!(out.status.code(), Some(3), "{s:#}");
+    let review = common::summary_state(&s, "review");
+    assert_exit(&out, &s, 3);
     assert_eq!(review["status"], "failure");
     assert_eq!(
         review["error"]["code"],
         "EXECUTION.MCP_PROXY.SERVER_CRASHED"
     );
-    assert_eq!(
-        review["proxy"]["crashed_sessions"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(crashed_sessions(review), 1);
     assert!(String::from_utf8_lossy(&out.stderr).contains("crashed"));
     c.assert_nothing_left();
 }
 
 #[test]
 fn a_crash_of_the_serving_child_is_reported_in_the_step_result() {
-    if !python_available() {
+    let Some(c) = case("crash-in-child", "60s") else {
         return;
-    }
-    let c = case("crash-in-child", "60s");
+    };
     let (out, s) = c.run_in_child("crash");
-    let review = state(&s, "review");
-    assert_eq!(out.status.code(), Some(3), "{s:#}");
+    let review = common::summary_state(&s, "review");
+    assert_exit(&out, &s, 3);
     assert_eq!(
         review["error"]["code"], "EXECUTION.MCP_PROXY.SERVER_CRASHED",
         "{s:#}"
     );
-    assert_eq!(
-        review["proxy"]["crashed_sessions"]
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(crashed_sessions(review), 1);
     assert_eq!(
         c.pids().len(),
         3,
@@ -391,26 +323,14 @@ fn a_crash_of_the_serving_child_is_reported_in_the_step_result() {
 /// the pid it started. The waiter takes the SIGKILL; the serving child ends its session.
 #[test]
 fn a_server_killed_as_codex_kills_it_ends_its_session_when_it_serves_in_a_child() {
-    if !python_available() {
+    let Some(c) = case("codex-exit", "60s") else {
         return;
-    }
-    let c = case("codex-exit", "60s");
+    };
     let (out, s) = c.run_in_child("codex-exit");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{s:#}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let review = state(&s, "review");
+    assert_exit(&out, &s, 0);
+    let review = common::summary_state(&s, "review");
     assert_eq!(review["proxy"]["sessions"], 1, "{review:#}");
-    assert_eq!(
-        review["proxy"]["crashed_sessions"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
+    assert_eq!(crashed_sessions(review), 0);
     let ends: Vec<Value> = c
         .audit()
         .into_iter()
@@ -425,25 +345,13 @@ fn a_server_killed_as_codex_kills_it_ends_its_session_when_it_serves_in_a_child(
 /// the running Bash command is killed, its call answered, the session ended.
 #[test]
 fn a_sigkill_of_the_waiter_ends_the_serving_child_and_its_command() {
-    if !python_available() {
+    let Some(c) = case("kill-waiter", "60s") else {
         return;
-    }
-    let c = case("kill-waiter", "60s");
+    };
     let (out, s) = c.run_in_child("kill-waiter");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{s:#}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let review = state(&s, "review");
-    assert_eq!(
-        review["proxy"]["crashed_sessions"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
+    assert_exit(&out, &s, 0);
+    let review = common::summary_state(&s, "review");
+    assert_eq!(crashed_sessions(review), 0);
     let audit = c.audit();
     let bash: Vec<&Value> = audit
         .iter()

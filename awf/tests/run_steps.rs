@@ -8,18 +8,14 @@ mod common;
 #[path = "fake_model/mod.rs"]
 mod fake_model;
 
-use serde_json::Value;
+use common::{pids_in, run_summary, summary_state};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 const AWF: &str = env!("CARGO_BIN_EXE_awf");
 
 fn scratch(tag: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("awf-run-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch(&format!("run-{tag}"))
 }
 
 fn awf_run(dir: &Path, wf: &Path, extra: &[&str]) -> Output {
@@ -34,54 +30,19 @@ fn awf_run(dir: &Path, wf: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
-fn summary(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON summary ({e}): stdout {} stderr {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-fn state<'a>(s: &'a Value, name: &str) -> &'a Value {
-    s["states"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["state"] == name)
-        .unwrap_or_else(|| panic!("no state {name} in {s:#}"))
-}
-
-/// True while `pid` is a live (non-zombie) process.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rfind(')')
-            .is_some_and(|i| !s[i + 1..].trim_start().starts_with('Z'))
-    })
-}
-
-fn pids(file: &Path) -> Vec<i32> {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
 #[test]
 fn steps_run_to_a_success_terminal_with_templates() {
     let dir = scratch("ok");
     let wf =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/valid_steps.yaml");
     let out = awf_run(&dir, &wf, &["--input", "who=bob"]);
-    let s = summary(&out);
+    let s = run_summary(&out);
     assert_eq!(out.status.code(), Some(0), "{s:#}");
     assert_eq!(s["status"], "success");
-    assert_eq!(state(&s, "greet")["output"], "hello bob");
-    assert_eq!(state(&s, "greet")["exit_code"], 0);
-    assert_eq!(state(&s, "shout")["output"], "HELLO BOB");
-    assert_eq!(state(&s, "done")["output"], "HELLO BOB");
+    assert_eq!(summary_state(&s, "greet")["output"], "hello bob");
+    assert_eq!(summary_state(&s, "greet")["exit_code"], 0);
+    assert_eq!(summary_state(&s, "shout")["output"], "HELLO BOB");
+    assert_eq!(summary_state(&s, "done")["output"], "HELLO BOB");
     let order: Vec<&str> = s["states"]
         .as_array()
         .unwrap()
@@ -122,18 +83,18 @@ states:
     )
     .unwrap();
     let out = awf_run(&dir, &wf, &[]);
-    let s = summary(&out);
+    let s = run_summary(&out);
     assert_eq!(out.status.code(), Some(3), "{s:#}");
-    assert_eq!(state(&s, "check")["status"], "failure");
-    assert_eq!(state(&s, "check")["exit_code"], 4);
+    assert_eq!(summary_state(&s, "check")["status"], "failure");
+    assert_eq!(summary_state(&s, "check")["exit_code"], 4);
     assert!(
-        state(&s, "check")["error"]["message"]
+        summary_state(&s, "check")["error"]["message"]
             .as_str()
             .unwrap()
             .contains("broken")
     );
     assert_eq!(
-        state(&s, "failed")["output"],
+        summary_state(&s, "failed")["output"],
         "check said checking and exited 4"
     );
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.TERMINAL_FAILURE");
@@ -165,7 +126,7 @@ fn an_invalid_workflow_runs_nothing() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("WORKFLOW.STATE.UNKNOWN_TARGET"));
     assert!(!dir.join("ran").exists());
-    let s = summary(&out);
+    let s = run_summary(&out);
     assert_eq!(s["status"], "invalid");
     assert_eq!(s["problems"][0]["path"], "states.a.on_success");
 }
@@ -204,13 +165,13 @@ fn a_normal_end_leaves_no_background_process() {
         "      sleep 300 &\n      echo $! > pids\n      echo started",
     );
     let out = awf_run(&dir, &wf, &[]);
-    let s = summary(&out);
+    let s = run_summary(&out);
     assert_eq!(out.status.code(), Some(0), "{s:#}");
-    assert_eq!(state(&s, "work")["output"], "started");
-    let p = pids(&dir.join("pids"));
+    assert_eq!(summary_state(&s, "work")["output"], "started");
+    let p = pids_in(&dir.join("pids"));
     assert_eq!(p.len(), 1);
     assert!(
-        !alive(p[0]),
+        common::dead(p[0]),
         "the background sleep {} outlived its step",
         p[0]
     );
@@ -226,14 +187,14 @@ fn a_timeout_stops_the_whole_group_even_when_it_ignores_sigterm() {
         "      trap '' TERM\n      echo $$ > pids\n      sleep 300 &\n      echo $! >> pids\n      wait",
     );
     let out = awf_run(&dir, &wf, &[]);
-    let s = summary(&out);
+    let s = run_summary(&out);
     assert_eq!(out.status.code(), Some(3), "{s:#}");
-    assert_eq!(state(&s, "work")["status"], "timeout");
+    assert_eq!(summary_state(&s, "work")["status"], "timeout");
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.TIMEOUT");
-    let p = pids(&dir.join("pids"));
+    let p = pids_in(&dir.join("pids"));
     assert_eq!(p.len(), 2);
     for pid in p {
-        assert!(!alive(pid), "pid {pid} outlived the timed-out step");
+        assert!(common::dead(pid), "pid {pid} outlived the timed-out step");
     }
 }
 
@@ -256,15 +217,15 @@ fn sigint_stops_the_step_and_the_run() {
         .spawn()
         .unwrap();
     // Wait (no deadline: the step writes both pids first thing) until the step runs.
-    while pids(&dir.join("pids")).len() < 2 {
+    while pids_in(&dir.join("pids")).len() < 2 {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let (status, s) = common::interrupt_run(&mut child);
     assert_eq!(status.code(), Some(3), "{s:#}");
-    assert_eq!(state(&s, "work")["status"], "interrupted");
+    assert_eq!(summary_state(&s, "work")["status"], "interrupted");
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");
-    for pid in pids(&dir.join("pids")) {
-        assert!(!alive(pid), "pid {pid} outlived the interrupted step");
+    for pid in pids_in(&dir.join("pids")) {
+        assert!(common::dead(pid), "pid {pid} outlived the interrupted step");
     }
 }
 
@@ -315,14 +276,14 @@ fn hostile_inputs_reach_step_commands_as_literal_text() {
         let dir = scratch(&format!("hostile-input-{i}"));
         let wf = echo_workflow(&dir, "{{.inputs.x}}");
         let out = awf_run(&dir, &wf, &["--input", &format!("x={value}")]);
-        let s = summary(&out);
+        let s = run_summary(&out);
         assert_eq!(out.status.code(), Some(0), "{value}: {s:#}");
         assert!(
             !dir.join("PWNED").exists(),
             "the input {value:?} ran as shell code"
         );
         for step in ["bare", "double", "single"] {
-            assert_eq!(state(&s, step)["output"], value, "{step}: {s:#}");
+            assert_eq!(summary_state(&s, step)["output"], value, "{step}: {s:#}");
         }
     }
 }
@@ -349,10 +310,13 @@ states:
     )
     .unwrap();
     let out = awf_run(&dir, &wf, &["--input", "x=a; touch RAN; echo b"]);
-    let s = summary(&out);
+    let s = run_summary(&out);
     assert_eq!(out.status.code(), Some(0), "{s:#}");
     assert!(dir.join("RAN").exists(), "a raw value is shell text");
-    assert_eq!(state(&s, "build")["output"], "a\nb a; touch RAN; echo b");
+    assert_eq!(
+        summary_state(&s, "build")["output"],
+        "a\nb a; touch RAN; echo b"
+    );
 }
 
 #[test]
@@ -414,9 +378,14 @@ states:
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .output()
         .unwrap();
-    let s = summary(&out);
+    let s = run_summary(&out);
     assert_eq!(out.status.code(), Some(0), "{s:#}");
-    assert_eq!(state(&s, "ask")["output"], hostile, "{}", model.describe());
+    assert_eq!(
+        summary_state(&s, "ask")["output"],
+        hostile,
+        "{}",
+        model.describe()
+    );
     for f in ["f", "PWNED2"] {
         assert!(
             !work.join(f).exists(),
@@ -424,6 +393,6 @@ states:
         );
     }
     for step in ["bare", "double", "single"] {
-        assert_eq!(state(&s, step)["output"], hostile, "{step}: {s:#}");
+        assert_eq!(summary_state(&s, step)["output"], hostile, "{step}: {s:#}");
     }
 }

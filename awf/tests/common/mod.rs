@@ -362,3 +362,75 @@ pub fn interrupt_run(child: &mut Child) -> (ExitStatus, Value) {
     let summary = serde_json::from_str(&stdout).unwrap();
     (status, summary)
 }
+
+/// A fresh empty directory `awf-<name>-<pid>` under the target's tmp dir.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("awf-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Whether `python3` runs: the fake agent CLI ([`fake_agent`]) is a Python script. Its
+/// absence skips the test, except in CI where it fails it.
+pub fn python_available() -> bool {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 is required in CI"
+        );
+        eprintln!("skipping: python3 not found (the fake agent CLI is a Python script)");
+    }
+    ok
+}
+
+/// The fake agent CLI: started as a provider's `options.command`, it starts the injected
+/// `awf mcp-serve` and behaves as `FAKE_AGENT_MODE` says.
+pub fn fake_agent() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workflows/fake_agent.py")
+}
+
+/// The JSON summary of `awf run --output json`; panics showing both streams if there is
+/// none.
+pub fn run_summary(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON summary ({e}): stdout {} stderr {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The entry of state `name` in an `awf run` summary.
+pub fn summary_state<'a>(summary: &'a Value, name: &str) -> &'a Value {
+    summary["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["state"] == name)
+        .unwrap_or_else(|| panic!("no state {name} in {summary:#}"))
+}
+
+/// The pids written one per line to `file`; none when it does not exist.
+pub fn pids_in(file: &Path) -> Vec<i32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Every record of every JSONL file in `dir` (the audit files of a run).
+pub fn audit_dir_lines(dir: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        out.extend(audit_lines(&e.path()));
+    }
+    out
+}
