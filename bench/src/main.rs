@@ -89,6 +89,13 @@ struct Cli {
     /// (`/proc/PID/smaps`) right after the unpinned flood.
     #[arg(long)]
     memory_map: bool,
+    /// Instead of the table: memory per server when N of it run at once. N of each
+    /// server are started and initialized, all alive together, and their PSS
+    /// (`/proc/PID/smaps_rollup`) is summed: PSS divides each shared page among the
+    /// processes mapping it, so the sum over N, over N, is what one more server costs.
+    /// Also anonymous PSS and private memory; medians over rounds.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    concurrent: usize,
 }
 
 /// One figure of the table: how it is named, its unit, and which way is better.
@@ -102,11 +109,12 @@ enum Fig {
     TputPinned,
     Peak,
     Big,
+    BigPeak,
     Exit,
 }
 
 impl Fig {
-    const ALL: [Fig; 9] = [
+    const ALL: [Fig; 10] = [
         Fig::Startup,
         Fig::RssInit,
         Fig::P50,
@@ -115,6 +123,7 @@ impl Fig {
         Fig::TputPinned,
         Fig::Peak,
         Fig::Big,
+        Fig::BigPeak,
         Fig::Exit,
     ];
 
@@ -128,6 +137,7 @@ impl Fig {
             Fig::TputPinned => "pipelined calls/s, pinned (k)",
             Fig::Peak => "peak RSS in flood, VmHWM (MiB)",
             Fig::Big => "big echo (ms)",
+            Fig::BigPeak => "peak RSS with big echo (MiB)",
             Fig::Exit => "exit after end of input (ms)",
         }
     }
@@ -342,6 +352,8 @@ fn flood_run(
             t.push(ms(s.call(Some(args))?));
         }
         out.extend(median(&mut t).map(|v| (Fig::Big, v)));
+        // The flood's peak is far below a big echo's, so this is the echo's peak.
+        out.insert(Fig::BigPeak, s.memory_kib("VmHWM")? as f64 / 1024.0);
     }
     s.close()?;
     Ok(())
@@ -378,6 +390,9 @@ fn run(cli: &Cli) -> Result<(), String> {
         show_stderr: cli.server_stderr,
         exit_timeout: Duration::from_secs(5),
     };
+    if cli.concurrent > 0 {
+        return concurrent_runs(cli, &servers, &work);
+    }
     let big_args = (is_echo && cli.big_runs > 0)
         .then(|| serde_json::json!({ "text": "x".repeat(cli.big_size) }).to_string());
     let big = big_args.as_deref().map(|a| (a, cli.big_runs));
@@ -468,6 +483,113 @@ fn run(cli: &Cli) -> Result<(), String> {
         print_memory_maps(&servers, &maps);
     }
     Ok(())
+}
+
+/// `--concurrent N`: what one more server costs. Per round and server, N of it are
+/// started and initialized, all alive at once; then each one's `/proc/PID/smaps_rollup`
+/// is read. PSS divides every shared page among the processes mapping it, so the sum
+/// over the N, over N, is the memory one server of N adds; `Pss_Anon` is its anonymous
+/// part (heap, stacks, dirty data: what no other process shares), and Private
+/// (`Private_Clean` + `Private_Dirty`) the pages mapped by that process alone. Figures
+/// are medians over rounds (MiB); the ratio of ours to each other server is the median
+/// of the per-round ratios (both ran in each round, one after the other).
+fn concurrent_runs(cli: &Cli, servers: &[ServerSpec], work: &Workload) -> Result<(), String> {
+    const FIGURES: [&str; 3] = ["PSS", "anon PSS", "Private"];
+    let n = cli.concurrent;
+    let mut rounds: BTreeMap<&str, Vec<[f64; 3]>> = BTreeMap::new();
+    for round in 0..cli.rounds {
+        let mut order: Vec<&ServerSpec> = servers.iter().collect();
+        order.rotate_left(round % servers.len());
+        for s in order {
+            let per_server = concurrent_memory(s, work, n).map_err(|e| e.to_string())?;
+            rounds.entry(s.name.as_str()).or_default().push(per_server);
+        }
+        eprintln!("round {}/{} done", round + 1, cli.rounds);
+    }
+    let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    let ours = names.iter().copied().find(|n| *n == cli.ours);
+    println!();
+    println!(
+        "Memory per server with {n} of each alive and initialized (MiB), medians over {} rounds:",
+        cli.rounds
+    );
+    let mut header = format!("{:<24}", "figure");
+    for name in &names {
+        header.push_str(&format!(" {name:>12}"));
+    }
+    if let Some(o) = ours {
+        for other in names.iter().filter(|x| **x != o) {
+            header.push_str(&format!(" {:>16}", format!("{o}/{other}")));
+        }
+    }
+    println!("{header}");
+    println!("{}", "-".repeat(header.chars().count()));
+    for (i, label) in FIGURES.iter().enumerate() {
+        let mut row = format!("{:<24}", format!("{label} per server"));
+        let column = |name: &str| -> Vec<f64> { rounds[name].iter().map(|r| r[i]).collect() };
+        for name in &names {
+            let cell = median(&mut column(name)).map_or("-".into(), |m| format!("{m:.3}"));
+            row.push_str(&format!(" {cell:>12}"));
+        }
+        if let Some(o) = ours {
+            for other in names.iter().filter(|x| **x != o) {
+                let mut ratios: Vec<f64> = column(o)
+                    .iter()
+                    .zip(column(other))
+                    .filter(|(_, b)| *b > 0.0)
+                    .map(|(a, b)| a / b)
+                    .collect();
+                let cell = median(&mut ratios).map_or("-".into(), |m| format!("{m:.3}"));
+                row.push_str(&format!(" {cell:>16}"));
+            }
+        }
+        println!("{row}");
+    }
+    println!("Spread over rounds (min–max):");
+    for (i, label) in FIGURES.iter().enumerate() {
+        let mut row = format!("{:<24}", format!("{label} per server"));
+        for name in &names {
+            let v: Vec<f64> = rounds[name].iter().map(|r| r[i]).collect();
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            row.push_str(&format!(" {name}={lo:.3}–{hi:.3}"));
+        }
+        println!("{row}");
+    }
+    Ok(())
+}
+
+/// Starts `n` sessions of `spec`, all alive at once, and returns PSS, anonymous PSS and
+/// private memory per server (MiB). Every session is closed before returning, on
+/// failure too, so that a failed run leaves no server behind.
+fn concurrent_memory(spec: &ServerSpec, work: &Workload, n: usize) -> io::Result<[f64; 3]> {
+    let mut sessions = Vec::with_capacity(n);
+    let measured = (|| -> io::Result<[u64; 3]> {
+        for _ in 0..n {
+            sessions.push(Session::start(spec, work, None)?);
+        }
+        let mut kib = [0u64; 3];
+        for s in &sessions {
+            let rollup = sys::rollup(s.pid())
+                .map_err(|e| io::Error::new(e.kind(), format!("server `{}`: {e}", spec.name)))?;
+            let field = |name: &str| {
+                rollup.get(name).copied().ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("/proc/{}/smaps_rollup has no {name} line", s.pid()),
+                    )
+                })
+            };
+            kib[0] += field("Pss")?;
+            kib[1] += field("Pss_Anon")?;
+            kib[2] += field("Private_Clean")? + field("Private_Dirty")?;
+        }
+        Ok(kib)
+    })();
+    for s in sessions {
+        s.close()?;
+    }
+    Ok(measured?.map(|k| k as f64 / n as f64 / 1024.0))
 }
 
 /// Per server, one resident-by-mapping table per flood.

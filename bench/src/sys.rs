@@ -1,5 +1,5 @@
-//! The two OS facts the benchmark needs: CPU affinity (to pin a latency run to one
-//! core) and a process's memory from `/proc/PID/status`.
+//! The OS facts the benchmark needs: CPU affinity (to pin a latency run to one core)
+//! and a process's memory from `/proc/PID/status`, `smaps_rollup` and `smaps`.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -77,6 +77,20 @@ pub fn status_kib(pid: u32, field: &str) -> io::Result<u64> {
                 format!("/proc/{pid}/status has no {field} line"),
             )
         })
+}
+
+/// Every `kB` field of `/proc/PID/smaps_rollup` (`Pss`, `Pss_Anon`, `Private_Dirty`...),
+/// in KiB: one read gives figures taken at the same moment.
+pub fn rollup(pid: u32) -> io::Result<BTreeMap<String, u64>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            let kib = value.trim().strip_suffix("kB")?.trim().parse().ok()?;
+            Some((name.to_string(), kib))
+        })
+        .collect())
 }
 
 /// Resident KiB of each mapping of a process (`/proc/PID/smaps`), keyed by file name and

@@ -46,6 +46,7 @@ fn quick_run_against_the_floor_prints_every_figure() {
         "pipelined calls/s, pinned (k)",
         "peak RSS in flood, VmHWM (MiB)",
         "68 KiB echo (ms)",
+        "peak RSS with big echo (MiB)",
         "exit after end of input (ms)",
     ] {
         let row = stdout
@@ -136,5 +137,71 @@ fn the_memory_map_adds_up_to_the_server_s_resident_memory() {
     assert!(
         total > 1000.0 && (rows - total).abs() < 0.5,
         "{rows} vs {total}:\n{table}"
+    );
+}
+
+#[test]
+fn concurrent_run_reports_memory_per_server_against_a_baseline() {
+    let floor = env!("CARGO_BIN_EXE_floor_echo");
+    let mcport = env!("CARGO_BIN_EXE_mcport_echo");
+    let out = bench()
+        .args([
+            "--concurrent",
+            "4",
+            "--rounds",
+            "2",
+            "--only",
+            "floor,mcport",
+        ])
+        .args(["--server", &format!("floor={floor}")])
+        .args(["--server", &format!("mcport={mcport}")])
+        .args(["--ours", "floor"])
+        .output()
+        .expect("run mcp-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "mcp-bench failed:\n{stderr}\n{stdout}"
+    );
+    assert!(
+        stdout.contains("with 4 of each alive") && stdout.contains("floor/mcport"),
+        "{stdout}"
+    );
+    // Per row: floor's figure, mcport's, and the ratio of the two.
+    let row = |label: &str| -> Vec<f64> {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no row {label:?} in:\n{stdout}"));
+        let cells: Vec<f64> = line[label.len()..]
+            .split_whitespace()
+            .map(|c| c.parse().unwrap_or_else(|_| panic!("{label:?}: {line:?}")))
+            .collect();
+        assert_eq!(cells.len(), 3, "{line:?}");
+        assert!(cells.iter().all(|c| *c > 0.0), "{line:?}");
+        cells
+    };
+    let pss = row("PSS per server");
+    let anon = row("anon PSS per server");
+    let private = row("Private per server");
+    for server in 0..2 {
+        assert!(anon[server] <= pss[server], "{stdout}");
+        assert!(anon[server] <= private[server], "{stdout}");
+    }
+}
+
+#[test]
+fn a_concurrent_run_with_a_server_that_does_not_answer_fails_by_name() {
+    let out = bench()
+        .args(["--concurrent", "3", "--rounds", "1"])
+        .args(["--only", "mute", "--server", "mute=/bin/true"])
+        .output()
+        .expect("run mcp-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a mute server must fail the run");
+    assert!(
+        stderr.contains("server `mute`") && stderr.contains("output ended"),
+        "{stderr}"
     );
 }
