@@ -49,6 +49,19 @@ fn http(
     (status, ctype, body.to_string())
 }
 
+/// One plain (not chunked) POST of `body`; returns the answer's JSON body.
+fn post_json(fake: &FakeModel, path: &str, body: &Value) -> Value {
+    let (_, _, answer) = http(fake, "POST", path, Some(body), false);
+    serde_json::from_str(&answer).unwrap()
+}
+
+/// The `event:` names of an SSE body.
+fn sse_events(body: &str) -> Vec<&str> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect()
+}
+
 /// The JSON `data:` payloads of an SSE body (without `[DONE]`).
 fn sse_data(body: &str) -> Vec<Value> {
     body.lines()
@@ -99,14 +112,11 @@ fn chat_completions_streams_calls_then_quotes_the_results() {
         messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
             {"id": format!("c{i}"), "type": "function", "function": {"name": "x", "arguments": "{}"}}]}));
         messages.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": result}));
-        let (_, _, body) = http(
+        let v = post_json(
             &fake,
-            "POST",
             "/v1/chat/completions",
-            Some(&json!({"model": "m", "stream": false, "tools": tools, "messages": messages})),
-            false,
+            &json!({"model": "m", "stream": false, "tools": tools, "messages": messages}),
         );
-        let v: Value = serde_json::from_str(&body).unwrap();
         if i == 0 {
             assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
             assert_eq!(
@@ -134,28 +144,14 @@ fn chat_completions_streams_calls_then_quotes_the_results() {
 fn side_requests_get_answers_but_never_move_the_script() {
     let fake = FakeModel::start(script());
     // A title request (no tools), token counting, model listing, telemetry.
-    let (_, _, title) = http(
+    let title = post_json(
         &fake,
-        "POST",
         "/v1/chat/completions",
-        Some(&json!({"model": "m", "messages": [{"role": "user", "content": "title?"}]})),
-        false,
+        &json!({"model": "m", "messages": [{"role": "user", "content": "title?"}]}),
     );
-    assert_eq!(
-        serde_json::from_str::<Value>(&title).unwrap()["choices"][0]["message"]["content"],
-        "Fake title"
-    );
-    let (_, _, count) = http(
-        &fake,
-        "POST",
-        "/v1/messages/count_tokens",
-        Some(&json!({})),
-        false,
-    );
-    assert_eq!(
-        serde_json::from_str::<Value>(&count).unwrap()["input_tokens"],
-        11
-    );
+    assert_eq!(title["choices"][0]["message"]["content"], "Fake title");
+    let count = post_json(&fake, "/v1/messages/count_tokens", &json!({}));
+    assert_eq!(count["input_tokens"], 11);
     let (_, _, models) = http(&fake, "GET", "/v1/models", None, false);
     assert!(serde_json::from_str::<Value>(&models).unwrap()["data"].is_array());
     let (status, _, _) = http(
@@ -197,10 +193,7 @@ fn anthropic_messages_stream_a_tool_use_block() {
         false,
     );
     assert_eq!(ctype, "text/event-stream");
-    let events: Vec<&str> = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("event: "))
-        .collect();
+    let events = sse_events(&body);
     assert_eq!(
         events,
         [
@@ -224,14 +217,11 @@ fn anthropic_messages_stream_a_tool_use_block() {
         {"role": "assistant", "content": [{"type": "tool_use", "id": "2", "name": "x", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "2", "content": "R2"}]}
     ]);
-    let (_, _, body) = http(
+    let v = post_json(
         &fake,
-        "POST",
         "/v1/messages",
-        Some(&json!({"model": "c", "stream": false, "tools": tools, "messages": messages})),
-        false,
+        &json!({"model": "c", "stream": false, "tools": tools, "messages": messages}),
     );
-    let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["stop_reason"], "end_turn");
     assert_eq!(v["content"][0]["text"], "FAKE-MODEL-FINAL\nR1\nR2");
 }
@@ -250,10 +240,7 @@ fn responses_call_codex_namespaced_tools_with_their_namespace() {
         Some(&json!({"model": "g", "stream": true, "tools": tools, "input": []})),
         false,
     );
-    let events: Vec<&str> = body
-        .lines()
-        .filter_map(|l| l.strip_prefix("event: "))
-        .collect();
+    let events = sse_events(&body);
     assert_eq!(
         events,
         [
@@ -301,14 +288,11 @@ fn gemini_streams_one_function_call_event() {
         "a.txt"
     );
     // A non-streaming JSON side question is answered with JSON text, not a step.
-    let (_, _, body) = http(
+    let v = post_json(
         &fake,
-        "POST",
         "/v1beta/models/gemini-2.5-flash:generateContent",
-        Some(&json!({"contents": [], "tools": tools})),
-        false,
+        &json!({"contents": [], "tools": tools}),
     );
-    let v: Value = serde_json::from_str(&body).unwrap();
     let text = v["candidates"][0]["content"]["parts"][0]["text"]
         .as_str()
         .unwrap();

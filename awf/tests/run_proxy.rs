@@ -187,11 +187,10 @@ fn a_proxied_step_calls_through_awf_mcp_serve_and_cleans_up() {
     assert_eq!(review["proxy"]["sessions"], 1);
     assert_eq!(crashed_sessions(review), 0);
     let audit = c.audit();
-    let calls: Vec<&Value> = audit.iter().filter(|r| r["type"] == "tool.call").collect();
-    let results: Vec<&Value> = audit
-        .iter()
-        .filter(|r| r["type"] == "tool.result")
-        .collect();
+    let (calls, results) = (
+        common::records(&audit, "tool.call"),
+        common::records(&audit, "tool.result"),
+    );
     assert_eq!((calls.len(), results.len()), (1, 1));
     assert_eq!(calls[0]["call_id"], results[0]["call_id"]);
     assert_eq!(calls[0]["step_id"], "1-review");
@@ -228,10 +227,7 @@ fn a_server_left_running_outside_the_group_is_stopped_at_the_end_of_the_step() {
     // The stray got SIGTERM and ended its session cleanly: no crash.
     assert_eq!(crashed_sessions(review), 0, "{review:#}");
     let audit = c.audit();
-    let ends: Vec<&Value> = audit
-        .iter()
-        .filter(|r| r["type"] == "session.end")
-        .collect();
+    let ends = common::records(&audit, "session.end");
     assert!(ends.iter().any(|r| r["reason"] == "signal"), "{ends:?}");
     c.assert_nothing_left();
 }

@@ -426,6 +426,11 @@ pub fn pids_in(file: &Path) -> Vec<i32> {
         .collect()
 }
 
+/// The audit records of type `kind` (`tool.call`, `tool.result`, `session.end`).
+pub fn records<'a>(audit: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    audit.iter().filter(|r| r["type"] == kind).collect()
+}
+
 /// Every record of every JSONL file in `dir` (the audit files of a run).
 pub fn audit_dir_lines(dir: &Path) -> Vec<Value> {
     let mut out = Vec::new();

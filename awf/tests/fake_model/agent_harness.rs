@@ -385,6 +385,23 @@ impl WorkflowRun {
             .and_then(|s| s.iter().find(|x| x["state"] == name))
             .unwrap_or_else(|| panic!("no state {name} in the summary: {:#}", self.summary))
     }
+
+    /// Checks that `awf run` succeeded; returns what a failed check should show: the
+    /// summary, the end of awf's stderr and what the fake model saw.
+    pub fn assert_success(&self, fake: &FakeModel) -> String {
+        let ctx = format!(
+            "summary: {:#}\n--- stderr ---\n{}\n--- fake model ---\n{}",
+            self.summary,
+            tail(&self.stderr),
+            fake.describe()
+        );
+        assert!(
+            self.status.success(),
+            "awf run failed ({})\n{ctx}",
+            self.status
+        );
+        ctx
+    }
 }
 
 /// Runs `awf run` on a one-agent-state workflow (`provider`, `options`, `mcp_proxy` as
@@ -488,17 +505,7 @@ pub fn assert_workflow_read_grep_edit(
     run: &WorkflowRun,
     prefix: &str,
 ) {
-    let ctx = format!(
-        "summary: {:#}\n--- stderr ---\n{}\n--- fake model ---\n{}",
-        run.summary,
-        tail(&run.stderr),
-        fake.describe()
-    );
-    assert!(
-        run.status.success(),
-        "awf run failed ({})\n{ctx}",
-        run.status
-    );
+    let ctx = run.assert_success(fake);
     let calls: Vec<String> = fake.tool_calls().into_iter().map(|(n, _)| n).collect();
     let expected: Vec<String> = ["Read", "Grep", "Edit"]
         .iter()
@@ -564,17 +571,7 @@ pub fn notes_add() -> Script {
 
 /// The checks of a `notes_add` step run with `intercept_builtins: false`.
 pub fn assert_workflow_notes_add(fake: &FakeModel, run: &WorkflowRun, prefix: &str) {
-    let ctx = format!(
-        "summary: {:#}\n--- stderr ---\n{}\n--- fake model ---\n{}",
-        run.summary,
-        tail(&run.stderr),
-        fake.describe()
-    );
-    assert!(
-        run.status.success(),
-        "awf run failed ({})\n{ctx}",
-        run.status
-    );
+    let ctx = run.assert_success(fake);
     let calls: Vec<String> = fake.tool_calls().into_iter().map(|(n, _)| n).collect();
     assert_eq!(calls, [format!("{prefix}notes_add")], "{ctx}");
     let names: Vec<&str> = run

@@ -683,6 +683,30 @@ fn model_of(wire: Wire, body: &Value, path: &str) -> String {
     }
 }
 
+/// A streamed Chat Completions answer: one chunk per (delta, finish_reason), then the
+/// usage chunk and `[DONE]`.
+fn chat_stream(model: &str, deltas: Vec<(Value, Value)>) -> Reply {
+    let chunk = |choices: Value| {
+        json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
+               "model": model, "choices": choices})
+    };
+    let mut events: Vec<(Option<&'static str>, Value)> = deltas
+        .into_iter()
+        .map(|(delta, finish)| {
+            (
+                None,
+                chunk(json!([{"index": 0, "delta": delta, "finish_reason": finish}])),
+            )
+        })
+        .collect();
+    let mut usage = chunk(json!([]));
+    usage["usage"] = usage_chat();
+    events.push((None, usage));
+    let mut r = Reply::sse(events);
+    r.body.push_str("data: [DONE]\n\n");
+    r
+}
+
 fn usage_chat() -> Value {
     json!({"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18})
 }
@@ -697,35 +721,21 @@ fn tool_call_reply(
 ) -> Reply {
     let streaming = body["stream"].as_bool().unwrap_or(false);
     match wire {
-        Wire::ChatCompletions if streaming => {
-            let chunk = |delta: Value, finish: Value| {
+        Wire::ChatCompletions if streaming => chat_stream(
+            model,
+            vec![
                 (
-                    None,
-                    json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
-                           "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
-                )
-            };
-            let mut events = vec![
-                chunk(
                     json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": id, "type": "function",
                             "function": {"name": tool.name, "arguments": ""}}]}),
                     Value::Null,
                 ),
-                chunk(
+                (
                     json!({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}),
                     Value::Null,
                 ),
-                chunk(json!({}), json!("tool_calls")),
-            ];
-            events.push((
-                None,
-                json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
-                       "model": model, "choices": [], "usage": usage_chat()}),
-            ));
-            let mut r = Reply::sse(events);
-            r.body.push_str("data: [DONE]\n\n");
-            r
-        }
+                (json!({}), json!("tool_calls")),
+            ],
+        ),
         Wire::ChatCompletions => Reply::json(json!({
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": model,
             "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
@@ -782,27 +792,14 @@ fn tool_call_reply(
 fn text_reply(wire: Wire, body: &Value, model: &str, text: &str) -> Reply {
     let streaming = body["stream"].as_bool().unwrap_or(false);
     match wire {
-        Wire::ChatCompletions if streaming => {
-            let chunk = |delta: Value, finish: Value| {
-                (
-                    None,
-                    json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
-                           "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
-                )
-            };
-            let mut r = Reply::sse(vec![
-                chunk(json!({"role": "assistant", "content": ""}), Value::Null),
-                chunk(json!({"content": text}), Value::Null),
-                chunk(json!({}), json!("stop")),
-                (
-                    None,
-                    json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
-                           "model": model, "choices": [], "usage": usage_chat()}),
-                ),
-            ]);
-            r.body.push_str("data: [DONE]\n\n");
-            r
-        }
+        Wire::ChatCompletions if streaming => chat_stream(
+            model,
+            vec![
+                (json!({"role": "assistant", "content": ""}), Value::Null),
+                (json!({"content": text}), Value::Null),
+                (json!({}), json!("stop")),
+            ],
+        ),
         Wire::ChatCompletions => Reply::json(json!({
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": model,
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
