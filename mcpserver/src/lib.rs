@@ -53,11 +53,13 @@
 //! Tests can serve in-process over [`memory::pair`], answer lines one at a time on the
 //! calling thread with a [`Dispatcher`], or run one call with [`Server::call`] (which is
 //! also how a host calls its tools in-process, hooks and all).
-//!
-//! Inside, a `tools/call` goes: the transport's framing (`framing.rs`) → the session's
-//! scheduling (`session.rs`: which thread reads, runs, flushes) → the MCP methods
-//! (`methods.rs`: what the line asks, the tool's lookup, the handler between the hooks)
-//! → the handler → the answer, written by the session.
+
+// Inside, a `tools/call` goes: the transport's framing (`framing.rs`) → the session's
+// scheduling (`session.rs`: which thread reads, runs, flushes) → the MCP methods
+// (`methods.rs`: what the line asks, read by `jsonrpc.rs` and, for the common shape of a
+// call, the strict scanner of `scan.rs`; the tool's lookup; the handler between the
+// hooks) → the handler → the answer, written by the session. `dispatch.rs` and
+// `Server::call` enter the methods without a session.
 
 mod builder;
 mod context;

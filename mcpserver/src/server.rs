@@ -149,14 +149,18 @@ impl Server {
     /// - an unknown or withheld tool, `arguments` that are not an object (`null` counts as
     ///   `{}`), or arguments that do not fit the handler: `Err(`[`CallError::InvalidArguments`]`)`
     ///   with the message a client over stdio gets with -32602 (the hooks see
-    ///   [`CallStatus::Rejected`](crate::CallStatus::Rejected) before any handler, [`CallStatus::InvalidArguments`](crate::CallStatus::InvalidArguments) after);
+    ///   [`CallStatus::Rejected`](crate::CallStatus::Rejected) before any handler,
+    ///   [`CallStatus::InvalidArguments`](crate::CallStatus::InvalidArguments) after). The
+    ///   message is the variant's field, word for word; the error's `Display` puts
+    ///   `invalid arguments: ` before it;
     /// - a handler's `Err(`[`CallError::Failed`]`)` or panic: `Ok` with
     ///   [`ToolResult::is_error`] set and the text the wire carries;
     /// - otherwise the handler's result.
     ///
     /// A call whose cancellation was raised while it ran returns what the handler
-    /// returned, and the hooks see [`CallStatus::Cancelled`](crate::CallStatus::Cancelled) (the wire sends no answer).
-    /// [`Hooks::request_received`] is not called: nothing was read. The context's
+    /// returned, and the hooks see [`CallStatus::Cancelled`](crate::CallStatus::Cancelled)
+    /// (the wire sends no answer). [`Hooks::request_received`] is not called: nothing was
+    /// read. Calls may run from many threads at once. The context's
     /// protocol revision is 2024-11-05, so a handler's result is returned whole
     /// (structured content included) and misfit arguments are an `Err`.
     ///

@@ -80,12 +80,14 @@ struct Leading<'scope, 'env, 's, R, W: Write> {
 impl<R: Read + Send, W: Write + Send> Link for Leading<'_, '_, '_, R, W> {
     type Out = BufWriter<W>;
 
+    #[inline]
     fn write(&self, body: impl FnOnce(&mut BufWriter<W>) -> io::Result<()>) -> Flow {
         // A worker that is no longer leader flushes at once; the leader when no other
         // line is buffered.
         self.session.write(body, self.demoted.get())
     }
 
+    #[inline]
     fn run<T>(&self, handler: impl FnOnce() -> T) -> T {
         let s = self.session;
         // Only the leader numbers calls (no read-modify-write needed).
