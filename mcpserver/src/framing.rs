@@ -8,6 +8,10 @@ use std::io::{self, Read};
 
 const INITIAL_BUFFER: usize = 8 * 1024;
 
+/// How much a full buffer grows by: a pipe's capacity, so that one read can take all a
+/// pipe holds.
+const READ_STEP: usize = 64 * 1024;
+
 /// What the next read produced.
 pub(crate) enum Frame<'a> {
     /// A complete line, without its terminator.
@@ -142,7 +146,11 @@ impl<R: Read> LineReader<R> {
             self.scanned = 0;
             return;
         }
-        let new_len = (self.buf.len() * 2).min(limit).max(self.end + 1);
+        // The length grows by one read's worth; the capacity under it doubles (`Vec`'s
+        // amortized growth, a `realloc` that neither copies nor touches big blocks). Only
+        // the zeros `resize` writes become resident, so a line of 1 MiB costs about 1 MiB
+        // of buffer, not the 2 MiB of a doubled, zero-filled length.
+        let new_len = (self.end + READ_STEP).min(limit);
         self.buf.resize(new_len, 0);
     }
 }
@@ -235,5 +243,24 @@ mod tests {
     fn line_of_exactly_the_limit_passes_with_crlf() {
         let got = frames(b"0123456789\r\n", 10);
         assert_eq!(got, vec![Some(b"0123456789".to_vec())]);
+    }
+
+    #[test]
+    fn a_long_line_grows_the_filled_buffer_by_steps_not_by_doubling() {
+        // Only the bytes `resize` zeroed are resident; a doubled length would zero (and
+        // make resident) up to twice the line.
+        let line = 1 << 20;
+        let mut input = vec![b'x'; line];
+        input.push(b'\n');
+        let mut reader = LineReader::new(&input[..], 4 << 20);
+        match reader.next_frame(&mut || Ok(())).unwrap() {
+            Frame::Line(l) => assert_eq!(l.len(), line),
+            _ => panic!("expected the line"),
+        }
+        assert!(
+            reader.buf.len() <= line + READ_STEP,
+            "{} bytes zeroed for a line of {line}",
+            reader.buf.len()
+        );
     }
 }
