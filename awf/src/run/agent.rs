@@ -292,9 +292,19 @@ impl Runner<'_> {
             );
         }
         drop(prepared);
+        // Each request's own timeout is the time left before the state's deadline, so the
+        // conversation may report the deadline before the loop above sees it: the same
+        // timeout either way.
+        if let Some(Err(e)) = &result
+            && deadline.is_some()
+            && e.code() == codes::OPENAI_TIMEOUT
+        {
+            r.status = Status::Timeout;
+        }
         if let Some(s) = session {
             let outcome = match &result {
                 Some(Ok(_)) => "success",
+                Some(Err(_)) if r.status == Status::Timeout => r.status.as_str(),
                 Some(Err(_)) => "failure",
                 None => r.status.as_str(),
             };
@@ -310,7 +320,9 @@ impl Runner<'_> {
                 Ok(())
             }
             Some(Err(e)) => {
-                r.status = Status::Failure;
+                if r.status != Status::Timeout {
+                    r.status = Status::Failure;
+                }
                 Err(e)
             }
             None if r.status == Status::Timeout => Err(AwfError::new(
