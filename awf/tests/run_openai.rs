@@ -1,6 +1,6 @@
 //! `openai_compatible` end to end: `awf run` on a workflow whose agent state talks Chat
 //! Completions to the fake model server (tests/fake_model), which makes the model Read a
-//! fixture file, Grep the work tree and Edit a file through the in-process tool router.
+//! fixture file, Grep the work tree and Edit a file through the in-process tool server.
 //! Asserted: the edit on disk, the three call/result pairs in the step's audit file, the
 //! final output quoting the tool results, what the model was offered, and the message
 //! shapes of the multi-turn loop; plus invalid arguments, the turn limit and HTTP errors.
@@ -112,7 +112,7 @@ fn fix(s: &Value) -> &Value {
 const ON: &str = "      enable: true";
 
 #[test]
-fn read_grep_edit_through_the_in_process_router() {
+fn read_grep_edit_through_the_in_process_tool_server() {
     let c = case("e2e");
     let model = FakeModel::start(
         Script::new()
@@ -227,7 +227,7 @@ fn read_grep_edit_through_the_in_process_router() {
     );
 }
 
-/// The in-process router's Bash starts from the allowlist too: neither the model key
+/// The in-process server's Bash starts from the allowlist too: neither the model key
 /// (which awf holds and sends in the Authorization header) nor a token exported to
 /// `awf run` reaches a Bash result, hence the model.
 #[test]
@@ -287,7 +287,7 @@ fn invalid_arguments_go_back_to_the_model_as_a_tool_error() {
         text.starts_with("ERROR:") && text.contains("not a JSON object"),
         "{text}"
     );
-    // It never reached the router.
+    // It never reached the tool server.
     assert!(c.audit().iter().all(|r| r["type"] != "tool.call"));
     assert!(
         fix(&s)["output"]

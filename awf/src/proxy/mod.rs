@@ -5,7 +5,7 @@
 //! nothing outlives the step (agent group and any `awf mcp-serve` left: SIGTERM, 5 s,
 //! SIGKILL), removes the per-step files and summarises the step's audit records, reporting
 //! a server that started but never ended (a crash). The in-process variant for
-//! `openai_compatible` builds the same router, with the same telemetry, in this process.
+//! `openai_compatible` builds the same tool server, with the same telemetry, in this process.
 
 pub mod span;
 

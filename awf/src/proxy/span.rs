@@ -1,6 +1,6 @@
 //! The step span: one INTERNAL span per agent step (`awf.step <state>`), exported over OTLP
 //! when the standard `OTEL_EXPORTER_OTLP_*` variables ask for it. Its context is the
-//! step's TRACEPARENT, so the tool spans of `awf mcp-serve` (and of the in-process router)
+//! step's TRACEPARENT, so the tool spans of `awf mcp-serve` (and of the in-process tool server)
 //! nest under it. Without export, the step still gets a fresh traceparent, so tool spans
 //! exported by a server configured on its own still group by step.
 
