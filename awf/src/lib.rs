@@ -1,7 +1,8 @@
 //! awf: the host side of AWF's tool interception (ADR 017). The `awf mcp-serve` subprocess
 //! serves the builtin tools and exposed plugin operations over MCP to an agent CLI; every
-//! call is an `mcpserver` call, confined by [`builtins::sandbox`], bounded, and observed by
-//! [`telemetry`] (log line, audit records, OpenTelemetry span).
+//! call is an `mcpserver` call, confined by [`builtins::sandbox`] (paths) and [`confine`]
+//! (Bash's writes, reads, processes and network), bounded, and observed by [`telemetry`]
+//! (log line, audit records, OpenTelemetry span).
 //!
 //! Layout: one model of a tool call, `mcpserver`'s (`Tool`, typed handlers, `ToolResult`,
 //! `CallContext`, `Hooks`). `builtins` and `plugins` (the gRPC plugin host) register their
@@ -19,6 +20,7 @@ pub mod builtins;
 pub mod child_env;
 pub mod cli;
 pub mod client;
+pub mod confine;
 pub mod error;
 pub mod mcp_serve;
 pub mod plugins;

@@ -4,7 +4,8 @@
 //! telemetry's hooks, and serves stdio until end of input, `shutdown`, or SIGTERM/SIGINT,
 //! answering everything read and flushing telemetry before it exits 0.
 
-use crate::builtins::{BuiltinEnv, Builtins, Limits, confine, sandbox::Sandbox};
+use crate::builtins::{BuiltinEnv, Builtins, Limits, sandbox::Sandbox};
+use crate::confine;
 use crate::error::{AwfError, codes};
 use crate::plugins::PluginTools;
 use crate::process::{self, Shutdown};
@@ -54,6 +55,15 @@ pub struct ServeConfig {
     /// Bash's TCP network; absent means deny where the kernel can enforce it.
     #[serde(default)]
     pub network: Option<confine::Network>,
+    /// What Bash may read; absent means confined (host where `landlock` is false).
+    #[serde(default)]
+    pub read: Option<confine::ReadMode>,
+    /// Extra paths Bash may read under `read: confined`.
+    #[serde(default)]
+    pub readable_paths: Vec<PathBuf>,
+    /// Paths covered by empty mounts besides the built-in secret locations.
+    #[serde(default)]
+    pub hidden_paths: Vec<PathBuf>,
     /// Variables set in Bash's environment.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
@@ -85,6 +95,9 @@ impl ServeConfig {
             landlock: true,
             writable_paths: Vec::new(),
             network: None,
+            read: None,
+            readable_paths: Vec::new(),
+            hidden_paths: Vec::new(),
             env: Default::default(),
             env_passthrough: Vec::new(),
             tools: ToolPolicy::default(),
@@ -121,6 +134,8 @@ impl ServeConfig {
         cfg.root = abs(&cfg.root);
         cfg.audit_path = cfg.audit_path.as_deref().map(abs);
         cfg.writable_paths = cfg.writable_paths.iter().map(|p| abs(p)).collect();
+        cfg.readable_paths = cfg.readable_paths.iter().map(|p| abs(p)).collect();
+        cfg.hidden_paths = cfg.hidden_paths.iter().map(|p| abs(p)).collect();
         cfg.origin = format!("the config {}", path.display());
         cfg.check(&cfg.origin)?;
         Ok(cfg)
@@ -152,6 +167,15 @@ impl ServeConfig {
                 codes::CONFIG_INVALID,
                 format!(
                     "{origin}: traceparent {t:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+                ),
+            ));
+        }
+        if !self.landlock && self.read == Some(confine::ReadMode::Confined) {
+            return Err(AwfError::new(
+                codes::CONFIG_INVALID,
+                format!(
+                    "{origin}: read is confined but landlock is false, and reads are \
+                     confined through Landlock; drop one of them"
                 ),
             ));
         }
@@ -236,12 +260,34 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
                 ),
             )
         })?;
-        let confinement =
-            confine::Confinement::new(cfg.landlock, &root, tmp.path(), &cfg.writable_paths)
-                .with_network(cfg.network)
-                .map_err(|e| {
-                    AwfError::new(codes::CONFIG_INVALID, format!("{}: {e}", cfg.origin))
-                })?;
+        let bash_env = crate::child_env::ChildEnv {
+            passthrough: cfg.env_passthrough.clone(),
+            set: cfg.env.clone().into_iter().collect(),
+        };
+        let vars = bash_env.vars();
+        let var = |name: &str| {
+            vars.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let policy = confine::Policy {
+            landlock: cfg.landlock,
+            read: cfg.read,
+            network: cfg.network,
+            writable: cfg.writable_paths.clone(),
+            readable: cfg.readable_paths.clone(),
+            hidden: cfg.hidden_paths.clone(),
+        };
+        let confinement = confine::Confinement::new(
+            &policy,
+            &root,
+            tmp.path(),
+            std::path::Path::new(crate::builtins::bash::shell()),
+            var("PATH"),
+            var("HOME").map(Path::new),
+            &|name| std::env::var(name).ok(),
+        )
+        .map_err(|e| AwfError::new(codes::CONFIG_INVALID, format!("{}: {e}", cfg.origin)))?;
         match confinement.status() {
             confine::Status::Unavailable(why) => {
                 tracing::warn!("Bash writes are NOT confined: {why}")
@@ -274,10 +320,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             sandbox,
             limits: cfg.limits.clone(),
             confine: confinement,
-            bash_env: crate::child_env::ChildEnv {
-                passthrough: cfg.env_passthrough.clone(),
-                set: cfg.env.clone().into_iter().collect(),
-            },
+            bash_env,
             shutdown: shutdown.clone(),
         })));
     }

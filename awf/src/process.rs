@@ -272,39 +272,37 @@ pub struct ProcessGroup {
 impl ProcessGroup {
     /// Spawns `cmd` as the leader of a new process group.
     pub fn spawn(cmd: &mut Command) -> io::Result<ProcessGroup> {
-        Self::start(cmd, false)
+        Self::start(cmd)
     }
 
-    /// Like [`spawn`](Self::spawn), and the leader is tied to the spawning thread and
-    /// holds on to its own descendants: it gets SIGKILL when that thread ends
-    /// (PR_SET_PDEATHSIG: the thread that runs a command waits for it, so this fires when
-    /// awf dies, by SIGKILL too), and it is a subreaper, so that while it runs every
-    /// process it started stays below it, whatever other commands of this process do.
-    /// The settings survive the exec. Added after the caller's own `pre_exec` steps.
-    pub fn spawn_tied(cmd: &mut Command) -> io::Result<ProcessGroup> {
-        Self::start(cmd, true)
-    }
-
-    fn start(cmd: &mut Command, tied: bool) -> io::Result<ProcessGroup> {
-        cmd.process_group(0);
-        if tied {
-            let parent = my_pid();
-            // SAFETY: the closure only makes syscalls (prctl, getppid) and allocates nothing.
-            unsafe {
-                cmd.pre_exec(move || {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
-                        || libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0
-                    {
-                        return Err(io::Error::last_os_error());
-                    }
-                    // The parent died before the signal was armed: nobody will wait for us.
-                    if libc::getppid() != parent {
-                        return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                    }
-                    Ok(())
-                });
-            }
+    /// Ties the process `cmd` spawns to the calling thread and lets it hold on to its own
+    /// descendants: it gets SIGKILL when that thread ends (PR_SET_PDEATHSIG: the thread
+    /// that runs a command waits for it, so this fires when awf dies, by SIGKILL too), and
+    /// it is a subreaper, so that while it runs every process it started stays below it,
+    /// whatever other commands of this process do. The settings survive the exec. Call it
+    /// before any other `pre_exec` step that may fork (a [`crate::confine::Jail`]): it is
+    /// meant for the spawned process itself.
+    pub fn tie(cmd: &mut Command) {
+        let parent = my_pid();
+        // SAFETY: the closure only makes syscalls (prctl, getppid) and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
+                    || libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                // The parent died before the signal was armed: nobody will wait for us.
+                if libc::getppid() != parent {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
         }
+    }
+
+    fn start(cmd: &mut Command) -> io::Result<ProcessGroup> {
+        cmd.process_group(0);
         // Registered under the lock before anyone can see the child as an orphan.
         let mut owned = owned();
         let child = cmd.spawn()?;

@@ -223,23 +223,25 @@ fn bash_runs_reports_and_fails() {
     s.finish();
 }
 
+/// A `sleep` argument no other process has, to find the process from outside Bash's PID
+/// namespace.
+fn unique_sleep(n: u32) -> String {
+    format!("982.{}{n}", std::process::id())
+}
+
 #[test]
 fn bash_timeout_kills_the_whole_group() {
     let (_b, root, _o) = workspace("bash-timeout");
     let mut s = Server::root(&root);
+    let bg = unique_sleep(1);
     let e = s.err(
         "Bash",
-        json!({"command": "sleep 1000 & echo $! > bg.pid; sleep 1000", "timeout_seconds": 1}),
+        json!({"command": format!("sleep {bg} & sleep 1000"), "timeout_seconds": 1}),
     );
     assert!(e.starts_with("timed out after 1 s"), "{e}");
-    let pid: i32 = std::fs::read_to_string(root.join("bg.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     assert!(
-        eventually(|| dead(pid)),
-        "background sleep {pid} survived the timeout"
+        eventually(|| common::pids_with_arg(&bg).is_empty()),
+        "background sleep {bg} survived the timeout"
     );
     s.finish();
 }
@@ -248,15 +250,14 @@ fn bash_timeout_kills_the_whole_group() {
 fn bash_background_children_do_not_outlive_the_call() {
     let (_b, root, _o) = workspace("bash-bg");
     let mut s = Server::root(&root);
-    s.ok("Bash", json!({"command": "sleep 1000 & echo $! > bg.pid"}));
-    let pid: i32 = std::fs::read_to_string(root.join("bg.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let bg = unique_sleep(2);
+    s.ok(
+        "Bash",
+        json!({"command": format!("sleep {bg} & sleep 0.3; [ -d /proc/$! ] && echo started")}),
+    );
     assert!(
-        eventually(|| dead(pid)),
-        "background sleep {pid} outlived the call"
+        eventually(|| common::pids_with_arg(&bg).is_empty()),
+        "background sleep {bg} outlived the call"
     );
     s.finish();
 }
@@ -265,25 +266,19 @@ fn bash_background_children_do_not_outlive_the_call() {
 fn bash_cancellation_kills_the_group() {
     let (_b, root, _o) = workspace("bash-cancel");
     let mut s = Server::root(&root);
+    let fg = unique_sleep(3);
     let id = s.send_request(
         "tools/call",
-        json!({"name": "Bash", "arguments": {"command": "echo $$ > sh.pid; sleep 1000"}}),
+        json!({"name": "Bash", "arguments": {"command": format!("sleep {fg}")}}),
     );
-    assert!(eventually(
-        || std::fs::read_to_string(root.join("sh.pid")).is_ok_and(|t| t.ends_with('\n'))
-    ));
-    let pid: i32 = std::fs::read_to_string(root.join("sh.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    assert!(eventually(|| !common::pids_with_arg(&fg).is_empty()));
     s.notify(
         "notifications/cancelled",
         json!({"requestId": id, "reason": "test"}),
     );
     assert!(
-        eventually(|| dead(pid)),
-        "cancelled command {pid} still runs"
+        eventually(|| common::pids_with_arg(&fg).is_empty()),
+        "cancelled command {fg} still runs"
     );
     // The server goes on serving.
     assert!(

@@ -12,6 +12,7 @@ mod harness;
 use common::{Server, eventually, workspace};
 use fake_model::{FakeModel, Script};
 use serde_json::json;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -22,18 +23,7 @@ fn marker(n: u32) -> String {
 
 /// True while a live (non-zombie) process runs with `marker` as an argument.
 fn marker_alive(marker: &str) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    dir.flatten().any(|e| {
-        let p = e.path();
-        let args = std::fs::read(p.join("cmdline")).unwrap_or_default();
-        let live = std::fs::read_to_string(p.join("stat")).is_ok_and(|s| {
-            s.rsplit_once(')')
-                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-        });
-        live && args.split(|b| *b == 0).any(|a| a == marker.as_bytes())
-    })
+    !common::pids_with_arg(marker).is_empty()
 }
 
 fn escape(marker: &str) -> String {
@@ -102,34 +92,22 @@ fn one_step(command: &str) -> String {
 
 #[test]
 fn a_setsid_background_process_is_gone_after_sigkill_of_mcp_serve() {
-    // The command kills its own server with SIGKILL after escaping: only `awf run` (the
-    // subreaper above the server) is left to clean up, at the end of the step.
-    let (base, root, _) = workspace("outlive-sigkill");
-    let m = marker(3);
-    let requests = base.join("requests.jsonl");
-    common::Requests::initialized()
-        .call(
-            "Bash",
-            json!({"command": format!("{}; kill -9 $PPID", escape(&m))}),
-        )
-        .write(&requests);
-    let out = awf_run(
-        &root,
-        &one_step(&format!(
-            "{} mcp-serve --root . < {} > /dev/null\necho \"server exit $?\"",
-            common::AWF,
-            requests.display()
-        )),
+    // No awf run above the server to clean up: the kernel must end the call (the parent-
+    // death signals of its waiter and init, and the end of its PID namespace).
+    let (_base, root, _) = workspace("outlive-sigkill");
+    let (m, shell_sleep) = (marker(3), marker(33));
+    let mut s = Server::root(&root);
+    s.send_request(
+        "tools/call",
+        json!({"name": "Bash", "arguments": {"command": format!("{}; sleep {shell_sleep}", escape(&m))}}),
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(eventually(|| marker_alive(&m)), "sleep {m} never started");
+    unsafe { libc::kill(s.pid(), libc::SIGKILL) };
+    let (status, _) = s.wait();
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
     assert!(
-        stdout.contains("server exit 137"),
-        "the server was not killed by SIGKILL: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        eventually(|| !marker_alive(&m)),
-        "sleep {m} outlived SIGKILL of awf mcp-serve and the end of awf run"
+        eventually(|| !marker_alive(&m) && !marker_alive(&shell_sleep)),
+        "sleep {m} outlived SIGKILL of awf mcp-serve"
     );
 }
 

@@ -1,19 +1,19 @@
 //! Bash: runs a command with `bash -c` (`sh -c` where bash is missing) in its own process
-//! group, cwd inside the root, stdin from /dev/null, writes confined by Landlock and mode, owner
-//! and times outside by read-only mounts (`super::mount_ns`). On
-//! timeout (default 120 s, at most 600 s) or cancellation the whole group is killed, and
-//! when the shell exits whatever it left running is killed too, in its group or not (the
-//! server is a subreaper: see `crate::process`): nothing a call started outlives the call. stdout and stderr are drained fully (the command never
+//! group, cwd inside the root, stdin from /dev/null, in the session's jail
+//! ([`crate::confine`]: what it may write, read, see and reach). On timeout (default 120 s,
+//! at most 600 s) or cancellation the whole group is killed, and when the shell exits
+//! whatever it left running is killed too, in its group or not (the server is a subreaper:
+//! see `crate::process`; in a PID namespace, its init takes the rest with it): nothing a
+//! call started outlives the call. stdout and stderr are drained fully (the command never
 //! blocks on a full pipe) but kept only up to the output bound.
 
 use super::bound::HeadBuffer;
-use super::mount_ns::ReadOnlyMounts;
 use super::{BuiltinEnv, resolve, schema};
 use crate::process::{self, Ended, ProcessGroup};
 use mcpserver::{CancellationToken, Tool};
 use serde::Deserialize;
 use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::mpsc;
@@ -29,7 +29,7 @@ pub struct Args {
     pub cwd: Option<String>,
 }
 
-fn shell() -> &'static str {
+pub fn shell() -> &'static str {
     static SHELL: OnceLock<&'static str> = OnceLock::new();
     SHELL.get_or_init(|| {
         if std::path::Path::new("/bin/bash").exists() {
@@ -109,31 +109,14 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut ruleset = env.confine.prepare()?;
-    if ruleset.is_some() {
-        // Where Landlock confines writes, mounts outside the writable paths are read-only
-        // too, so that chmod, chown and utime (which Landlock does not cover) fail there.
-        let mut mounts = Some(ReadOnlyMounts::new(env.confine.writable(), &cwd))
-            .filter(|m| m.available(std::path::Path::new(shell())));
-        // SAFETY: the closure only makes syscalls (unshare, mounts, prctl,
-        // landlock_restrict_self) on memory prepared before fork; on failure it returns an
-        // errno without allocating.
-        unsafe {
-            cmd.pre_exec(move || {
-                if let Some(m) = mounts.as_mut() {
-                    m.enter()?;
-                }
-                if let Some(rs) = ruleset.take() {
-                    rs.restrict_self()
-                        .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))?;
-                }
-                Ok(())
-            });
-        }
+    // Tied first: the shell dies with this server, and its orphans stay below it while it
+    // runs. Then the jail (its namespaces fork: the shell is a grandchild of the spawn).
+    ProcessGroup::tie(&mut cmd);
+    if let Some(jail) = env.confine.jail(&cwd) {
+        jail.install(&mut cmd);
     }
-    // Tied: the shell dies with this server, and its orphans stay below it while it runs.
     let mut group =
-        ProcessGroup::spawn_tied(&mut cmd).map_err(|e| format!("cannot start {}: {e}", shell()))?;
+        ProcessGroup::spawn(&mut cmd).map_err(|e| format!("cannot start {}: {e}", shell()))?;
 
     let half = (env.limits.output_bytes / 2).max(1024);
     let (done_tx, done_rx) = mpsc::channel::<(&'static str, HeadBuffer)>();

@@ -1,15 +1,13 @@
 //! The six builtin tools (Read, Write, Edit, Bash, Glob, Grep), registered as mcpserver
 //! tools with typed arguments (one [`ToolSource`] of a step's tool set).
 //! Every path goes through the [`sandbox`], every text answer through [`bound`], and Bash
-//! runs under [`confine`] (Landlock) when the kernel offers it.
+//! runs under [`crate::confine`] (Landlock, namespaces) as the kernel offers it.
 
 pub mod bash;
 pub mod bound;
-pub mod confine;
 pub mod edit;
 pub mod glob;
 pub mod grep;
-pub mod mount_ns;
 pub mod read;
 pub mod sandbox;
 pub mod write;
@@ -63,7 +61,7 @@ impl Default for Limits {
 pub struct BuiltinEnv {
     pub sandbox: Sandbox,
     pub limits: Limits,
-    pub confine: confine::Confinement,
+    pub confine: crate::confine::Confinement,
     /// What Bash's environment adds to the allowlist (the workflow's `env`, `env_passthrough`).
     pub bash_env: crate::child_env::ChildEnv,
     /// Set when the server goes down: running commands are killed, new ones refused.
@@ -196,7 +194,7 @@ pub(crate) mod testutil {
     pub fn env(root: &Path) -> BuiltinEnv {
         let sandbox = Sandbox::new(root).unwrap();
         // Unit tests do not confine: Landlock is covered by the integration tests.
-        let confine = confine::Confinement::new(false, sandbox.root(), &std::env::temp_dir(), &[]);
+        let confine = crate::confine::Confinement::none(sandbox.root(), &std::env::temp_dir());
         BuiltinEnv {
             sandbox,
             limits: Limits::default(),

@@ -124,8 +124,24 @@ impl ToolProxyService {
         let sb = &proxy.sandbox;
         cfg.landlock = sb.landlock;
         cfg.writable_paths = sb.writable.clone();
+        cfg.readable_paths = sb.readable.clone();
+        cfg.read = sb.read;
+        // awf's own files: the run's config and audit trail, other runs' too.
+        cfg.hidden_paths = sb.hidden.clone();
+        cfg.hidden_paths.extend([
+            crate::private_files::state_dir(),
+            self.run_dir.clone(),
+            self.audit_dir.clone(),
+        ]);
         cfg.network = sb.network;
-        cfg.env = sb.env.iter().cloned().collect();
+        // Bash's environment is resolved here, from awf's: an agent CLI may start
+        // `awf mcp-serve` with an environment of its own (codex keeps only a few variables),
+        // and Bash must get what the workflow named whichever CLI runs it.
+        cfg.env = crate::child_env::from_process(&sb.env_passthrough)
+            .into_iter()
+            .filter(|(k, _)| k != "TMPDIR")
+            .chain(sb.env.iter().cloned())
+            .collect();
         cfg.env_passthrough = sb.env_passthrough.clone();
         cfg.audit_path = Some(audit.to_path_buf());
         cfg.run_id = Some(self.run_id.clone());
@@ -209,9 +225,12 @@ impl ToolProxyService {
             "traceparent": traceparent,
             "landlock": cfg.landlock,
             "writable_paths": cfg.writable_paths,
+            "read": cfg.read.map(crate::confine::ReadMode::name),
+            "readable_paths": cfg.readable_paths,
+            "hidden_paths": cfg.hidden_paths,
             "network": cfg.network.map(|n| match n {
-                crate::builtins::confine::Network::Allow => "allow",
-                crate::builtins::confine::Network::Deny => "deny",
+                crate::confine::Network::Allow => "allow",
+                crate::confine::Network::Deny => "deny",
             }),
             "env": cfg.env,
             "env_passthrough": cfg.env_passthrough,
@@ -238,7 +257,10 @@ impl ToolProxyService {
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
             "OTEL_SERVICE_NAME",
-        ] {
+        ]
+        .into_iter()
+        .chain(crate::confine::readable::toolchain_vars())
+        {
             if let Ok(v) = std::env::var(k) {
                 env.push((k.to_string(), v));
             }

@@ -220,8 +220,14 @@ pub struct McpProxy {
 pub struct SandboxPolicy {
     /// Absolute (`~` expanded), checked paths Bash may write besides the root and its temp dir.
     pub writable: Vec<PathBuf>,
+    /// Absolute (`~` expanded) paths Bash may read besides the defaults (`read: confined`).
+    pub readable: Vec<PathBuf>,
+    /// Absolute paths covered by empty mounts, besides the built-in secret locations.
+    pub hidden: Vec<PathBuf>,
+    /// None: the default (confined; host where `landlock: false`).
+    pub read: Option<crate::confine::ReadMode>,
     /// None: the default (deny where the kernel can enforce it).
-    pub network: Option<crate::builtins::confine::Network>,
+    pub network: Option<crate::confine::Network>,
     pub landlock: bool,
     pub env: Vec<(String, String)>,
     pub env_passthrough: Vec<String>,
@@ -231,6 +237,9 @@ impl Default for SandboxPolicy {
     fn default() -> Self {
         SandboxPolicy {
             writable: Vec::new(),
+            readable: Vec::new(),
+            hidden: Vec::new(),
+            read: None,
             network: None,
             landlock: true,
             env: Vec::new(),

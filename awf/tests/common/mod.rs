@@ -318,6 +318,22 @@ pub fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// The live (non-zombie) processes, as this test sees them, with `arg` among their
+/// arguments: how a test finds a process the agent's Bash started (in its own PID
+/// namespace, `$$` and `$!` are numbers of that namespace).
+pub fn pids_with_arg(arg: &str) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let args = std::fs::read(e.path().join("cmdline")).ok()?;
+            (!dead(pid) && args.split(|b| *b == 0).any(|a| a == arg.as_bytes())).then_some(pid)
+        })
+        .collect()
+}
+
 /// True when process `pid` is gone or a zombie (killed, not yet reaped).
 pub fn dead(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

@@ -1,11 +1,20 @@
-//! `mcp_proxy.sandbox`: what a step's Bash may do beyond the defaults (extra writable
-//! paths, network, Landlock off, environment). Paths are checked here, at validate time,
+//! `mcp_proxy.sandbox`: what a step's Bash may do beyond the defaults (extra writable and
+//! readable paths, read mode, hidden paths, network, Landlock off, environment). Paths are checked here, at validate time,
 //! so that a typo or a dangerous path stops `awf validate` and `awf run` before any agent.
 
 use super::*;
-use crate::builtins::confine::Network;
+use crate::confine::{Network, ReadMode};
 
-const SANDBOX_KEYS: &[&str] = &["writable", "network", "landlock", "env", "env_passthrough"];
+const SANDBOX_KEYS: &[&str] = &[
+    "writable",
+    "readable",
+    "hidden",
+    "read",
+    "network",
+    "landlock",
+    "env",
+    "env_passthrough",
+];
 
 pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPolicy {
     let mut out = SandboxPolicy::default();
@@ -18,8 +27,13 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
     for (key, v) in fields {
         let kpath = join(path, key);
         match key {
-            "writable" => {
-                for (i, item) in list(cx, v, &kpath, "writable: [~/.cargo, /opt/cache]") {
+            "writable" | "readable" | "hidden" => {
+                let example = match key {
+                    "writable" => "writable: [~/.cargo, /opt/cache]",
+                    "readable" => "readable: [~/src/shared-lib, /data/fixtures]",
+                    _ => "hidden: [~/src/secret-project, /etc/app/token]",
+                };
+                for (i, item) in list(cx, v, &kpath, example) {
                     let ipath = format!("{kpath}[{i}]");
                     // A bare `~` is YAML's null; here it can only mean the home directory.
                     let home = matches!(&item.kind, Kind::Scalar(s, true) if s == "~");
@@ -28,13 +42,39 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
                     } else {
                         cx.string(item, &ipath)
                     };
-                    if let Some(text) = text
-                        && let Some(p) = writable_path(cx, &text, &ipath, item.line)
-                    {
-                        out.writable.push(p);
+                    let Some(text) = text else { continue };
+                    match key {
+                        "writable" => {
+                            if let Some(p) = writable_path(cx, &text, &ipath, item.line) {
+                                out.writable.push(p);
+                            }
+                        }
+                        "readable" => {
+                            if let Some(p) = readable_path(cx, &text, &ipath, item.line) {
+                                out.readable.push(p);
+                            }
+                        }
+                        _ => {
+                            if let Some(p) = hidden_path(cx, &text, &ipath, item.line) {
+                                out.hidden.push(p);
+                            }
+                        }
                     }
                 }
             }
+            "read" => match v.as_str() {
+                Some("confined") => out.read = Some(ReadMode::Confined),
+                Some("host") => out.read = Some(ReadMode::Host),
+                _ => cx.push(
+                    codes::INVALID_VALUE,
+                    &kpath,
+                    v.line,
+                    format!("{kpath} must be confined or host, found {}", v.describe()),
+                    "write `read: confined` (the default: the workspace, the system and the \
+                     toolchains on PATH, nothing else of $HOME) or `read: host` (what the user \
+                     can read, secret locations hidden)",
+                ),
+            },
             "network" => match v.as_str() {
                 Some("allow") => out.network = Some(Network::Allow),
                 Some("deny") => out.network = Some(Network::Deny),
@@ -102,6 +142,15 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
             }
         }
     }
+    if !out.landlock && out.read == Some(ReadMode::Confined) {
+        cx.push(
+            codes::INVALID_VALUE,
+            &join(path, "read"),
+            node.line,
+            format!("{path}: read: confined needs Landlock, but landlock is false"),
+            "remove `landlock: false`, or write `read: host`",
+        );
+    }
     if !out.landlock && out.network == Some(Network::Deny) {
         cx.push(
             codes::INVALID_VALUE,
@@ -132,9 +181,8 @@ fn list<'a>(cx: &mut Ctx, node: &'a Node, path: &str, example: &str) -> Vec<(usi
     }
 }
 
-/// A `writable` entry: `~` expanded, absolute, never `/`, existing or creatable, and apart
-/// from awf's own state directory (the audit trail and run files live there).
-fn writable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<PathBuf> {
+/// A path of the sandbox: `~` expanded, absolute.
+fn expand(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<PathBuf> {
     let mut bad = |message: String, hint: &str| {
         cx.push(codes::INVALID_VALUE, path, line, message, hint);
         None
@@ -156,9 +204,75 @@ fn writable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<Pa
     if !expanded.is_absolute() {
         return bad(
             format!("{path}: {text:?} is relative"),
-            "write an absolute path or one starting with ~/ (the workspace itself is always writable)",
+            "write an absolute path or one starting with ~/ (the workspace itself is always \
+             readable and writable)",
         );
     }
+    Some(expanded)
+}
+
+/// True when `real` is, holds or lies in awf's state directory (run files, audit trail).
+fn overlaps_state(real: &Path) -> Option<PathBuf> {
+    let state = crate::private_files::real_path(&crate::private_files::state_dir());
+    (real.starts_with(&state) || state.starts_with(real)).then_some(state)
+}
+
+/// A `readable` entry: expanded, never `/` (that is `read: host`), apart from awf's state.
+fn readable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<PathBuf> {
+    let expanded = expand(cx, text, path, line)?;
+    let real = crate::private_files::real_path(&expanded);
+    let message = if real == Path::new("/") {
+        Some((
+            format!("{path}: {text:?} is the whole file system"),
+            "write `read: host` to read what the user can, or name the directories Bash \
+             needs to read"
+                .to_string(),
+        ))
+    } else {
+        // A directory above it is fine: the state directory is hidden from Bash.
+        let state = crate::private_files::real_path(&crate::private_files::state_dir());
+        real.starts_with(&state).then(|| {
+            (
+                format!(
+                    "{path}: {text:?} lies in awf's state directory {} (its run files and \
+                     audit trail), which the agent must not read",
+                    state.display()
+                ),
+                "remove it; the agent reads the audit trail through no tool".to_string(),
+            )
+        })
+    };
+    if let Some((message, hint)) = message {
+        cx.push(codes::INVALID_VALUE, path, line, message, hint);
+        return None;
+    }
+    Some(expanded)
+}
+
+/// A `hidden` entry: expanded, never `/` (it may not exist yet: covered once it does).
+fn hidden_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<PathBuf> {
+    let expanded = expand(cx, text, path, line)?;
+    if crate::private_files::real_path(&expanded) == Path::new("/") {
+        cx.push(
+            codes::INVALID_VALUE,
+            path,
+            line,
+            format!("{path}: {text:?} is the whole file system"),
+            "name the files or directories to hide",
+        );
+        return None;
+    }
+    Some(expanded)
+}
+
+/// A `writable` entry: `~` expanded, absolute, never `/`, existing or creatable, and apart
+/// from awf's own state directory (the audit trail and run files live there).
+fn writable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<PathBuf> {
+    let expanded = expand(cx, text, path, line)?;
+    let mut bad = |message: String, hint: &str| {
+        cx.push(codes::INVALID_VALUE, path, line, message, hint);
+        None
+    };
     let real = crate::private_files::real_path(&expanded);
     if real == Path::new("/") {
         return bad(
@@ -180,8 +294,7 @@ fn writable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<Pa
             "create it first, or fix the path",
         );
     }
-    let state = crate::private_files::real_path(&crate::private_files::state_dir());
-    if real.starts_with(&state) || state.starts_with(&real) {
+    if let Some(state) = overlaps_state(&real) {
         return bad(
             format!(
                 "{path}: {text:?} overlaps awf's state directory {} (its run files and audit \

@@ -1,0 +1,497 @@
+//! Confinement of the agent's shell: what Bash may write, read, see and reach. The policy
+//! comes from the step's `mcp_proxy.sandbox`; this module resolves it once per session
+//! ([`Confinement::new`], which probes the kernel) and prepares each call's [`Jail`]
+//! ([`Confinement::jail`]), which the command enters between fork and exec:
+//!
+//! - writes: Landlock, beneath the root, the private temp directory ([`PrivateTmp`],
+//!   Bash's TMPDIR), `/dev/null` and the `writable:` paths; every other mount read-only in
+//!   Bash's mount namespace, so mode, owner and times cannot change outside either;
+//! - reads ([`ReadMode`]): `confined` (the default) grants Landlock read rights beneath the
+//!   writable paths, the system, the toolchains on PATH and git's configuration
+//!   ([`readable`]) and the `readable:` paths; `host` reads what the user can. Under both,
+//!   the secret locations ([`secrets`]) and the `hidden:` paths are covered by empty
+//!   read-only mounts;
+//! - processes: its own PID namespace with a fresh `/proc`, whose init kills what is left
+//!   when the shell exits; Landlock's scopes refuse signals out of the call (ABI 6);
+//! - network ([`Network`]): TCP connect and bind refused by Landlock unless allowed.
+//!
+//! What allocates is done here, in the parent; `namespaces` and `landlock` only make
+//! syscalls in the child. Each layer the kernel lacks is one WARN, or an error where the
+//! workflow asked for it explicitly.
+
+pub mod landlock;
+pub mod namespaces;
+pub mod readable;
+pub mod secrets;
+mod tmp;
+
+pub use namespaces::{Jail, Support};
+pub use tmp::PrivateTmp;
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Bash's TCP network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    Allow,
+    /// TCP connect and bind refused (Landlock ABI 4); UDP, hence DNS, is not covered.
+    Deny,
+}
+
+/// What Bash may read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadMode {
+    /// The workspace, its temp and writable paths, the system, the toolchains on PATH,
+    /// git's configuration and the `readable:` paths; nothing else (Landlock).
+    Confined,
+    /// What the user can, but the secret locations and the `hidden:` paths.
+    Host,
+}
+
+impl ReadMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadMode::Confined => "confined",
+            ReadMode::Host => "host",
+        }
+    }
+}
+
+/// A step's sandbox as the config states it.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Confine with Landlock at all (`landlock: false` turns writes, reads and network
+    /// confinement off; secret locations stay hidden).
+    pub landlock: bool,
+    /// None: confined where Landlock is on, host where it is switched off.
+    pub read: Option<ReadMode>,
+    pub network: Option<Network>,
+    pub writable: Vec<PathBuf>,
+    pub readable: Vec<PathBuf>,
+    /// Covered besides the built-in secret locations (`hidden:`, awf's own directories).
+    pub hidden: Vec<PathBuf>,
+}
+
+/// What Bash's network is, as enforced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetStatus {
+    Allowed,
+    Denied,
+    /// Deny was the default but cannot be enforced (why).
+    Unenforced(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Writes are confined; the kernel's Landlock ABI version.
+    On(i64),
+    /// Switched off in the config.
+    Off,
+    /// Wanted but the kernel does not offer it (why).
+    Unavailable(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    status: Status,
+    net: NetStatus,
+    read: ReadMode,
+    support: Support,
+    /// Root, temp dir, /dev/null, then the `writable:` paths.
+    writable: Vec<PathBuf>,
+    /// Under `read: confined`: every read-only root (system, toolchains, `readable:`).
+    readable: Vec<PathBuf>,
+    /// The user's `readable:` paths, for the description.
+    readable_extra: Vec<PathBuf>,
+    homes: Vec<PathBuf>,
+    hidden_extra: Vec<PathBuf>,
+    tmp: PathBuf,
+    /// The session's Landlock domain, cloned into each call's jail.
+    plan: Option<landlock::Plan>,
+}
+
+impl Confinement {
+    /// Resolves `policy` for a session over `root` whose Bash gets `tmp` as TMPDIR and
+    /// `path`/`home` as PATH/HOME; `var` reads awf's environment (toolchain homes). Probes
+    /// the kernel (Landlock version; namespaces by running `shell -c :` once per process).
+    pub fn new(
+        policy: &Policy,
+        root: &Path,
+        tmp: &Path,
+        shell: &Path,
+        path: Option<&str>,
+        home: Option<&Path>,
+        var: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Confinement, String> {
+        let mut writable = vec![
+            root.to_path_buf(),
+            tmp.to_path_buf(),
+            PathBuf::from("/dev/null"),
+        ];
+        writable.extend(policy.writable.iter().cloned());
+        let status = if !policy.landlock {
+            Status::Off
+        } else {
+            match landlock::kernel_abi() {
+                Ok(v) => Status::On(v),
+                Err(why) => Status::Unavailable(why),
+            }
+        };
+        let read = match (policy.read, policy.landlock) {
+            (Some(ReadMode::Confined), false) => {
+                return Err(
+                    "read: confined needs Landlock, but landlock is false; remove \
+                            `landlock: false`, or write `read: host`"
+                        .into(),
+                );
+            }
+            (Some(r), _) => r,
+            (None, true) => ReadMode::Confined,
+            (None, false) => ReadMode::Host,
+        };
+        if let (ReadMode::Confined, Status::Unavailable(why)) = (read, &status) {
+            return Err(format!(
+                "Bash's reads cannot be confined: {why}; run on a kernel with Landlock \
+                 (Linux 5.13+, `lsm=` including landlock), or set `read: host` in \
+                 mcp_proxy.sandbox (secret locations stay hidden by mounts)"
+            ));
+        }
+        // Secret locations are hidden and processes apart with Landlock switched off too.
+        let support = namespaces::support(shell, root);
+        if let Some((h, w)) = policy
+            .hidden
+            .iter()
+            .find_map(|h| Some((h, writable.iter().find(|w| w.starts_with(h))?)))
+        {
+            return Err(format!(
+                "hidden path {} holds {}, which Bash must reach; hide something narrower",
+                h.display(),
+                w.display()
+            ));
+        }
+        let homes = readable::homes(home);
+        let mut readable = Vec::new();
+        if read == ReadMode::Confined {
+            readable = readable::roots(path, home, var);
+            // Tools need /proc/self; in a PID namespace it is a /proc of the call's own.
+            readable.push(PathBuf::from("/proc"));
+            readable.extend(policy.readable.iter().cloned());
+        }
+        let mut c = Confinement {
+            status,
+            net: NetStatus::Allowed,
+            read,
+            support,
+            writable,
+            readable,
+            readable_extra: policy.readable.clone(),
+            homes,
+            hidden_extra: policy.hidden.clone(),
+            tmp: tmp.to_path_buf(),
+            plan: None,
+        };
+        c.net = c.net_status(policy.network.unwrap_or(Network::Deny));
+        if let (Some(Network::Deny), NetStatus::Unenforced(why)) = (policy.network, &c.net) {
+            return Err(format!(
+                "network: deny cannot be enforced: {why}; set network: allow, or run on a \
+                 kernel with Landlock ABI {} or later (Linux 6.7+)",
+                landlock::NET_ABI
+            ));
+        }
+        if let Status::On(abi) = c.status {
+            let mut plan = landlock::Plan::new(
+                abi,
+                c.read == ReadMode::Confined,
+                c.net == NetStatus::Denied,
+            );
+            let all = landlock::READ | landlock::write_rights(abi);
+            for p in &c.writable {
+                plan.allow(p, all);
+            }
+            for p in &c.readable {
+                plan.allow(p, landlock::READ);
+            }
+            c.plan = Some(plan);
+        }
+        Ok(c)
+    }
+
+    /// A session that confines nothing (unit tests of the tools).
+    pub fn none(root: &Path, tmp: &Path) -> Confinement {
+        Confinement {
+            status: Status::Off,
+            net: NetStatus::Unenforced("Landlock is switched off".into()),
+            read: ReadMode::Host,
+            support: Support {
+                mounts: false,
+                pids: false,
+            },
+            writable: vec![root.to_path_buf(), tmp.to_path_buf()],
+            readable: Vec::new(),
+            readable_extra: Vec::new(),
+            homes: Vec::new(),
+            hidden_extra: Vec::new(),
+            tmp: tmp.to_path_buf(),
+            plan: None,
+        }
+    }
+
+    fn net_status(&self, want: Network) -> NetStatus {
+        match (want, &self.status) {
+            (Network::Allow, _) => NetStatus::Allowed,
+            (Network::Deny, Status::On(v)) if *v >= landlock::NET_ABI => NetStatus::Denied,
+            (Network::Deny, Status::On(v)) => NetStatus::Unenforced(format!(
+                "the kernel's Landlock ABI {v} has no network rights (they need ABI {})",
+                landlock::NET_ABI
+            )),
+            (Network::Deny, Status::Off) => {
+                NetStatus::Unenforced("Landlock is switched off".into())
+            }
+            (Network::Deny, Status::Unavailable(why)) => NetStatus::Unenforced(why.clone()),
+        }
+    }
+
+    pub fn net(&self) -> &NetStatus {
+        &self.net
+    }
+
+    pub fn read(&self) -> ReadMode {
+        self.read
+    }
+
+    pub fn support(&self) -> Support {
+        self.support
+    }
+
+    /// The directory Bash gets as TMPDIR.
+    pub fn tmp_dir(&self) -> &Path {
+        &self.tmp
+    }
+
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    pub fn writable(&self) -> &[PathBuf] {
+        &self.writable
+    }
+
+    /// Under `read: confined`, the roots Bash may read besides its writable paths.
+    pub fn readable(&self) -> &[PathBuf] {
+        &self.readable
+    }
+
+    /// The secret locations to cover for a call, found again each time (a file created
+    /// since the last call is covered too). Under `read: confined` only those a read could
+    /// reach: beneath a readable or writable root.
+    pub fn hidden_now(&self) -> Vec<PathBuf> {
+        let all = secrets::present(&self.homes, &self.hidden_extra);
+        all.into_iter()
+            .filter(|p| {
+                // Never over a writable path (a secret name holding the workspace).
+                !self.writable.iter().any(|w| w.starts_with(p))
+                    && (self.read == ReadMode::Host
+                        || self
+                            .readable
+                            .iter()
+                            .chain(&self.writable)
+                            .any(|r| p.starts_with(r)))
+            })
+            .collect()
+    }
+
+    /// The confinement of one command run in `cwd`, or None when there is nothing to do.
+    pub fn jail(&self, cwd: &Path) -> Option<Jail> {
+        if !self.support.mounts && self.plan.is_none() {
+            return None;
+        }
+        let writable: &[PathBuf] = if self.status == Status::Off {
+            &[]
+        } else {
+            &self.writable
+        };
+        Some(Jail::new(
+            self.support,
+            self.status != Status::Off,
+            writable,
+            &self.hidden_now(),
+            cwd,
+            self.plan.clone(),
+        ))
+    }
+
+    /// The policy in words, for the Bash tool's description (and so `awf tools list`).
+    pub fn describe(&self) -> String {
+        let list = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let writes = match &self.status {
+            Status::On(_) => {
+                let extra = &self.writable[3..];
+                format!(
+                    "writes are confined (Landlock) to the root, a private temp directory \
+                     ($TMPDIR), /dev/null{}; the rest, /tmp and $HOME included, is read-only",
+                    if extra.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and {}", list(extra))
+                    }
+                )
+            }
+            Status::Off => "writes are NOT confined (Landlock switched off in the config)".into(),
+            Status::Unavailable(_) => {
+                "writes are NOT confined (Landlock is not available on this kernel)".into()
+            }
+        };
+        let hidden = if self.support.mounts {
+            "secret locations (~/.ssh, ~/.aws, cloud, registry and agent CLI logins, \
+             /etc/shadow, ...) read as empty"
+        } else {
+            "secret locations are NOT hidden (no user namespace)"
+        };
+        let reads = match self.read {
+            ReadMode::Confined => {
+                let extra = if self.readable_extra.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", list(&self.readable_extra))
+                };
+                format!(
+                    "reads are confined (read: confined) to the writable paths, the system \
+                     (/usr, /etc, /opt, ...), the toolchains on PATH, ~/.gitconfig{extra}; \
+                     anything else (the rest of $HOME, /tmp, other repositories) fails with \
+                     Permission denied by this policy; {hidden}"
+                )
+            }
+            ReadMode::Host => format!("reads are not confined (read: host) but {hidden}"),
+        };
+        let procs = if self.support.pids {
+            let signals = if self.plan.as_ref().is_some_and(|p| p.scopes_signals()) {
+                "; signals to processes outside the call are refused"
+            } else {
+                ""
+            };
+            format!(
+                "each command runs in its own PID namespace: ps shows only its own processes, \
+                 and none outlives it{signals}"
+            )
+        } else {
+            "other processes of the user are visible (no PID namespace)".into()
+        };
+        let net = match &self.net {
+            NetStatus::Allowed => "network allowed".to_string(),
+            NetStatus::Denied => {
+                "network denied: TCP connect and bind are refused (Landlock; UDP is not)".into()
+            }
+            NetStatus::Unenforced(why) => format!("network NOT restricted ({why})"),
+        };
+        format!(
+            "Sandbox: {writes}; {reads}; {procs}; {net}; the environment holds only PATH, HOME, \
+             locale, TERM, USER, SHELL, TZ, TMPDIR, proxy and CA-bundle variables plus those \
+             the workflow names (never a key, secret, token or password it does not name)."
+        )
+    }
+
+    /// The policy as data, for `awf validate --format json` and tests.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "read": self.read.name(),
+            "readable": self.readable,
+            "writable": self.writable,
+            "pid_namespace": self.support.pids,
+            "hidden_by_mounts": self.support.mounts,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(landlock: bool) -> Policy {
+        Policy {
+            landlock,
+            ..Policy::default()
+        }
+    }
+
+    fn new(p: &Policy) -> Result<Confinement, String> {
+        Confinement::new(
+            p,
+            Path::new("/r"),
+            Path::new("/t"),
+            Path::new("/bin/sh"),
+            Some("/usr/bin"),
+            None,
+            &|_| None,
+        )
+    }
+
+    #[test]
+    fn off_means_no_landlock_and_says_so() {
+        let c = new(&policy(false)).unwrap();
+        assert_eq!(c.status(), &Status::Off);
+        assert_eq!(c.read(), ReadMode::Host);
+        assert!(c.describe().contains("NOT confined"));
+        assert!(matches!(c.net(), NetStatus::Unenforced(_)));
+        let mut deny = policy(false);
+        deny.network = Some(Network::Deny);
+        let e = new(&deny).unwrap_err();
+        assert!(e.contains("set network: allow"), "{e}");
+        let mut confined = policy(false);
+        confined.read = Some(ReadMode::Confined);
+        let e = new(&confined).unwrap_err();
+        assert!(e.contains("read: host"), "{e}");
+    }
+
+    #[test]
+    fn network_deny_needs_abi_4() {
+        let mut c = Confinement::none(Path::new("/r"), Path::new("/t"));
+        c.status = Status::On(3);
+        assert!(matches!(
+            c.net_status(Network::Deny),
+            NetStatus::Unenforced(_)
+        ));
+        c.status = Status::On(7);
+        assert_eq!(c.net_status(Network::Deny), NetStatus::Denied);
+        assert_eq!(c.net_status(Network::Allow), NetStatus::Allowed);
+    }
+
+    #[test]
+    fn writable_holds_root_tmp_devnull_and_extras() {
+        let mut p = policy(false);
+        p.writable = vec![PathBuf::from("/x")];
+        let c = new(&p).unwrap();
+        let w: Vec<_> = c
+            .writable()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(w[..3], ["/r", "/t", "/dev/null"]);
+        assert!(!w.contains(&std::env::temp_dir().display().to_string()));
+        assert_eq!(w[3..], ["/x"]);
+    }
+
+    #[test]
+    fn confined_reads_name_the_system_and_not_the_home() {
+        let Ok(c) = new(&policy(true)) else {
+            return; // no Landlock on this kernel: refused, as the next test shows
+        };
+        assert_eq!(c.read(), ReadMode::Confined);
+        let r = c.readable();
+        assert!(r.contains(&PathBuf::from("/usr")) && r.contains(&PathBuf::from("/etc")));
+        assert!(r.contains(&PathBuf::from("/proc")));
+        assert!(
+            !r.iter()
+                .any(|p| p == Path::new("/") || p == Path::new("/tmp"))
+        );
+        assert!(c.describe().contains("read: confined"), "{}", c.describe());
+    }
+}

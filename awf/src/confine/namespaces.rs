@@ -1,0 +1,455 @@
+//! Bash's namespaces, entered between fork and exec. In its own user and mount namespace
+//! (its uid and gid mapped to themselves) every mount is read-only but fresh clones of the
+//! writable paths, so chmod, chown and utime outside them fail with EROFS (Landlock does
+//! not cover them); secret locations are covered by empty read-only mounts (a tmpfs over a
+//! directory, `/dev/null` over a file; never a writable mount). In its own PID namespace,
+//! with a fresh `/proc`, Bash sees and signals only its own processes; the namespace's
+//! init reaps them and, by exiting when the shell exits, makes the kernel kill whatever is
+//! left. No capability survives the exec (SECBIT_NOROOT, for uid 0 too), so the shell can
+//! neither make a mount writable again nor lift a cover; Landlock, applied last, refuses
+//! mount changes besides.
+//!
+//! Process tree of one call: the spawned process (the *waiter*, in awf's PID namespace,
+//! the process group leader awf waits for) → the *init* (PID 1 of the new namespace) →
+//! the shell. The waiter ends with the shell's own status, which the init hands it over a
+//! pipe. Each link dies with the one above it (parent-death signals, the init checked
+//! against a race by a pidfd of the waiter), so a SIGKILL of `awf mcp-serve` takes the
+//! whole call with it, `setsid` escapees included.
+//!
+//! Everything that allocates happens in [`Jail::new`], in the parent; [`Jail::enter`]
+//! only makes syscalls (raw `clone`, never libc's `fork` with its atfork handlers).
+
+use super::landlock;
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// What the kernel lets this process do, found out once by a child that does it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Support {
+    /// User and mount namespaces (read-only mounts, covers).
+    pub mounts: bool,
+    /// A PID namespace with a fresh `/proc`.
+    pub pids: bool,
+}
+
+/// One call's confinement, prepared in the parent.
+#[derive(Debug, Clone)]
+pub struct Jail {
+    mounts: bool,
+    /// Every mount read-only but the writable paths (Landlock confines the writes).
+    read_only: bool,
+    pids: bool,
+    writable: Vec<CString>,
+    /// The detached clones, filled in the child (capacity reserved: no allocation there).
+    clones: Vec<libc::c_int>,
+    /// Covers: (path, is a directory).
+    hidden: Vec<(CString, bool)>,
+    /// The command's working directory, entered again once the mounts are in place (the one
+    /// entered before pointed into the mount beneath them).
+    cwd: CString,
+    uid_map: CString,
+    gid_map: CString,
+    landlock: Option<landlock::Plan>,
+}
+
+fn cstr(p: &Path) -> Option<CString> {
+    CString::new(p.as_os_str().as_bytes()).ok()
+}
+
+impl Jail {
+    /// `support` says which namespaces to enter; with `read_only` every mount but the
+    /// `writable` paths is made read-only; `hidden` are existing paths to cover.
+    pub fn new(
+        support: Support,
+        read_only: bool,
+        writable: &[PathBuf],
+        hidden: &[PathBuf],
+        cwd: &Path,
+        landlock: Option<landlock::Plan>,
+    ) -> Jail {
+        // SAFETY: getuid and getgid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let writable: Vec<CString> = writable.iter().filter_map(|p| cstr(p)).collect();
+        Jail {
+            mounts: support.mounts,
+            read_only,
+            pids: support.mounts && support.pids,
+            clones: Vec::with_capacity(writable.len()),
+            writable,
+            hidden: hidden
+                .iter()
+                .filter_map(|p| Some((cstr(p)?, p.is_dir())))
+                .collect(),
+            cwd: cstr(cwd).unwrap_or_else(|| c"/".into()),
+            uid_map: CString::new(format!("{uid} {uid} 1")).unwrap(),
+            gid_map: CString::new(format!("{gid} {gid} 1")).unwrap(),
+            landlock,
+        }
+    }
+
+    /// Registers [`enter`](Self::enter) as a `pre_exec` step of `cmd`. It must come after
+    /// any step meant for the spawned process itself (the waiter): the shell runs in a
+    /// grandchild of it.
+    pub fn install(mut self, cmd: &mut Command) {
+        // SAFETY: `enter` only makes syscalls on memory allocated before fork; on failure
+        // it returns an errno without allocating.
+        unsafe { cmd.pre_exec(move || self.enter()) };
+    }
+
+    /// In the child, between fork and exec. Returns in the process that execs the shell.
+    pub fn enter(&mut self) -> io::Result<()> {
+        if self.mounts {
+            self.enter_mounts()?;
+        }
+        if self.pids {
+            // SAFETY: syscalls only; see the module's process tree.
+            unsafe { enter_pid_namespace()? };
+        }
+        // SAFETY: a NUL-terminated path prepared before fork.
+        check(unsafe { libc::chdir(self.cwd.as_ptr()) })?;
+        if let Some(plan) = &self.landlock {
+            plan.apply()?;
+        }
+        Ok(())
+    }
+
+    fn enter_mounts(&mut self) -> io::Result<()> {
+        // SAFETY: every call below is a plain syscall on NUL-terminated strings and a
+        // mount_attr owned by this frame; none allocates.
+        unsafe {
+            check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+            write_proc(c"/proc/self/setgroups", c"deny")?;
+            write_proc(c"/proc/self/uid_map", &self.uid_map)?;
+            write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+            // Private: nothing done here reaches the parent namespace, and no mount made
+            // there later (which would be writable) appears here.
+            check(libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            self.clones.clear();
+            let writable = if self.read_only {
+                &self.writable[..]
+            } else {
+                &[]
+            };
+            for path in writable {
+                let fd = libc::syscall(
+                    libc::SYS_open_tree,
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32,
+                );
+                if fd < 0 && *libc::__errno_location() == libc::ENOENT {
+                    self.clones.push(-1); // a configured path that does not exist
+                    continue;
+                }
+                self.clones.push(check(fd as libc::c_int)?);
+            }
+            if self.read_only {
+                set_read_only(c"/", libc::AT_RECURSIVE as libc::c_uint)?;
+            }
+            for (path, &fd) in writable.iter().zip(&self.clones) {
+                if fd < 0 {
+                    continue;
+                }
+                check(libc::syscall(
+                    libc::SYS_move_mount,
+                    fd,
+                    c"".as_ptr(),
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    libc::MOVE_MOUNT_F_EMPTY_PATH,
+                ) as libc::c_int)?;
+                libc::close(fd);
+            }
+            for (path, dir) in &self.hidden {
+                cover(path, *dir)?;
+            }
+            // uid 0 inside would otherwise get every capability of this namespace at exec.
+            check(libc::prctl(
+                libc::PR_SET_SECUREBITS,
+                (libc::SECBIT_NOROOT | libc::SECBIT_NOROOT_LOCKED) as libc::c_ulong,
+            ))?;
+        }
+        Ok(())
+    }
+}
+
+/// Covers `path` with an empty read-only mount: a tmpfs over a directory, `/dev/null` over
+/// a file.
+unsafe fn cover(path: &CStr, dir: bool) -> io::Result<()> {
+    let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    // SAFETY: NUL-terminated strings that outlive the calls.
+    unsafe {
+        if dir {
+            check(libc::mount(
+                c"awf-hidden".as_ptr(),
+                path.as_ptr(),
+                c"tmpfs".as_ptr(),
+                flags,
+                c"size=4k,nr_inodes=1,mode=0555".as_ptr().cast(),
+            ))?;
+        } else {
+            check(libc::mount(
+                c"/dev/null".as_ptr(),
+                path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            ))?;
+            set_read_only(path, 0)?;
+        }
+    }
+    Ok(())
+}
+
+unsafe fn set_read_only(path: &CStr, flags: libc::c_uint) -> io::Result<()> {
+    let attr = libc::mount_attr {
+        attr_set: libc::MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: a NUL-terminated path and a mount_attr owned by this frame.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    } as libc::c_int)?;
+    Ok(())
+}
+
+/// `fork` by the raw syscall (no atfork handlers: this runs in a child of a multithreaded
+/// process, where another thread may have held a lock those handlers take).
+unsafe fn raw_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
+    // SAFETY: clone with no new stack behaves like fork: the child continues on a copy.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(pid as libc::pid_t)
+    }
+}
+
+/// Creates the PID namespace: the calling process becomes the waiter and never returns;
+/// its child becomes the init and never returns; the init's child returns, to exec.
+unsafe fn enter_pid_namespace() -> io::Result<()> {
+    // SAFETY (whole body): syscalls on stack memory only.
+    unsafe {
+        // Handlers of awf's (signal-hook) would run in these copies: the default for all.
+        for sig in 1..libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        let mut status_pipe = [0 as libc::c_int; 2];
+        check(libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC))?;
+        let [rx, tx] = status_pipe;
+        let waiter_fd =
+            check(libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) as libc::c_int)?;
+        let init = raw_fork(libc::CLONE_NEWPID)?;
+        if init > 0 {
+            libc::close(tx);
+            libc::close(waiter_fd);
+            wait_for_init(init, rx);
+        }
+        // The init: PID 1 of the new namespace.
+        libc::close(rx);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // The waiter may have died before the signal was armed: then nobody would.
+        let mut pfd = libc::pollfd {
+            fd: waiter_fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if libc::poll(&mut pfd, 1, 0) != 0 {
+            libc::_exit(126);
+        }
+        libc::close(waiter_fd);
+        // A /proc of this namespace only: no other process is there to read or signal.
+        check(libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ))?;
+        // Its memory (awf's environment among it) stays closed to the shell's processes.
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        let shell = raw_fork(0)?;
+        if shell > 0 {
+            init_loop(shell, tx);
+        }
+        libc::close(tx);
+    }
+    Ok(())
+}
+
+/// The waiter: waits for the init, then ends as the shell did (exit code or signal).
+unsafe fn wait_for_init(init: libc::pid_t, rx: libc::c_int) -> ! {
+    // SAFETY (whole body): syscalls on stack memory only.
+    unsafe {
+        // Holds nothing but the status pipe: the spawn's exec-error pipe closes here, so
+        // the parent sees the exec of the shell (or its error) in the grandchild.
+        let max = libc::c_uint::MAX;
+        if rx > 3 {
+            libc::syscall(libc::SYS_close_range, 3u32, (rx - 1) as libc::c_uint, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (rx + 1) as libc::c_uint, max, 0u32);
+        let mut st: libc::c_int = 0;
+        loop {
+            let r = libc::waitpid(init, &mut st, 0);
+            if r == init {
+                break;
+            }
+            if r < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        let mut shell: libc::c_int = 0;
+        let n = libc::read(rx, (&mut shell as *mut libc::c_int).cast(), 4);
+        // Without the shell's status, the init's own (SIGKILL from outside, say).
+        let st = if n == 4 { shell } else { st };
+        if libc::WIFSIGNALED(st) {
+            let sig = libc::WTERMSIG(st);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), sig);
+            libc::_exit(128 + sig);
+        }
+        libc::_exit(libc::WEXITSTATUS(st));
+    }
+}
+
+/// The init: reaps every process of the namespace until the shell exits, hands its status
+/// to the waiter and exits, which makes the kernel kill the rest of the namespace.
+unsafe fn init_loop(shell: libc::pid_t, tx: libc::c_int) -> ! {
+    // SAFETY (whole body): syscalls on stack memory only.
+    unsafe {
+        let max = libc::c_uint::MAX;
+        if tx > 3 {
+            libc::syscall(libc::SYS_close_range, 3u32, (tx - 1) as libc::c_uint, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (tx + 1) as libc::c_uint, max, 0u32);
+        // Nothing of the shell's output stays open here.
+        for fd in 0..3 {
+            libc::close(fd);
+        }
+        let mut st: libc::c_int = 0;
+        loop {
+            let r = libc::waitpid(-1, &mut st, 0);
+            if r == shell {
+                libc::write(tx, (&st as *const libc::c_int).cast(), 4);
+                libc::_exit(0);
+            }
+            if r < 0 && *libc::__errno_location() == libc::ECHILD {
+                libc::_exit(127);
+            }
+        }
+    }
+}
+
+/// What this kernel lets `awf` do for Bash, probed once with `shell -c :` in each set-up;
+/// each failure is one WARN line naming what Bash can do because of it.
+pub fn support(shell: &Path, root: &Path) -> Support {
+    static PROBE: OnceLock<Support> = OnceLock::new();
+    *PROBE.get_or_init(|| {
+        let full = Support {
+            mounts: true,
+            pids: true,
+        };
+        let mounts_only = Support {
+            mounts: true,
+            pids: false,
+        };
+        match probe(shell, root, full) {
+            Ok(()) => full,
+            Err(pid_why) => match probe(shell, root, mounts_only) {
+                Ok(()) => {
+                    tracing::warn!(
+                        "Bash sees and can signal the other processes of its user (no PID \
+                         namespace with its own /proc: {pid_why})"
+                    );
+                    mounts_only
+                }
+                Err(why) => {
+                    tracing::warn!(
+                        "Bash can change mode, owner and times of files outside its writable \
+                         paths, secret locations are not hidden, and it sees the other \
+                         processes of its user (no user namespace: {why})"
+                    );
+                    Support {
+                        mounts: false,
+                        pids: false,
+                    }
+                }
+            },
+        }
+    })
+}
+
+fn probe(shell: &Path, root: &Path, support: Support) -> Result<(), String> {
+    let jail = Jail::new(support, true, &[root.to_path_buf()], &[], root, None);
+    let mut cmd = Command::new(shell);
+    cmd.args(["-c", ":"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    jail.install(&mut cmd);
+    // Through ProcessGroup: in a subreaper any other child counts as an orphan.
+    let status = crate::process::ProcessGroup::spawn(&mut cmd)
+        .and_then(|mut group| group.wait())
+        .map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the probe exited with {status}"))
+    }
+}
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// Writes one short value to a /proc file, by syscalls only.
+unsafe fn write_proc(path: &CStr, value: &CStr) -> io::Result<()> {
+    // SAFETY: both pointers are NUL-terminated strings that outlive the calls.
+    unsafe {
+        let fd = check(libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))?;
+        let bytes = value.to_bytes();
+        let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        libc::close(fd);
+        if n != bytes.len() as isize {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
