@@ -54,7 +54,25 @@ pub struct Jail {
     cwd: CString,
     uid_map: CString,
     gid_map: CString,
+    /// awf's own command line in memory (start, end), which the init blanks in its copy.
+    argv: Option<(usize, usize)>,
     landlock: Option<landlock::Plan>,
+}
+
+/// Where this process's command line lies in its memory (`arg_start`, `arg_end` of
+/// /proc/self/stat): forked, not exec'd, the init would show awf's arguments (an `awf run
+/// --input token=...`) to `ps` in the namespace.
+fn argv_range() -> Option<(usize, usize)> {
+    static RANGE: OnceLock<Option<(usize, usize)>> = OnceLock::new();
+    *RANGE.get_or_init(|| {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let (_, rest) = stat.rsplit_once(") ")?;
+        // Fields 48 and 49 of stat(5); `rest` starts at field 3.
+        let mut fields = rest.split(' ').skip(45);
+        let start = fields.next()?.parse().ok()?;
+        let end = fields.next()?.parse().ok()?;
+        (start < end).then_some((start, end))
+    })
 }
 
 fn cstr(p: &Path) -> Option<CString> {
@@ -88,6 +106,7 @@ impl Jail {
             cwd: cstr(cwd).unwrap_or_else(|| c"/".into()),
             uid_map: CString::new(format!("{uid} {uid} 1")).unwrap(),
             gid_map: CString::new(format!("{gid} {gid} 1")).unwrap(),
+            argv: argv_range(),
             landlock,
         }
     }
@@ -108,7 +127,7 @@ impl Jail {
         }
         if self.pids {
             // SAFETY: syscalls only; see the module's process tree.
-            unsafe { enter_pid_namespace()? };
+            unsafe { enter_pid_namespace(self.argv)? };
         }
         // SAFETY: a NUL-terminated path prepared before fork.
         check(unsafe { libc::chdir(self.cwd.as_ptr()) })?;
@@ -256,7 +275,7 @@ unsafe fn raw_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
 
 /// Creates the PID namespace: the calling process becomes the waiter and never returns;
 /// its child becomes the init and never returns; the init's child returns, to exec.
-unsafe fn enter_pid_namespace() -> io::Result<()> {
+unsafe fn enter_pid_namespace(argv: Option<(usize, usize)>) -> io::Result<()> {
     // SAFETY (whole body): syscalls on stack memory only.
     unsafe {
         // Handlers of awf's (signal-hook) would run in these copies: the default for all.
@@ -297,8 +316,16 @@ unsafe fn enter_pid_namespace() -> io::Result<()> {
             libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             std::ptr::null(),
         ))?;
-        // Its memory (awf's environment among it) stays closed to the shell's processes.
+        // Its memory (awf's environment among it) stays closed to the shell's processes,
+        // and its command line reads `awf-init`, not awf's arguments.
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        if let Some((start, end)) = argv {
+            let name = b"awf-init\0";
+            let p = start as *mut u8;
+            std::ptr::write_bytes(p, 0, end - start);
+            std::ptr::copy_nonoverlapping(name.as_ptr(), p, name.len().min(end - start));
+        }
+        libc::prctl(libc::PR_SET_NAME, c"awf-init".as_ptr(), 0, 0, 0);
         let shell = raw_fork(0)?;
         if shell > 0 {
             init_loop(shell, tx);

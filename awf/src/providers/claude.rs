@@ -57,6 +57,22 @@ impl CliProvider for Claude {
             if proxy.intercept_builtins {
                 args.push("--tools=".to_string());
             }
+            // Its config, sessions and logs in the step's private dir, not in ~/.claude
+            // (which the agent's Bash cannot read either); a login made with `claude
+            // login` is handed over when no key is configured.
+            let logins = if opt_str(req.options, "api_key_env", name)?.is_none() {
+                vec![(
+                    super::cli_home("CLAUDE_CONFIG_DIR", ".claude").join(".credentials.json"),
+                    ".credentials.json",
+                )]
+            } else {
+                Vec::new()
+            };
+            let config_dir = proxy.cli_state_dir("claude-config", &logins)?;
+            cmd.env.push((
+                "CLAUDE_CONFIG_DIR".into(),
+                config_dir.to_string_lossy().into_owned(),
+            ));
             // Beside its own tools, Claude Code would hide MCP tools behind a ToolSearch
             // tool (the model sees a placeholder until it searches); offer ours directly.
             cmd.env.push(("ENABLE_TOOL_SEARCH".into(), "false".into()));

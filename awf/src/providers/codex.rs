@@ -45,6 +45,22 @@ impl CliProvider for Codex {
     fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {
         let name = self.name();
         let mut cmd = AgentCommand::new(name, req.options);
+        if let Some(proxy) = req.proxy {
+            // Codex's home (sessions, logs, shell snapshots) in the step's private dir; a
+            // login made with `codex login` is handed over when no key is configured. No
+            // snapshot of its environment is written at all.
+            let logins = if opt_str(req.options, "api_key_env", name)?.is_none() {
+                vec![(
+                    super::cli_home("CODEX_HOME", ".codex").join("auth.json"),
+                    "auth.json",
+                )]
+            } else {
+                Vec::new()
+            };
+            let home = proxy.cli_state_dir("codex-home", &logins)?;
+            cmd.env
+                .push(("CODEX_HOME".into(), home.to_string_lossy().into_owned()));
+        }
         let args = &mut cmd.args;
         args.extend(
             [
@@ -83,6 +99,10 @@ impl CliProvider for Codex {
             args.push(format!("model_provider={}", toml_str(PROVIDER_ID)));
         }
         if let Some(proxy) = req.proxy {
+            args.extend([
+                "-c".to_string(),
+                "features.shell_snapshot=false".to_string(),
+            ]);
             let env: Vec<String> = proxy
                 .env
                 .iter()

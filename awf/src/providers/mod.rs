@@ -73,6 +73,27 @@ impl AgentCommand {
 }
 
 impl ProxyInjection {
+    /// A private directory for the CLI's own state (config, logins, sessions, snapshots),
+    /// `step_dir/<name>`: the CLI keeps what it writes there, where the agent's Bash cannot
+    /// read it (the run directory is hidden from it), and none of it lands in the user's
+    /// home. Each login file of `logins` (a path in the user's home, a path inside the new
+    /// directory) that exists is handed over by copy, so a subscription login still works.
+    pub fn cli_state_dir(
+        &self,
+        name: &str,
+        logins: &[(PathBuf, &str)],
+    ) -> Result<PathBuf, AwfError> {
+        let dir = self.step_dir.join(name);
+        crate::private_files::private_dir(&dir)?;
+        for (from, to) in logins {
+            // A login that cannot be read is the CLI's to report: it fails as without one.
+            if let Ok(bytes) = std::fs::read(from) {
+                crate::private_files::write_private(&dir.join(to), &bytes)?;
+            }
+        }
+        Ok(dir)
+    }
+
     /// [`Self::env`] as the JSON object a CLI's MCP server entry takes.
     pub fn env_object(&self) -> serde_json::Map<String, serde_json::Value> {
         self.env
@@ -130,6 +151,21 @@ pub fn provider(name: &str) -> Option<Provider> {
         _ => return None,
     };
     Some(Provider::Cli(cli))
+}
+
+/// The user's home, for the login files a CLI keeps there.
+pub fn user_home() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// A directory a CLI takes from `var` when set (absolute), else `default` in the home.
+pub fn cli_home(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .unwrap_or_else(|| user_home().join(default))
 }
 
 /// Program path of a CLI: option `command`, else env `AWF_<NAME>_BIN`, else the name on PATH.

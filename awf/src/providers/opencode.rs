@@ -78,6 +78,17 @@ impl CliProvider for OpenCode {
             let xdg = seed_config_home(&proxy.step_dir)?;
             cmd.env
                 .push(("XDG_CONFIG_HOME".into(), xdg.to_string_lossy().into_owned()));
+            // Its data (sessions, logs, logins) in the step's private dir; a login made
+            // with `opencode auth login` is handed over by copy.
+            let data = proxy.cli_state_dir(
+                "opencode-data",
+                &[(
+                    super::cli_home("XDG_DATA_HOME", ".local/share").join("opencode/auth.json"),
+                    "opencode/auth.json",
+                )],
+            )?;
+            cmd.env
+                .push(("XDG_DATA_HOME".into(), data.to_string_lossy().into_owned()));
         } else {
             // No step dir without a proxy: the config goes in through the environment.
             cmd.env
@@ -190,8 +201,7 @@ impl CliProvider for OpenCode {
 /// background; a one-shot run exits before it finishes, so it starts over at every step
 /// and needs the network. A folder that lists it in both files, with a `node_modules`
 /// folder, is left alone. Nothing here needs the package itself: it serves user-written
-/// OpenCode plugins, and the step's config names none. Credentials saved by
-/// `opencode auth login` live in the data dir, which stays the user's.
+/// OpenCode plugins, and the step's config names none.
 fn seed_config_home(step_dir: &std::path::Path) -> Result<std::path::PathBuf, AwfError> {
     let home = step_dir.join("opencode-config-home");
     let dir = home.join("opencode");
