@@ -1,6 +1,6 @@
 //! The sandbox seen by a real agent CLI through `awf run`: the agent's Bash gets a clean
 //! environment, so neither the model key nor a secret exported to `awf run` reaches the
-//! model in a Bash result.
+//! model in a Bash result, while what `env_passthrough` names does, under every CLI.
 
 #[path = "fake_model/mod.rs"]
 mod fake_model;
@@ -58,14 +58,22 @@ fn no_secret_in_bash(cli: &str) {
         &step,
         cli,
         &opts,
-        "{enable: true}",
+        "{enable: true, sandbox: {env_passthrough: [\"AWF_WF_PASS_*\"]}}",
         None,
-        &[("AWF_PLANTED_SECRET_TOKEN", PLANTED.to_string())],
+        &[
+            ("AWF_PLANTED_SECRET_TOKEN", PLANTED.to_string()),
+            ("AWF_WF_PASS_B", "wf-pass-value-3".to_string()),
+        ],
     );
     let (seen, ctx) = what_the_model_saw(&fake, &run);
     assert!(
         seen.contains("ENV-BEGIN-42") && seen.contains("PATH="),
         "{cli}: the Bash result never reached the model\n{ctx}"
+    );
+    // Every CLI the same way (codex starts its MCP servers with an environment of its own).
+    assert!(
+        seen.contains("AWF_WF_PASS_B=wf-pass-value-3"),
+        "{cli}: env_passthrough did not reach Bash\n{ctx}"
     );
     assert!(
         !seen.contains(KEY),
@@ -197,7 +205,12 @@ fn claude_with_landlock_off_writes_tmp_and_awf_warns() {
     );
     let written = std::fs::read_to_string(&shared).ok();
     let _ = std::fs::remove_file(&shared);
-    let ctx = format!("status {}\n--- stderr ---\n{}", run.status, run.stderr);
+    let ctx = format!(
+        "status {}\n--- stderr ---\n{}\n--- fake model ---\n{}",
+        run.status,
+        run.stderr,
+        fake.describe()
+    );
     assert!(run.status.success(), "{ctx}");
     assert_eq!(written.as_deref(), Some("t\n"), "{ctx}");
     assert!(

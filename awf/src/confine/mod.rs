@@ -288,7 +288,10 @@ impl Confinement {
     /// since the last call is covered too). Under `read: confined` only those a read could
     /// reach: beneath a readable or writable root.
     pub fn hidden_now(&self) -> Vec<PathBuf> {
-        let all = secrets::present(&self.homes, &self.hidden_extra);
+        let mut all = secrets::present(&self.homes, &self.hidden_extra);
+        // Beneath another cover a path no longer exists (nor needs covering).
+        let outer = all.clone();
+        all.retain(|p| !outer.iter().any(|q| q != p && p.starts_with(q)));
         all.into_iter()
             .filter(|p| {
                 // Never over a writable path (a secret name holding the workspace).
@@ -449,6 +452,23 @@ mod tests {
         confined.read = Some(ReadMode::Confined);
         let e = new(&confined).unwrap_err();
         assert!(e.contains("read: host"), "{e}");
+    }
+
+    #[test]
+    fn nested_hidden_paths_are_covered_once_by_the_outer() {
+        let base = std::env::temp_dir().join(format!("awf-hidden-nest-{}", std::process::id()));
+        let inner = base.join("runs/r1");
+        std::fs::create_dir_all(&inner).unwrap();
+        let base = std::fs::canonicalize(&base).unwrap();
+        let mut c = Confinement::none(Path::new("/r"), Path::new("/t"));
+        c.hidden_extra = vec![inner.clone(), base.clone()];
+        let hidden = c.hidden_now();
+        assert!(hidden.contains(&base), "{hidden:?}");
+        assert!(
+            !hidden.iter().any(|p| p != &base && p.starts_with(&base)),
+            "{hidden:?}"
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -101,10 +101,11 @@ pub fn toolchain_root(entry: &Path, homes: &[PathBuf]) -> Option<PathBuf> {
         } else {
             home.join(top)
         };
-        let secret = super::secrets::IN_HOME.iter().any(|s| {
-            let s = home.join(s);
-            s.starts_with(&root) || root.starts_with(&s)
-        });
+        // Within a secret location: refused. A secret within it (~/.cargo/credentials)
+        // is covered by its mount.
+        let secret = super::secrets::IN_HOME
+            .iter()
+            .any(|s| root.starts_with(home.join(s)));
         return (!secret).then_some(root);
     }
     Some(entry)
