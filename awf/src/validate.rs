@@ -19,6 +19,7 @@ pub fn validate_command(file: &Path, as_json: bool) -> Result<u8, AwfError> {
             "valid": !workflow::has_errors(&diags),
             "exit_code": code,
             "workflow": wf.as_ref().map(|w| &w.name),
+            "sandboxes": wf.as_ref().map(sandboxes).unwrap_or_default(),
             "problems": diags,
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
@@ -42,6 +43,42 @@ pub fn validate_command(file: &Path, as_json: bool) -> Result<u8, AwfError> {
         );
     }
     Ok(code)
+}
+
+/// Per agent state with a tool proxy, the sandbox its Bash would get when run from here
+/// (read mode and roots resolved against this PATH and HOME).
+fn sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Value> {
+    let env_path = std::env::var("PATH").ok();
+    let env_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    wf.states
+        .iter()
+        .filter_map(|st| match &st.kind {
+            workflow::StateKind::Agent(a) => {
+                let p = a
+                    .mcp_proxy
+                    .as_ref()
+                    .filter(|p| p.enable && p.intercept_builtins)?;
+                let sb = &p.sandbox;
+                let set = |name: &str| sb.env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+                let path = set("PATH").cloned().or_else(|| env_path.clone());
+                let home = set("HOME")
+                    .map(std::path::PathBuf::from)
+                    .or_else(|| env_home.clone());
+                let policy = crate::confine::Policy {
+                    landlock: sb.landlock,
+                    read: sb.read,
+                    network: sb.network,
+                    writable: sb.writable.clone(),
+                    readable: sb.readable.clone(),
+                    hidden: sb.hidden.clone(),
+                };
+                let stated =
+                    policy.stated(path.as_deref(), home.as_deref(), &|n| std::env::var(n).ok());
+                Some((st.name.clone(), stated))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Prints validation problems (human) to stderr.

@@ -7,7 +7,7 @@ mod common;
 #[path = "../../plugin-sdk/tests/support/examples.rs"]
 mod plugin_examples;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -528,4 +528,59 @@ fn templates_after_a_backslash_or_in_arithmetic_are_refused_in_commands() {
         "{:#}",
         p[1]
     );
+}
+
+#[test]
+fn validate_json_states_each_proxied_step_s_read_policy() {
+    let v = validate("sandbox_read.yaml", None);
+    assert_eq!(v.code, 0, "{:#}", v.json);
+    let confined = &v.json["sandboxes"]["confined"];
+    assert_eq!(confined["read"], "confined", "{:#}", v.json);
+    let readable: Vec<&str> = confined["readable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    for want in ["/usr", "/etc", "/proc", "/opt/awf-validate-shared-lib"] {
+        assert!(readable.contains(&want), "{want} missing: {readable:?}");
+    }
+    let home = std::env::var("HOME").unwrap();
+    assert!(!readable.contains(&home.as_str()), "{readable:?}");
+    assert_eq!(confined["network"], "deny");
+    let host = &v.json["sandboxes"]["host"];
+    assert_eq!(host["read"], "host", "{:#}", v.json);
+    assert_eq!(host["readable"], json!([]));
+}
+
+#[test]
+fn bad_read_policies_name_the_key_and_the_fix() {
+    let v = validate("sandbox_read_bad.yaml", None);
+    assert_eq!(v.code, 2, "{:#}", v.json);
+    let base = "states.build.mcp_proxy.sandbox";
+    let want = [
+        (format!("{base}.read"), "confined or host", "read: host"),
+        (
+            format!("{base}.readable[0]"),
+            "whole file system",
+            "read: host",
+        ),
+        (format!("{base}.readable[1]"), "relative", "absolute"),
+        (format!("{base}.hidden[0]"), "whole file system", "hide"),
+        (
+            "states.off.mcp_proxy.sandbox.read".to_string(),
+            "needs Landlock",
+            "read: host",
+        ),
+    ];
+    for (path, msg, hint) in &want {
+        let p = v
+            .problems()
+            .iter()
+            .find(|p| p["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("no problem at {path}: {:#}", v.json));
+        assert!(p["message"].as_str().unwrap().contains(msg), "{p:#}");
+        assert!(p["hint"].as_str().unwrap().contains(hint), "{p:#}");
+    }
+    assert_eq!(v.problems().len(), want.len(), "{:#}", v.json);
 }

@@ -75,6 +75,55 @@ pub struct Policy {
     pub hidden: Vec<PathBuf>,
 }
 
+impl Policy {
+    /// The read mode in force: the one stated, else confined where Landlock is on.
+    pub fn read_mode(&self) -> Result<ReadMode, String> {
+        match (self.read, self.landlock) {
+            (Some(ReadMode::Confined), false) => Err("read: confined needs Landlock, but \
+                 landlock is false; remove `landlock: false`, or write `read: host`"
+                .into()),
+            (Some(r), _) => Ok(r),
+            (None, true) => Ok(ReadMode::Confined),
+            (None, false) => Ok(ReadMode::Host),
+        }
+    }
+
+    /// The policy as it would be resolved for a Bash whose PATH and HOME are `path` and
+    /// `home` (`var`: awf's environment), without probing the kernel: for `awf validate
+    /// --format json`. The workspace, its temp dir and /dev/null come on top of `writable`.
+    pub fn stated(
+        &self,
+        path: Option<&str>,
+        home: Option<&Path>,
+        var: &dyn Fn(&str) -> Option<String>,
+    ) -> serde_json::Value {
+        let read = self.read_mode().unwrap_or(ReadMode::Host);
+        let readable: Vec<PathBuf> = if read == ReadMode::Confined {
+            let mut r = readable::roots(path, home, var);
+            r.push(PathBuf::from("/proc"));
+            r.extend(self.readable.iter().cloned());
+            r
+        } else {
+            Vec::new()
+        };
+        let mut hidden = secrets::present(&readable::homes(home), &self.hidden);
+        if read == ReadMode::Confined {
+            hidden.retain(|p| readable.iter().any(|r| p.starts_with(r)));
+        }
+        serde_json::json!({
+            "landlock": self.landlock,
+            "read": read.name(),
+            "readable": readable,
+            "writable": self.writable,
+            "hidden": hidden,
+            "network": match self.network.unwrap_or(Network::Deny) {
+                Network::Allow => "allow",
+                Network::Deny => "deny",
+            },
+        })
+    }
+}
+
 /// What Bash's network is, as enforced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NetStatus {
@@ -140,18 +189,7 @@ impl Confinement {
                 Err(why) => Status::Unavailable(why),
             }
         };
-        let read = match (policy.read, policy.landlock) {
-            (Some(ReadMode::Confined), false) => {
-                return Err(
-                    "read: confined needs Landlock, but landlock is false; remove \
-                            `landlock: false`, or write `read: host`"
-                        .into(),
-                );
-            }
-            (Some(r), _) => r,
-            (None, true) => ReadMode::Confined,
-            (None, false) => ReadMode::Host,
-        };
+        let read = policy.read_mode()?;
         if let (ReadMode::Confined, Status::Unavailable(why)) = (read, &status) {
             return Err(format!(
                 "Bash's reads cannot be confined: {why}; run on a kernel with Landlock \
