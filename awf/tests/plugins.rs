@@ -9,7 +9,7 @@ mod common;
 mod plugin_examples;
 
 use common::{AWF, Server, audit_lines, dead, eventually, write_config};
-use plugin_examples::example;
+use plugin_examples::{example, place_executable};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -677,7 +677,7 @@ fn hyphenated_names_the_executable_field_and_the_tool_name_rule() {
             format!("name: {name}\nversion: 2.0\ndescription: notes under another name\nexecutable: bin/notes\n"),
         )
         .unwrap();
-        std::os::unix::fs::symlink(example("notes"), dir.join("bin/notes")).unwrap();
+        place_executable(&example("notes"), &dir.join("bin/notes"));
     };
     install("note-store");
     let cfg = s.config(json!([{"plugin": "note-store", "expose": ["add"]}]));

@@ -24,6 +24,8 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 /// The manifest's file name inside a plugin directory.
 pub const MANIFEST_FILE: &str = "plugin.yaml";
+/// The largest `plugin.yaml` read; a bigger one is refused before it is read.
+pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 
 /// A checked manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,19 +61,49 @@ const KEYS: [&str; 5] = [
 impl Manifest {
     /// Reads and checks `<dir>/plugin.yaml`. Every error names the file and the field.
     pub fn load(dir: &Path) -> Result<Manifest, AwfError> {
+        use std::io::Read;
         let path = dir.join(MANIFEST_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
+        let cannot = |e: std::io::Error| {
             bad(
                 &path,
                 format!("cannot be read: {e}; every plugin directory needs a {MANIFEST_FILE}"),
             )
-        })?;
+        };
+        let file = std::fs::File::open(&path).map_err(cannot)?;
+        // The size is checked before reading, and the read is bounded besides (the file
+        // may grow in between).
+        let size = file.metadata().map_err(cannot)?.len();
+        let mut bytes = Vec::new();
+        file.take(MAX_MANIFEST_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+        if size > MAX_MANIFEST_BYTES || bytes.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(bad(
+                &path,
+                format!(
+                    "is {} bytes, over the {} KiB a manifest may have; a manifest holds a \
+                     name, a version, a description and a few fields",
+                    size.max(bytes.len() as u64),
+                    MAX_MANIFEST_BYTES >> 10
+                ),
+            ));
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| bad(&path, "is not UTF-8 text; write it as UTF-8"))?;
         Manifest::parse(&text, dir)
     }
 
     /// Checks manifest text as if read from `<dir>/plugin.yaml`.
     pub fn parse(text: &str, dir: &Path) -> Result<Manifest, AwfError> {
         let path = dir.join(MANIFEST_FILE);
+        // The limits of workflows first (nodes and text after aliases are expanded), so
+        // that an alias bomb is refused before anything expands it.
+        if let Err(e) = crate::workflow::yaml::parse(text) {
+            return Err(bad(
+                &path,
+                format!("{} (line {}); {}", e.message, e.line, e.hint),
+            ));
+        }
         let docs = YamlLoader::load_from_str(text)
             .map_err(|e| bad(&path, format!("is not valid YAML: {e}")))?;
         let hash = match docs.as_slice() {
@@ -199,6 +231,25 @@ impl Manifest {
 
 fn check_executable(exe: &Path, manifest: &Path) -> Result<(), AwfError> {
     use std::os::unix::fs::PermissionsExt;
+    // Symlinks are followed only as long as they stay in the plugin's directory: a
+    // manifest must not point awf at a program elsewhere on the machine.
+    let dir = manifest.parent().unwrap_or(Path::new("."));
+    if let (Ok(real), Ok(real_dir)) = (std::fs::canonicalize(exe), std::fs::canonicalize(dir))
+        && !real.starts_with(&real_dir)
+    {
+        return Err(AwfError::new(
+            codes::PLUGIN_MANIFEST,
+            format!(
+                "the executable {} of the plugin manifest {} leads to {}, outside the plugin's \
+                 directory {}; put the program itself (a copy or a hard link) into the \
+                 directory",
+                exe.display(),
+                manifest.display(),
+                real.display(),
+                real_dir.display()
+            ),
+        ));
+    }
     let problem = match std::fs::metadata(exe) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => "does not exist".to_string(),
         Err(e) => format!("cannot be read: {e}"),
@@ -261,6 +312,56 @@ mod tests {
         std::fs::write(&p, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         d
+    }
+
+    #[test]
+    fn an_executable_symlinked_out_of_the_directory_is_refused_naming_the_target() {
+        let d = dir_with_exe("symlink", "inside");
+        let outside = std::env::temp_dir().join(format!("awf-manifest-out-{}", std::process::id()));
+        std::fs::write(&outside, "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink(&outside, d.join("notes")).unwrap();
+        std::fs::write(
+            d.join(MANIFEST_FILE),
+            "name: notes\nversion: 1\ndescription: x\n",
+        )
+        .unwrap();
+        let e = Manifest::load(&d).unwrap_err();
+        assert!(
+            e.message().contains("outside the plugin's directory"),
+            "{e}"
+        );
+        assert!(e.message().contains(&outside.display().to_string()), "{e}");
+        // A symlink that stays inside is followed.
+        std::fs::remove_file(d.join("notes")).unwrap();
+        std::os::unix::fs::symlink("inside", d.join("notes")).unwrap();
+        assert!(Manifest::load(&d).is_ok());
+        let _ = std::fs::remove_file(&outside);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_alias_bomb_or_an_oversized_manifest_is_refused_naming_the_file() {
+        let d = dir_with_exe("bomb", "notes");
+        let mut bomb = String::from(
+            "name: notes\nversion: 1\ndescription: x\na0: &a0 [x, x, x, x, x, x, x, x, x]\n",
+        );
+        for level in 1..9 {
+            let prev = format!("*a{}", level - 1);
+            bomb.push_str(&format!(
+                "a{level}: &a{level} [{}]\n",
+                [prev.as_str(); 9].join(", ")
+            ));
+        }
+        std::fs::write(d.join(MANIFEST_FILE), &bomb).unwrap();
+        let e = Manifest::load(&d).unwrap_err();
+        assert!(e.message().contains("YAML nodes"), "{e}");
+        assert!(e.message().contains(MANIFEST_FILE), "{e}");
+        let mut big = String::from("name: notes\nversion: 1\ndescription: x\n");
+        big.push_str(&format!("# {}\n", "x".repeat(MAX_MANIFEST_BYTES as usize)));
+        std::fs::write(d.join(MANIFEST_FILE), &big).unwrap();
+        let e = Manifest::load(&d).unwrap_err();
+        assert!(e.message().contains("over the 1024 KiB"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! A YAML document as a tree whose every node knows its line, so that a validation
 //! problem can say where it is. Built from yaml-rust2's marked parser events (its own
 //! `Yaml` type drops positions). Only what workflows use: one document of maps, sequences
-//! and scalars; anchors are resolved by copying, within a budget of [`MAX_NODES`] nodes so
-//! that nested aliases (a "billion laughs" file) cannot expand to gigabytes.
+//! and scalars; anchors are resolved by copying, within a budget of [`MAX_NODES`] nodes and
+//! [`MAX_EXPANDED_BYTES`] bytes of scalar text, so that neither nested aliases (a "billion
+//! laughs" file) nor a few aliases of one huge string can expand to gigabytes.
 
 use crate::error::codes;
 use serde_json::Value;
@@ -91,6 +92,17 @@ impl Node {
 /// the expanded tree to a few megabytes.
 pub const MAX_NODES: usize = 100_000;
 
+/// The most bytes of scalar text a document may hold once its aliases are expanded: a few
+/// aliases of a 1 MiB string are 10 GiB otherwise, in few nodes.
+pub const MAX_EXPANDED_BYTES: usize = 64 * 1024 * 1024;
+
+/// Which budget an alias broke.
+#[derive(Debug, Clone, Copy)]
+enum Over {
+    Nodes,
+    Bytes,
+}
+
 /// A YAML document awf refuses: a syntax error, or too many nodes once aliases are expanded.
 #[derive(Debug, Clone)]
 pub struct SyntaxError {
@@ -104,29 +116,37 @@ pub struct SyntaxError {
     pub line: usize,
 }
 
-/// How many nodes a tree holds (itself, its items, keys and values).
-fn count_nodes(node: &Node) -> usize {
-    1 + match &node.kind {
-        Kind::Scalar(..) => 0,
-        Kind::Seq(items) => items.iter().map(count_nodes).sum(),
+/// How many nodes a tree holds (itself, its items, keys and values) and the bytes of its
+/// scalars.
+fn measure(node: &Node) -> (usize, usize) {
+    match &node.kind {
+        Kind::Scalar(s, _) => (1, s.len()),
+        Kind::Seq(items) => items.iter().map(measure).fold((1, 0), add),
         Kind::Map(entries) => entries
             .iter()
-            .map(|(k, v)| count_nodes(k) + count_nodes(v))
-            .sum(),
+            .map(|(k, v)| add(measure(k), measure(v)))
+            .fold((1, 0), add),
     }
+}
+
+fn add(a: (usize, usize), b: (usize, usize)) -> (usize, usize) {
+    (a.0 + b.0, a.1 + b.1)
 }
 
 #[derive(Default)]
 struct Builder {
     /// Open collections: the node and, for maps, a pending key.
     stack: Vec<(Node, Option<Node>)>,
-    /// Anchored nodes with their node counts.
-    anchors: HashMap<usize, (Node, usize)>,
+    /// Anchored nodes with their node counts and scalar bytes.
+    anchors: HashMap<usize, (Node, (usize, usize))>,
     /// Nodes built so far, aliases counted at their expanded size.
     nodes: usize,
-    /// Set when `nodes` passed [`MAX_NODES`]: the line of the alias that did it; later
-    /// events are ignored (the parser cannot be stopped from a receiver).
-    over_budget: Option<usize>,
+    /// Bytes of scalar text so far, likewise.
+    bytes: usize,
+    /// Set when `nodes` passed [`MAX_NODES`] or `bytes` [`MAX_EXPANDED_BYTES`]: the line of
+    /// the alias that did it; later events are ignored (the parser cannot be stopped from
+    /// a receiver).
+    over_budget: Option<(usize, Over)>,
     /// Anchor ids of the open collections, parallel to `stack`.
     stack_anchors: Vec<usize>,
     docs: Vec<Node>,
@@ -135,7 +155,7 @@ struct Builder {
 impl Builder {
     fn push_value(&mut self, node: Node, anchor: usize) {
         if anchor > 0 {
-            let size = count_nodes(&node);
+            let size = measure(&node);
             self.anchors.insert(anchor, (node.clone(), size));
         }
         match self.stack.last_mut() {
@@ -173,13 +193,16 @@ impl MarkedEventReceiver for Builder {
             self.nodes += 1;
         }
         match ev {
-            Event::Scalar(text, style, anchor, _) => self.push_value(
-                Node {
-                    kind: Kind::Scalar(text, style == TScalarStyle::Plain),
-                    line,
-                },
-                anchor,
-            ),
+            Event::Scalar(text, style, anchor, _) => {
+                self.bytes += text.len();
+                self.push_value(
+                    Node {
+                        kind: Kind::Scalar(text, style == TScalarStyle::Plain),
+                        line,
+                    },
+                    anchor,
+                )
+            }
             Event::SequenceStart(anchor, _) => {
                 self.stack.push((
                     Node {
@@ -209,9 +232,15 @@ impl MarkedEventReceiver for Builder {
             }
             Event::Alias(id) => {
                 // Counted before copying, so an over-budget alias is never expanded.
-                self.nodes += self.anchors.get(&id).map_or(1, |(_, size)| *size);
+                let (nodes, bytes) = self.anchors.get(&id).map_or((1, 0), |(_, size)| *size);
+                self.nodes += nodes;
+                self.bytes += bytes;
                 if self.nodes > MAX_NODES {
-                    self.over_budget = Some(line);
+                    self.over_budget = Some((line, Over::Nodes));
+                    return;
+                }
+                if self.bytes > MAX_EXPANDED_BYTES {
+                    self.over_budget = Some((line, Over::Bytes));
                     return;
                 }
                 let node = self.anchors.get(&id).map_or(
@@ -241,12 +270,19 @@ pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
         hint: SYNTAX_HINT,
         line: e.marker().line().max(1),
     })?;
-    if let Some(line) = builder.over_budget {
-        return Err(SyntaxError {
-            code: codes::TOO_LARGE,
-            message: format!(
+    if let Some((line, over)) = builder.over_budget {
+        let message = match over {
+            Over::Nodes => format!(
                 "is refused: its aliases expand to more than {MAX_NODES} YAML nodes (the limit awf accepts)"
             ),
+            Over::Bytes => format!(
+                "is refused: its aliases expand to more than {} MiB of text (the limit awf accepts)",
+                MAX_EXPANDED_BYTES >> 20
+            ),
+        };
+        return Err(SyntaxError {
+            code: codes::TOO_LARGE,
+            message,
             hint: "write the repeated parts out, or use fewer and shallower `*alias` references (nested aliases multiply)",
             line,
         });
@@ -317,6 +353,25 @@ mod tests {
         assert!(e.hint.contains("alias"), "{e:?}");
         // The alias that crossed the limit: one of the deepest levels, not the first line.
         assert!((7..=10).contains(&e.line), "{e:?}");
+    }
+
+    #[test]
+    fn a_wide_alias_of_a_large_string_is_refused_by_its_expanded_size() {
+        // A 1 MiB string aliased 4 x 10 times: few nodes, 40 GiB of text.
+        let big = "x".repeat(1 << 20);
+        let mut text =
+            format!("s: &s \"{big}\"\nl1: &l1 [*s, *s, *s, *s, *s, *s, *s, *s, *s, *s]\n");
+        for level in 2..=4 {
+            let prev = format!("*l{}", level - 1);
+            let items = [prev.as_str(); 10].join(", ");
+            text.push_str(&format!("l{level}: &l{level} [{items}]\n"));
+        }
+        let e = parse(&text).unwrap_err();
+        assert_eq!(e.code, codes::TOO_LARGE);
+        assert!(e.message.contains("MiB of text"), "{e:?}");
+        // Sixty aliases of it (60 MiB) still pass.
+        let ok = format!("s: &s \"{big}\"\nl: [{}]\n", ["*s"; 60].join(", "));
+        assert!(parse(&ok).is_ok());
     }
 
     #[test]
