@@ -325,7 +325,12 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         })));
     }
     // Plugins start (and their tools are checked) only when the config exposes some.
-    for adapter in crate::plugins::start_exposed(&cfg.plugin_tools, &cfg.origin, &root, &shutdown)?
+    let bounds = crate::plugins::CallBounds {
+        timeout: std::time::Duration::from_secs(cfg.limits.bash_timeout_seconds),
+        output_bytes: cfg.limits.output_bytes,
+    };
+    for adapter in
+        crate::plugins::start_exposed(&cfg.plugin_tools, &cfg.origin, &root, &shutdown, bounds)?
     {
         sources.push(Box::new(adapter));
     }

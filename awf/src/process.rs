@@ -254,6 +254,50 @@ pub fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// Spawns `cmd` as the leader of a new process group that the kernel kills when awf dies
+/// (by SIGKILL too), whichever thread asks. PR_SET_PDEATHSIG fires when the spawning
+/// *thread* ends, not the process: the spawn is made by one thread that lives as long as
+/// the process (for children that outlive the thread that wanted them, as plugins do).
+pub fn spawn_dying_with_awf(mut cmd: Command) -> io::Result<ProcessGroup> {
+    type Job = (Command, mpsc::Sender<io::Result<ProcessGroup>>);
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    let parent = my_pid();
+    // SAFETY: the closure only makes syscalls (prctl, getppid) and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // awf died before the signal was armed.
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("awf-spawner".into())
+            .spawn(move || {
+                // Never ends: the sender lives in the static.
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(ProcessGroup::spawn(&mut cmd));
+                }
+            })
+            .expect("cannot start the spawner thread");
+        Mutex::new(tx)
+    });
+    let (tx, rx) = mpsc::channel();
+    let gone = || io::Error::other("the spawner thread is gone");
+    spawner
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((cmd, tx))
+        .map_err(|_| gone())?;
+    rx.recv().map_err(|_| gone())?
+}
+
 /// How a supervised group leader ended.
 #[derive(Debug)]
 pub enum Ended {

@@ -91,7 +91,8 @@ impl Setup {
             .unwrap()
             .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("awf-plugin-"))
+            // awf's private directory per plugin, and the SDK's socket directory in it.
+            .filter(|n| n.starts_with("awf-p-") || n.starts_with("awf-plugin-"))
             .collect()
     }
 
@@ -110,9 +111,12 @@ fn assert_success(out: &std::process::Output) {
     );
 }
 
-/// The pids of the live children of `parent` running `exe`.
+/// The pids of the live children of `parent` running `exe` (the same file: plugins run
+/// from a hard link or copy in their directory).
 fn children_running(parent: i32, exe: &Path) -> Vec<i32> {
-    let exe = std::fs::canonicalize(exe).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let id = |m: std::fs::Metadata| (m.dev(), m.ino(), m.len());
+    let exe = id(std::fs::metadata(exe).unwrap());
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -127,7 +131,7 @@ fn children_running(parent: i32, exe: &Path) -> Vec<i32> {
         };
         let ppid: Option<i32> = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok());
         if ppid == Some(parent)
-            && std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == exe)
+            && std::fs::metadata(format!("/proc/{pid}/exe")).is_ok_and(|m| id(m) == exe)
         {
             pids.push(pid);
         }
@@ -763,6 +767,7 @@ fn plugin_results_keep_their_structured_data_and_output_schema() {
     cfg.plugin_tools = vec![awf::plugins::PluginTools {
         plugin: "notes".into(),
         expose: vec!["add".into(), "search".into()],
+        timeout_seconds: None,
     }];
     let prepared = awf::mcp_serve::prepare(&cfg).unwrap();
     let mut server = Server::in_process(
@@ -806,5 +811,165 @@ fn plugin_results_keep_their_structured_data_and_output_schema() {
             .unwrap()
             .contains("buy milk")
     );
+    server.finish_in_process();
+}
+
+#[test]
+fn a_plugin_call_past_its_deadline_is_an_error_naming_it_and_the_plugin_serves_on() {
+    let s = setup("deadline");
+    let cfg =
+        s.config(json!([{"plugin": "faulty", "expose": ["sleep", "fail"], "timeout_seconds": 1}]));
+    let mut server = s.serve(&cfg, &[]);
+    let e = server.err("faulty_sleep", json!({"ms": 60000}));
+    assert!(
+        e.contains("did not answer within 1 s") && e.contains("timeout_seconds"),
+        "{e}"
+    );
+    // The plugin is alive and answers the next call.
+    let e = server.err("faulty_fail", json!({"message": "still here"}));
+    assert!(e.contains("still here"), "{e}");
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
+}
+
+#[test]
+fn a_socket_announced_outside_the_plugin_s_private_directory_is_refused_and_nothing_deleted() {
+    let s = setup("announce");
+    let precious = s.base.join("precious");
+    std::fs::create_dir_all(&precious).unwrap();
+    std::fs::write(precious.join("data.txt"), "keep me\n").unwrap();
+    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["fail"]}]));
+    let target = precious.join("data.txt");
+    let (code, stderr, _) = failing_start(
+        &s,
+        &cfg,
+        &[("FAULTY_ANNOUNCE", target.to_str().unwrap())],
+        Some("faulty"),
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("lies outside the plugin's private directory"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "keep me\n",
+        "the announced file was touched"
+    );
+    s.assert_no_leftover_sockets();
+}
+
+#[test]
+fn another_plugin_s_socket_is_refused() {
+    let s = setup("stolen");
+    // notes starts first and serves; faulty then announces notes' socket.
+    let cfg = s.config(json!([{"plugin": "notes", "expose": ["add"]}]));
+    let mut notes = s.serve(&cfg, &[]);
+    notes.ok("notes_add", json!({"text": "x", "tags": []}));
+    let socket = walk(&s.tmp)
+        .into_iter()
+        .find(|p| p.ends_with("plugin.sock"))
+        .expect("notes' socket under the plugins' TMPDIR");
+    let cfg2 = s.base.join("faulty.json");
+    std::fs::write(
+        &cfg2,
+        json!({"root": s.root, "plugin_tools": [{"plugin": "faulty", "expose": ["fail"]}], "landlock": false}).to_string(),
+    )
+    .unwrap();
+    let (code, stderr, _) = failing_start(
+        &s,
+        &cfg2,
+        &[("FAULTY_ANNOUNCE", socket.to_str().unwrap())],
+        Some("faulty"),
+    );
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("outside the plugin's private directory"),
+        "{stderr}"
+    );
+    // notes is unharmed.
+    notes.ok("notes_add", json!({"text": "y", "tags": []}));
+    let (status, _, stderr) = notes.finish();
+    assert!(status.success(), "{stderr}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_plugin_that_ignores_its_lifeline_dies_with_a_sigkilled_awf() {
+    let s = setup("pdeathsig");
+    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["fail"]}]));
+    let mut server = s.serve(&cfg, &[("FAULTY_IGNORE_STDIN", "1")]);
+    server.err("faulty_fail", json!({"message": "up"}));
+    let plugins = children_running(server.pid(), &example("faulty"));
+    assert_eq!(plugins.len(), 1, "{plugins:?}");
+    unsafe { libc::kill(server.pid(), libc::SIGKILL) };
+    let _ = server.wait();
+    assert!(
+        eventually(|| dead(plugins[0])),
+        "plugin {} outlived the SIGKILL of awf mcp-serve",
+        plugins[0]
+    );
+}
+
+#[test]
+fn plugin_results_are_bounded_with_a_note_like_the_builtins() {
+    let s = setup("bounded");
+    // In-process, on the revision that carries structured content.
+    plugin_examples::install("faulty", &s.root.join(".awf/plugins"));
+    let mut cfg = awf::mcp_serve::ServeConfig::for_root(s.root.clone());
+    cfg.intercept_builtins = false;
+    cfg.plugin_tools = vec![awf::plugins::PluginTools {
+        plugin: "faulty".into(),
+        expose: vec!["big".into()],
+        timeout_seconds: None,
+    }];
+    let prepared = awf::mcp_serve::prepare(&cfg).unwrap();
+    let mut server = Server::in_process(
+        prepared
+            .tools
+            .build(mcpserver::Server::builder("t", "1").accept_newer_revisions(true))
+            .unwrap(),
+    );
+    let init = server.request("initialize", json!({"protocolVersion": "2025-06-18"}));
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    let answer = server.request(
+        "tools/call",
+        json!({"name": "faulty_big", "arguments": {"bytes": 1_500_000}}),
+    );
+    let result = &answer["result"];
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.len() < 100_000 + 500 && text.len() > 90_000, "{text}");
+    assert!(
+        text.contains("[output cut: showing the first"),
+        "{}",
+        &text[text.len() - 300..]
+    );
+    assert!(
+        text.contains("structured content left out"),
+        "{}",
+        &text[text.len() - 300..]
+    );
+    assert!(
+        result.get("structuredContent").is_none(),
+        "structured content passed whole"
+    );
+    // A small result keeps its structured content.
+    let answer = server.request(
+        "tools/call",
+        json!({"name": "faulty_big", "arguments": {"bytes": 10}}),
+    );
+    assert_eq!(answer["result"]["structuredContent"]["blob"], "yyyyyyyyyy");
     server.finish_in_process();
 }

@@ -12,13 +12,16 @@ use crate::workflow::plugin_tool_name;
 use mcpserver::{CallContext, CallError, ServerBuilder, Tool, ToolResult};
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Clone)]
 pub struct PluginToolAdapter {
     source: String,
     plugin: Arc<PluginProcess>,
-    /// (tool, operation name), in the order the config exposes them.
-    tools: Vec<(Tool, String)>,
+    /// (tool, operation name, deadline of a call), in the order the config exposes them.
+    tools: Vec<(Tool, String, Duration)>,
+    /// The bound of a result's text, and of its structured content.
+    output_bytes: usize,
     /// awf going down cancels the plugin calls in flight, as a client's cancel does.
     shutdown: Shutdown,
 }
@@ -27,12 +30,13 @@ impl PluginToolAdapter {
     /// Exposes `operations` (already checked to exist) of a running plugin.
     pub fn new(
         plugin: Arc<PluginProcess>,
-        operations: &[String],
+        operations: &[(String, Duration)],
         shutdown: Shutdown,
+        output_bytes: usize,
     ) -> PluginToolAdapter {
         let tools = operations
             .iter()
-            .filter_map(|op| {
+            .filter_map(|(op, timeout)| {
                 let found = plugin.operations().iter().find(|o| o.name == *op)?;
                 let schema = match found.input_schema() {
                     Ok(s) if s.is_object() => s,
@@ -67,13 +71,14 @@ impl PluginToolAdapter {
                         other.map(|v| v.to_string()).unwrap_or_else(|e| e.to_string())
                     ),
                 }
-                Some((tool, op.clone()))
+                Some((tool, op.clone(), *timeout))
             })
             .collect();
         PluginToolAdapter {
             source: format!("plugin:{}", plugin.name()),
             plugin,
             tools,
+            output_bytes,
             shutdown,
         }
     }
@@ -87,21 +92,22 @@ impl ToolSource for PluginToolAdapter {
     fn names(&self) -> Vec<String> {
         self.tools
             .iter()
-            .map(|(tool, _)| tool.name().to_string())
+            .map(|(tool, _, _)| tool.name().to_string())
             .collect()
     }
 
     fn register(&self, mut b: ServerBuilder, offered: &dyn Fn(&str) -> bool) -> ServerBuilder {
-        for (tool, op) in &self.tools {
+        for (tool, op, timeout) in &self.tools {
             if !offered(tool.name()) {
                 continue;
             }
             let plugin = self.plugin.clone();
             let shutdown = self.shutdown.clone();
             let op = op.clone();
+            let bounds = (*timeout, self.output_bytes);
             // The plugin checks the arguments against its own schema.
             b = b.tool(tool.clone(), move |args: Value, ctx: &CallContext| {
-                call(&plugin, &op, &args, ctx, &shutdown)
+                call(&plugin, &op, &args, ctx, &shutdown, bounds)
             });
         }
         b
@@ -114,12 +120,30 @@ fn call(
     arguments: &Value,
     ctx: &CallContext,
     shutdown: &Shutdown,
+    (timeout, output_bytes): (Duration, usize),
 ) -> Result<ToolResult, CallError> {
     let (name, tool) = (plugin.name(), ctx.tool());
-    match plugin.execute(op, arguments, &|| ctx.is_cancelled() || shutdown.is_set()) {
+    let hint = "ask the operation for less (a narrower query, a page of results)";
+    let bound = |text: String| crate::builtins::bound::bound_text(text, output_bytes, hint);
+    match plugin.execute(op, arguments, timeout, &|| {
+        ctx.is_cancelled() || shutdown.is_set()
+    }) {
         Ok(r) if r.success => {
-            let result = ToolResult::text(join_text_and_data(&r.output, &r.data_json));
-            Ok(match structured(&r.data_json) {
+            let mut text = bound(join_text_and_data(&r.output, &r.data_json));
+            // Structured content is the same data again: within the bound, or left out
+            // (the text above holds what fits, with its note).
+            let data = structured(&r.data_json).filter(|_| {
+                let fits = r.data_json.len() <= output_bytes;
+                if !fits {
+                    text.push_str(&format!(
+                        "\n[structured content left out: {} bytes, over the {output_bytes}-byte bound]",
+                        r.data_json.len()
+                    ));
+                }
+                fits
+            });
+            let result = ToolResult::text(text);
+            Ok(match data {
                 Some(data) => result.with_structured(data),
                 None => result,
             })
@@ -130,8 +154,16 @@ fn call(
             } else {
                 &r.error
             };
-            Err(CallError::Failed(join_text_and_data(why, &r.data_json)))
+            Err(CallError::Failed(bound(join_text_and_data(
+                why,
+                &r.data_json,
+            ))))
         }
+        Err(CallFailure::TimedOut(after)) => Err(CallError::Failed(format!(
+            "{tool} did not answer within {} s and was cancelled (plugin {name} was told to \
+             stop the call); raise timeout_seconds of its plugin_tools entry, or ask for less",
+            after.as_secs()
+        ))),
         Err(CallFailure::Crashed(why)) => Err(CallError::Failed(format!(
             "plugin {name} crashed during this call to {tool}: {why}. Its tools are \
              unavailable for the rest of this session; the other tools still work."

@@ -16,6 +16,7 @@ pub mod list;
 pub mod manifest;
 pub mod process;
 pub mod runtime;
+pub mod socket_dir;
 
 pub use adapter::PluginToolAdapter;
 pub use catalog::InstalledPlugins;
@@ -39,6 +40,17 @@ pub struct PluginTools {
     pub plugin: String,
     #[serde(default)]
     pub expose: Vec<String>,
+    /// Seconds a call of these operations may take; absent: Bash's default timeout.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// The bounds of plugin calls: the deadline of a call (unless its entry sets one) and the
+/// output bound of its result, the builtins' own.
+#[derive(Debug, Clone, Copy)]
+pub struct CallBounds {
+    pub timeout: std::time::Duration,
+    pub output_bytes: usize,
 }
 
 /// Starts the plugins that `plugin_tools` names and returns one tool source per plugin.
@@ -50,6 +62,7 @@ pub fn start_exposed(
     origin: &str,
     root: &Path,
     shutdown: &Shutdown,
+    bounds: CallBounds,
 ) -> Result<Vec<PluginToolAdapter>, AwfError> {
     if plugin_tools.is_empty() {
         return Ok(Vec::new());
@@ -57,6 +70,18 @@ pub fn start_exposed(
     let discovery = Discovery::scan(discovery::search_path(root));
     // Plugin name → (manifest, [(operation, entry index)]), in first-mention order.
     let mut wanted: Vec<(&Manifest, Vec<(&str, usize)>)> = Vec::new();
+    for (i, entry) in plugin_tools.iter().enumerate() {
+        if entry.timeout_seconds == Some(0) {
+            return Err(AwfError::new(
+                codes::CONFIG_INVALID,
+                format!(
+                    "{origin}, plugin_tools[{i}]: timeout_seconds is 0; give the calls at \
+                     least 1 s, or leave it out for Bash's default ({} s)",
+                    bounds.timeout.as_secs()
+                ),
+            ));
+        }
+    }
     let mut tool_entries: HashMap<String, usize> = HashMap::new();
     for (i, entry) in plugin_tools.iter().enumerate() {
         let at = format!("{origin}, plugin_tools[{i}]");
@@ -149,8 +174,21 @@ pub fn start_exposed(
                 ));
             }
         }
-        let ops: Vec<String> = ops.iter().map(|(op, _)| op.to_string()).collect();
-        adapters.push(PluginToolAdapter::new(plugin, &ops, shutdown.clone()));
+        let ops: Vec<(String, std::time::Duration)> = ops
+            .iter()
+            .map(|(op, i)| {
+                let timeout = plugin_tools[*i]
+                    .timeout_seconds
+                    .map_or(bounds.timeout, std::time::Duration::from_secs);
+                (op.to_string(), timeout)
+            })
+            .collect();
+        adapters.push(PluginToolAdapter::new(
+            plugin,
+            &ops,
+            shutdown.clone(),
+            bounds.output_bytes,
+        ));
     }
     Ok(adapters)
 }

@@ -5,12 +5,15 @@
 //! and a piped stdin whose write end only this struct holds (the *lifeline*: when awf dies,
 //! even by SIGKILL, the kernel closes it and the plugin shuts itself down). It must print
 //! its handshake line and accept the gRPC connection within [`START_TIMEOUT`], else it is
-//! killed. It runs in its own process group, so a Ctrl-C meant for awf reaches awf only,
-//! and awf stops its plugins in order.
+//! killed; and the kernel kills it when awf dies (a parent-death signal, armed from a thread
+//! that lives as long as awf), should it ignore the lifeline. It runs in its own process
+//! group, so a Ctrl-C meant for awf reaches awf only, and awf stops its plugins in order.
+//! Its TMPDIR is a private directory awf made for it ([`SocketDir`]), and the socket it
+//! announces is accepted only there.
 //!
 //! Teardown ([`PluginProcess::stop`], also on drop): the `Shutdown` rpc, then SIGTERM if it
 //! has not exited after its drain grace, then SIGKILL after [`TERM_GRACE`]; finally the
-//! socket and its private directory are removed in case the plugin could not do it itself.
+//! private directory awf made for its socket is removed (never a path the plugin named).
 //!
 //! A call that loses the connection (the plugin crashed, aborted, was killed) marks the
 //! plugin *down*: the reason is kept, the process is reaped, its socket removed, and every
@@ -18,9 +21,10 @@
 
 use super::manifest::Manifest;
 use super::runtime::{Interrupted, PluginRuntime};
+use super::socket_dir::SocketDir;
 use crate::error::{AwfError, codes};
 use crate::process::{ProcessGroup, signal_name};
-use plugin_sdk::host::{self, Endpoint};
+use plugin_sdk::host;
 use plugin_sdk::proto::operation_service_client::OperationServiceClient;
 use plugin_sdk::proto::plugin_service_client::PluginServiceClient;
 use plugin_sdk::proto::{
@@ -58,7 +62,8 @@ pub struct PluginProcess {
     pid: u32,
     /// The write end of the plugin's stdin; `None` once stopped.
     lifeline: Mutex<Option<ChildStdin>>,
-    endpoint: Endpoint,
+    /// The private directory the plugin serves its socket in; removed at cleanup.
+    socket_dir: SocketDir,
     channel: Channel,
     info: InfoResponse,
     operations: Vec<Operation>,
@@ -76,6 +81,9 @@ pub enum CallFailure {
     /// The plugin answered with a gRPC error (unknown operation, arguments not JSON).
     Rejected(String),
     Cancelled,
+    /// No answer within the call's deadline; the gRPC call was dropped, which tells the
+    /// plugin to cancel.
+    TimedOut(Duration),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -98,25 +106,34 @@ impl PluginProcess {
         };
         let started = Instant::now();
         let deadline = started + START_TIMEOUT;
-        let mut child = ProcessGroup::spawn(
-            Command::new(&manifest.executable)
-                // The allowlist and what the manifest names: awf's own environment holds
-                // the model key and the user's credentials.
-                .env_clear()
-                .envs(
-                    crate::child_env::ChildEnv {
-                        passthrough: manifest.env_passthrough.clone(),
-                        set: Vec::new(),
-                    }
-                    .vars(),
-                )
-                .envs(host::handshake_env())
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                // Plugins log to stderr; sharing awf's keeps their lines where awf's go.
-                .stderr(Stdio::inherit()),
-        )
-        .map_err(|e| fail(format!("cannot be started: {e}")))?;
+        let socket_dir = SocketDir::create(name).map_err(|e| {
+            fail(format!(
+                "cannot get a private socket directory under {}: {e}; point TMPDIR at a \
+                 writable directory",
+                std::env::temp_dir().display()
+            ))
+        })?;
+        let mut command = Command::new(&manifest.executable);
+        // The allowlist and what the manifest names: awf's own environment holds the model
+        // key and the user's credentials.
+        command
+            .env_clear()
+            .envs(
+                crate::child_env::ChildEnv {
+                    passthrough: manifest.env_passthrough.clone(),
+                    set: Vec::new(),
+                }
+                .vars(),
+            )
+            .envs(host::handshake_env())
+            // Where the SDK makes its socket: the only place awf accepts it from.
+            .env("TMPDIR", socket_dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            // Plugins log to stderr; sharing awf's keeps their lines where awf's go.
+            .stderr(Stdio::inherit());
+        let mut child = crate::process::spawn_dying_with_awf(command)
+            .map_err(|e| fail(format!("cannot be started: {e}")))?;
         let pid = child.pid();
         let lifeline = child.take_stdin();
         let stdout = child.take_stdout().expect("piped stdout");
@@ -185,6 +202,10 @@ impl PluginProcess {
                 return Err(fail(format!("failed its handshake and was killed: {e}")));
             }
         };
+        if let Err(why) = socket_dir.accept(endpoint.socket_path()) {
+            child.kill();
+            return Err(fail(format!("{why}; it was killed")));
+        }
         let connected = runtime.run(
             {
                 let endpoint = endpoint.clone();
@@ -197,7 +218,6 @@ impl PluginProcess {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
                 child.kill();
-                let _ = host::remove_socket(&endpoint);
                 return Err(fail(format!(
                     "announced {} but cannot be connected to: {e}",
                     endpoint.socket_path().display()
@@ -205,7 +225,6 @@ impl PluginProcess {
             }
             Err(_) => {
                 child.kill();
-                let _ = host::remove_socket(&endpoint);
                 return Err(fail(format!(
                     "did not accept a connection on {} within {} s and was killed",
                     endpoint.socket_path().display(),
@@ -240,7 +259,6 @@ impl PluginProcess {
             Ok(v) => v,
             Err(why) => {
                 child.kill();
-                let _ = host::remove_socket(&endpoint);
                 return Err(fail(why));
             }
         };
@@ -267,7 +285,7 @@ impl PluginProcess {
             child: Mutex::new(child),
             pid,
             lifeline: Mutex::new(lifeline),
-            endpoint,
+            socket_dir,
             channel,
             info,
             operations,
@@ -302,12 +320,13 @@ impl PluginProcess {
         lock(&self.down).clone()
     }
 
-    /// Executes `operation`; blocks until the plugin answers, dies, or `cancelled` says
-    /// so.
+    /// Executes `operation`; blocks until the plugin answers, dies, `timeout` passes or
+    /// `cancelled` says so.
     pub fn execute(
         &self,
         operation: &str,
         arguments: &serde_json::Value,
+        timeout: Duration,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<ExecuteResponse, CallFailure> {
         if let Some(why) = self.down_reason() {
@@ -320,14 +339,14 @@ impl PluginProcess {
         };
         let answer = self.runtime.run(
             async move { OperationServiceClient::new(channel).execute(request).await },
-            None,
+            Some(Instant::now() + timeout),
             Some(cancelled),
         );
         match answer {
             Ok(Ok(response)) => Ok(response.into_inner()),
             Ok(Err(status)) => Err(self.classify(operation, status)),
             Err(Interrupted::Cancelled) => Err(CallFailure::Cancelled),
-            Err(Interrupted::TimedOut) => unreachable!("no deadline was given"),
+            Err(Interrupted::TimedOut) => Err(CallFailure::TimedOut(timeout)),
         }
     }
 
@@ -364,7 +383,7 @@ impl PluginProcess {
                 return CallFailure::Rejected(format!("{:?}: {}", status.code(), status.message()));
             }
         };
-        let _ = host::remove_socket(&self.endpoint);
+        self.socket_dir.remove();
         *lock(&self.down) = Some(reason.clone());
         tracing::error!(
             plugin = %self.name(),
@@ -403,7 +422,7 @@ impl PluginProcess {
             }
         }
         drop(lifeline);
-        let _ = host::remove_socket(&self.endpoint);
+        self.socket_dir.remove();
         tracing::debug!(plugin = %self.name(), "plugin stopped");
     }
 }

@@ -119,6 +119,7 @@ impl ToolProxyService {
             .map(|p| PluginTools {
                 plugin: p.plugin.clone(),
                 expose: p.expose.clone(),
+                timeout_seconds: p.timeout_seconds,
             })
             .collect();
         let sb = &proxy.sandbox;
@@ -216,7 +217,11 @@ impl ToolProxyService {
             "root": cfg.root,
             "intercept_builtins": cfg.intercept_builtins,
             "plugin_tools": proxy.plugin_tools.iter()
-                .map(|p| serde_json::json!({"plugin": p.plugin, "expose": p.expose}))
+                .map(|p| serde_json::json!({
+                    "plugin": p.plugin,
+                    "expose": p.expose,
+                    "timeout_seconds": p.timeout_seconds,
+                }))
                 .collect::<Vec<_>>(),
             "tools": {"deny": proxy.tools.deny, "read_only": proxy.tools.read_only},
             "audit_path": audit_path,

@@ -252,6 +252,8 @@ impl Default for SandboxPolicy {
 pub struct PluginToolsEntry {
     pub plugin: String,
     pub expose: Vec<String>,
+    /// The deadline of each call, when the entry sets one.
+    pub timeout_seconds: Option<u64>,
     /// Line of each `expose` item.
     pub expose_lines: Vec<usize>,
     pub line: usize,

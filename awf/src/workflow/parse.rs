@@ -41,7 +41,7 @@ const PROXY_KEYS: &[&str] = &[
     "tools",
 ];
 const TOOL_POLICY_KEYS: &[&str] = &["deny", "read_only"];
-const PLUGIN_TOOLS_KEYS: &[&str] = &["plugin", "expose"];
+const PLUGIN_TOOLS_KEYS: &[&str] = &["plugin", "expose", "timeout_seconds"];
 
 pub(crate) fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
@@ -684,10 +684,31 @@ fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpProxy> {
                             "list the operations the agent may call: `expose: [op]` (see `awf plugins list`)",
                         );
                     }
+                    let timeout_seconds = get("timeout_seconds").and_then(|t| {
+                        let tpath = join(&ipath, "timeout_seconds");
+                        match t.as_str().and_then(|s| s.parse::<u64>().ok()) {
+                            Some(n) if (1..=86_400).contains(&n) => Some(n),
+                            _ => {
+                                cx.push(
+                                    codes::INVALID_VALUE,
+                                    &tpath,
+                                    t.line,
+                                    format!(
+                                        "{tpath} must be a whole number of seconds from 1 to \
+                                         86400, found {}",
+                                        t.describe()
+                                    ),
+                                    "write e.g. `timeout_seconds: 300` (the default is Bash's, 120)",
+                                );
+                                None
+                            }
+                        }
+                    });
                     if let Some(plugin) = plugin {
                         plugin_tools.push(PluginToolsEntry {
                             plugin,
                             expose,
+                            timeout_seconds,
                             expose_lines,
                             line: item.line,
                             index: i,

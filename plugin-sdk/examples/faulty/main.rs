@@ -4,9 +4,13 @@
 //! writes to stdout after the handshake (which the SDK sends to stderr), and `env {name}`
 //! answers a variable of its environment (what the host passed it).
 //!
-//! Two environment variables make it misbehave before serving, for host tests:
-//! `FAULTY_START_DELAY_MS=N` waits N ms before the handshake (a slow start), and
-//! `FAULTY_BAD_HANDSHAKE=1` prints a garbage line instead of a handshake and then hangs.
+//! `big {bytes}` answers that many bytes of text and of structured data.
+//!
+//! Environment variables make it misbehave before serving, for host tests:
+//! `FAULTY_START_DELAY_MS=N` waits N ms before the handshake (a slow start),
+//! `FAULTY_BAD_HANDSHAKE=1` prints a garbage line instead of a handshake and then hangs,
+//! `FAULTY_ANNOUNCE=PATH` announces PATH as its socket and then hangs, and
+//! `FAULTY_IGNORE_STDIN=1` serves on when its stdin (the host's lifeline) closes.
 
 use std::time::Duration;
 
@@ -42,6 +46,13 @@ impl Plugin for Faulty {
                     "properties": { "name": { "type": "string" } },
                     "required": ["name"]
                 })),
+            Operation::new("big", "Answers `bytes` bytes of text and of data").input_schema(
+                json!({
+                    "type": "object",
+                    "properties": { "bytes": { "type": "integer", "minimum": 0 } },
+                    "required": ["bytes"]
+                }),
+            ),
             Operation::new("print", "Prints text on stdout").input_schema(json!({
                 "type": "object",
                 "properties": { "text": { "type": "string" } },
@@ -66,6 +77,13 @@ impl Plugin for Faulty {
                 eprintln!("sleeping {ms} ms");
                 std::thread::sleep(Duration::from_millis(ms));
                 Ok(Output::text(format!("slept {ms} ms")).with_data(json!({ "slept_ms": ms })))
+            }
+            "big" => {
+                let n = args["bytes"]
+                    .as_u64()
+                    .ok_or("`bytes` must be a non-negative integer")?
+                    as usize;
+                Ok(Output::text("x".repeat(n)).with_data(json!({ "blob": "y".repeat(n) })))
             }
             "print" => {
                 let text = args["text"].as_str().ok_or("`text` must be a string")?;
@@ -93,6 +111,17 @@ fn main() {
     if std::env::var_os("FAULTY_BAD_HANDSHAKE").is_some_and(|v| v == "1") {
         println!("hello, I am not a handshake");
         std::thread::sleep(Duration::from_secs(3600));
+    }
+    if let Ok(path) = std::env::var("FAULTY_ANNOUNCE") {
+        println!(
+            "{}",
+            plugin_sdk::host::Endpoint::unix(path).handshake_line()
+        );
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+    if std::env::var_os("FAULTY_IGNORE_STDIN").is_some_and(|v| v == "1") {
+        // SAFETY: no other thread runs yet; nothing reads the environment concurrently.
+        unsafe { std::env::remove_var(plugin_sdk::STDIN_LIFELINE_KEY) };
     }
     plugin_sdk::serve(Faulty)
 }

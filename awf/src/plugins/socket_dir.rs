@@ -1,0 +1,205 @@
+//! The private directory awf makes for one plugin's socket. The plugin gets it as its
+//! TMPDIR (the SDK makes its socket directory there); the socket it announces is accepted
+//! only inside it, as a socket reached without a symlink — never a path elsewhere, never
+//! another plugin's socket. At cleanup awf removes this directory and what is in it, by
+//! the descriptor it opened at creation (entries by `unlinkat`, symlinks never followed),
+//! and nothing a plugin named.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Longest base for the directory: the SDK puts `awf-plugin-<pid>-<n>/plugin.sock` in it,
+/// and a socket path has at most 107 bytes.
+const MAX_BASE: usize = 56;
+
+/// How deep the plugin may nest what it leaves (the SDK: one directory, one socket).
+const MAX_DEPTH: usize = 8;
+
+#[derive(Debug)]
+pub struct SocketDir {
+    path: PathBuf,
+    fd: OwnedFd,
+    /// Device and inode of the directory made, to remove it only if its name still names it.
+    id: (u64, u64),
+}
+
+impl SocketDir {
+    /// A fresh 0700 directory under the temp dir (under `/tmp` when that path is too long
+    /// for a socket path), named for `plugin`.
+    pub fn create(plugin: &str) -> io::Result<SocketDir> {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let temp = std::env::temp_dir();
+        let base = if temp.as_os_str().len() <= MAX_BASE {
+            temp
+        } else {
+            PathBuf::from("/tmp")
+        };
+        let short: String = plugin.chars().take(12).collect();
+        for _ in 0..100 {
+            let n = SEQ.fetch_add(1, Ordering::Relaxed);
+            let path = base.join(format!("awf-p-{short}-{}-{n}", std::process::id()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+            let fd = open_dir(libc::AT_FDCWD, &path)?;
+            let meta = std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+            return Ok(SocketDir {
+                path,
+                fd,
+                id: (meta.dev(), meta.ino()),
+            });
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "no fresh name for a plugin socket directory",
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Checks that `announced` is a Unix socket inside this directory, reached without a
+    /// symlink and without `..`; the message says what it is otherwise.
+    pub fn accept(&self, announced: &Path) -> Result<(), String> {
+        let refuse = |why: &str| {
+            Err(format!(
+                "announced the socket {}, which {why}; a plugin must serve on a socket in the \
+                 directory awf gave it as TMPDIR ({}), as plugin_sdk::serve does",
+                announced.display(),
+                self.path.display()
+            ))
+        };
+        let Ok(rel) = announced.strip_prefix(&self.path) else {
+            return refuse("lies outside the plugin's private directory");
+        };
+        let parts: Vec<_> = rel.components().collect();
+        if parts.is_empty() || parts.iter().any(|c| !matches!(c, Component::Normal(_))) {
+            return refuse("is not a plain path beneath the plugin's private directory");
+        }
+        let mut at = self.path.clone();
+        for (i, part) in parts.iter().enumerate() {
+            at.push(part);
+            let Ok(meta) = std::fs::symlink_metadata(&at) else {
+                return refuse("does not exist");
+            };
+            let last = i + 1 == parts.len();
+            if last && !meta.file_type().is_socket() {
+                return refuse("is not a Unix socket");
+            }
+            if !last && !meta.is_dir() {
+                return refuse("is reached through something other than a directory (a symlink?)");
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the directory and its content, by descriptor; never follows a symlink.
+    pub fn remove(&self) {
+        let _ = clear(&self.fd, 0);
+        // The name is removed only while it still names the directory made.
+        if let Ok(meta) = std::fs::symlink_metadata(&self.path)
+            && meta.is_dir()
+            && (meta.dev(), meta.ino()) == self.id
+        {
+            let _ = std::fs::remove_dir(&self.path);
+        }
+    }
+}
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+fn cstr(name: &std::ffi::OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn open_dir(at: libc::c_int, name: &Path) -> io::Result<OwnedFd> {
+    let c = cstr(name.as_os_str())?;
+    // SAFETY: a NUL-terminated path; the fd returned is owned by the OwnedFd.
+    let fd = unsafe {
+        libc::openat(
+            at,
+            c.as_ptr(),
+            libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_RDONLY,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Removes everything in the directory `dir` (entries by `unlinkat` relative to it).
+fn clear(dir: &OwnedFd, depth: usize) -> io::Result<()> {
+    // The listing of the directory the descriptor holds, whatever its name is now.
+    let entries = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let c = cstr(&name)?;
+        // SAFETY: a NUL-terminated name relative to an open directory descriptor.
+        let r = unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) };
+        if r == 0 {
+            continue;
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EISDIR) || depth >= MAX_DEPTH {
+            continue;
+        }
+        if let Ok(sub) = open_dir(dir.as_raw_fd(), Path::new(&name)) {
+            let _ = clear(&sub, depth + 1);
+        }
+        // SAFETY: as above.
+        unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) };
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_socket_inside_is_accepted_and_removal_stays_inside() {
+        let d = SocketDir::create("test").unwrap();
+        let outside = std::env::temp_dir().join(format!("awf-sockdir-out-{}", std::process::id()));
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("precious.txt"), "keep").unwrap();
+        let sub = d.path().join("awf-plugin-1-0");
+        std::fs::create_dir(&sub).unwrap();
+        let sock = sub.join("plugin.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert_eq!(d.accept(&sock), Ok(()));
+        let e = d.accept(&outside.join("precious.txt")).unwrap_err();
+        assert!(e.contains("outside"), "{e}");
+        std::fs::write(sub.join("file"), "x").unwrap();
+        assert!(
+            d.accept(&sub.join("file"))
+                .unwrap_err()
+                .contains("not a Unix socket")
+        );
+        assert!(d.accept(&d.path().join("../x")).is_err());
+        // A symlink planted inside that leads out: refused, and removal does not follow it.
+        std::os::unix::fs::symlink(&outside, d.path().join("link")).unwrap();
+        assert!(d.accept(&d.path().join("link/precious.txt")).is_err());
+        let path = d.path().to_path_buf();
+        drop(d);
+        assert!(!path.exists());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("precious.txt")).unwrap(),
+            "keep"
+        );
+        std::fs::remove_dir_all(&outside).unwrap();
+    }
+}
