@@ -3,13 +3,20 @@
 //! optional `glob` filter (ripgrep's --glob semantics) and `case_insensitive`. Binary
 //! files, symlinks and multiply-linked files are skipped. Results are sorted by path so
 //! the answer is the same from run to run, and capped with a note.
+//!
+//! Bounds, for a hostile pattern or file: a counted repetition over [`MAX_REPEAT`], a
+//! compiled regex over [`REGEX_SIZE_LIMIT`] or a lazy DFA over [`DFA_SIZE_LIMIT`] is refused
+//! with the limit named (ripgrep's defaults, 100 MiB and 1 GiB, let `a{40000}` take 10 s and
+//! 800 MiB); a line longer than [`LINE_HEAP_LIMIT`] is reported, not loaded; at most
+//! [`THREADS`] files are searched at once. A call thus holds about 64 MiB at most, however
+//! many run at once. Cancellation is checked between files and between reads of a file.
 
 use super::{BuiltinEnv, bound, glob::walker, schema};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use ignore::WalkState;
 use ignore::overrides::OverrideBuilder;
-use mcpserver::Tool;
+use mcpserver::{CancellationToken, Tool};
 use serde::Deserialize;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -95,11 +102,96 @@ struct FileHits {
 
 /// Stored matched text is capped overall so a pattern matching everything in a huge tree
 /// cannot exhaust memory; counts stay exact.
-const STORE_BUDGET: usize = 64 * 1024 * 1024;
+const STORE_BUDGET: usize = 16 * 1024 * 1024;
 
 /// The most a searcher's buffer may grow to hold one line (grep-searcher's heap limit):
 /// a file with a longer line is reported, not loaded whole.
-const LINE_HEAP_LIMIT: usize = 16 * 1024 * 1024;
+pub const LINE_HEAP_LIMIT: usize = 4 * 1024 * 1024;
+
+/// Files searched at once (each with its line buffer and DFA cache).
+pub const THREADS: usize = 4;
+
+/// The largest compiled regex (its NFA), in bytes.
+pub const REGEX_SIZE_LIMIT: usize = 1024 * 1024;
+
+/// The largest lazy DFA cache of one search thread, in bytes.
+pub const DFA_SIZE_LIMIT: usize = 4 * 1024 * 1024;
+
+/// The largest count of a counted repetition (`x{n}`, `x{n,m}`).
+pub const MAX_REPEAT: u32 = 1000;
+
+/// Checks the pattern's counted repetitions, then compiles it within the size limits.
+fn build_matcher(pattern: &str, case_insensitive: bool) -> Result<RegexMatcher, String> {
+    use regex_syntax::ast::{self, Ast, RepetitionKind, RepetitionRange};
+    let hint = "narrow the pattern (a shorter repetition, fewer alternatives), or search \
+                with Bash (grep -E)";
+    let tree = ast::parse::Parser::new()
+        .parse(pattern)
+        .map_err(|e| format!("invalid regex {pattern:?}: {e}"))?;
+    struct Counts(u32);
+    impl ast::Visitor for Counts {
+        type Output = u32;
+        type Err = ();
+        fn finish(self) -> Result<u32, ()> {
+            Ok(self.0)
+        }
+        fn visit_pre(&mut self, a: &Ast) -> Result<(), ()> {
+            if let Ast::Repetition(r) = a
+                && let RepetitionKind::Range(range) = &r.op.kind
+            {
+                let n = match range {
+                    RepetitionRange::Exactly(n) | RepetitionRange::AtLeast(n) => *n,
+                    RepetitionRange::Bounded(a, b) => (*a).max(*b),
+                };
+                self.0 = self.0.max(n);
+            }
+            Ok(())
+        }
+    }
+    let biggest = ast::visit(&tree, Counts(0)).unwrap_or(0);
+    if biggest > MAX_REPEAT {
+        return Err(format!(
+            "the pattern {pattern:?} repeats {{{biggest}}} times, over the {MAX_REPEAT} Grep \
+             accepts; {hint}"
+        ));
+    }
+    RegexMatcherBuilder::new()
+        .case_insensitive(case_insensitive)
+        .line_terminator(Some(b'\n'))
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(DFA_SIZE_LIMIT)
+        .build(pattern)
+        .map_err(|e| {
+            let e = e.to_string();
+            if e.contains("size limit") {
+                format!(
+                    "the pattern {pattern:?} compiles to more than {} KiB, the most Grep \
+                     accepts; {hint}",
+                    REGEX_SIZE_LIMIT >> 10
+                )
+            } else {
+                format!("invalid regex {pattern:?}: {e}")
+            }
+        })
+}
+
+/// A file read that fails once the call is cancelled, so that a search stops between two
+/// reads of a long file.
+struct StopReader<'a, R> {
+    inner: R,
+    stop: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl<R: std::io::Read> std::io::Read for StopReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if (self.stop)() {
+            return Err(std::io::Error::other(CANCELLED));
+        }
+        self.inner.read(buf)
+    }
+}
+
+const CANCELLED: &str = "the call was cancelled";
 
 struct Collect<'a> {
     mode: Mode,
@@ -157,13 +249,11 @@ struct Results {
     errors: Vec<String>,
 }
 
-pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
+pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<String, String> {
     let mode = args.output_mode.unwrap_or_default();
-    let matcher = RegexMatcherBuilder::new()
-        .case_insensitive(args.case_insensitive.unwrap_or(false))
-        .line_terminator(Some(b'\n'))
-        .build(&args.pattern)
-        .map_err(|e| format!("invalid regex {:?}: {e}", args.pattern))?;
+    let matcher = build_matcher(&args.pattern, args.case_insensitive.unwrap_or(false))?;
+    let stop = || cancel.is_cancelled() || env.shutdown.is_set();
+    let stop: &(dyn Fn() -> bool + Sync) = &stop;
     let path_input = args.path.as_deref().unwrap_or(".");
     let (target_file, target) = env
         .sandbox
@@ -231,9 +321,11 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
             lines: Vec::new(),
             binary: false,
         };
-        let outcome = searcher.search_file(&matcher, &file, &mut sink);
+        let reader = StopReader { inner: &file, stop };
+        let outcome = searcher.search_reader(&matcher, reader, &mut sink);
         let mut r = results.lock().unwrap();
         match outcome {
+            Err(e) if e.to_string().contains(CANCELLED) => {}
             Err(e) if e.to_string().contains("allocation limit") => r.errors.push(format!(
                 "{}: a line is longer than {} MiB, the most Grep holds (use Bash with head -c or cut)",
                 env.sandbox.show(path),
@@ -272,6 +364,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         search_file(&mut new_searcher(), &target, Some(target_file));
     } else if meta.is_dir() {
         let mut walk = walker(&target);
+        walk.threads(THREADS);
         if let Some(g) = &args.glob {
             let mut ob = OverrideBuilder::new(&target);
             ob.add(g).map_err(|e| format!("invalid glob {g:?}: {e}"))?;
@@ -281,6 +374,9 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
             let search_file = &search_file;
             let mut searcher = new_searcher();
             Box::new(move |entry| {
+                if stop() {
+                    return WalkState::Quit;
+                }
                 let Ok(entry) = entry else {
                     return WalkState::Continue;
                 };
@@ -297,6 +393,9 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         ));
     }
 
+    if stop() {
+        return Err("cancelled: the search was stopped".into());
+    }
     let mut r = results.into_inner().unwrap();
     r.files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     let total_files = r.files.len();
@@ -362,6 +461,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         ));
     }
     if !r.errors.is_empty() {
+        r.errors.sort_unstable();
         out.push_str(&format!(
             "[{} files could not be read: {}]\n",
             r.errors.len(),
@@ -378,9 +478,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
 
 /// Compiles a regex the way Grep does (for callers that validate up front).
 pub fn compile(pattern: &str) -> Result<RegexMatcher, String> {
-    RegexMatcherBuilder::new()
-        .build(pattern)
-        .map_err(|e| e.to_string())
+    build_matcher(pattern, false)
 }
 
 #[cfg(test)]
@@ -397,7 +495,58 @@ mod tests {
             case_insensitive: None,
         };
         f(&mut a);
-        run(env, a)
+        run(env, a, &CancellationToken::new())
+    }
+
+    #[test]
+    fn hostile_patterns_are_refused_naming_the_limit() {
+        let (root, env) = tree("grep-hostile");
+        std::fs::write(root.join("long.txt"), "a".repeat(40_000)).unwrap();
+        let e = grep(&env, "a{40000}", |_| {}).unwrap_err();
+        assert!(e.contains("over the 1000 Grep accepts"), "{e}");
+        let e = grep(&env, "(\\w{200}){4}", |_| {}).unwrap_err();
+        assert!(e.contains("KiB, the most Grep accepts"), "{e}");
+        // Within the limits: found.
+        assert!(grep(&env, "a{1000}", |_| {}).unwrap().contains("long.txt"));
+    }
+
+    #[test]
+    fn a_cancelled_search_stops_and_says_so() {
+        let (root, env) = tree("grep-cancel");
+        for i in 0..50 {
+            std::fs::write(root.join(format!("f{i}.txt")), "main\n".repeat(1000)).unwrap();
+        }
+        let token = CancellationToken::new();
+        token.cancel();
+        let args = Args {
+            pattern: "main".into(),
+            path: None,
+            glob: None,
+            output_mode: None,
+            case_insensitive: None,
+        };
+        let e = run(&env, args, &token).unwrap_err();
+        assert!(e.starts_with("cancelled"), "{e}");
+    }
+
+    #[test]
+    fn a_read_after_cancellation_fails() {
+        use std::io::Read;
+        let stopped = std::sync::atomic::AtomicBool::new(false);
+        let stop = || stopped.load(Ordering::Relaxed);
+        let mut r = StopReader {
+            inner: &b"abcdef"[..],
+            stop: &stop,
+        };
+        let mut buf = [0u8; 3];
+        assert_eq!(r.read(&mut buf).unwrap(), 3);
+        stopped.store(true, Ordering::Relaxed);
+        assert!(
+            r.read(&mut buf)
+                .unwrap_err()
+                .to_string()
+                .contains(CANCELLED)
+        );
     }
 
     fn tree(name: &str) -> (PathBuf, BuiltinEnv) {

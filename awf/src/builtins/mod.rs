@@ -113,7 +113,15 @@ impl ToolSource for Builtins {
             },
         );
         let b = offer(b, offered, glob::tool(env), answering(env, glob::run));
-        offer(b, offered, grep::tool(env), answering(env, grep::run))
+        let grep_env = env.clone();
+        offer(
+            b,
+            offered,
+            grep::tool(env),
+            move |args: grep::Args, ctx: &CallContext| {
+                answer(&grep_env, grep::run(&grep_env, args, &ctx.cancellation()))
+            },
+        )
     }
 }
 
@@ -135,7 +143,7 @@ where
     }
 }
 
-/// The handler of a builtin that runs to its end (only Bash watches for cancellation).
+/// The handler of a builtin that runs to its end (Bash and Grep watch for cancellation).
 fn answering<A: 'static>(
     env: &Arc<BuiltinEnv>,
     run: fn(&BuiltinEnv, A) -> Result<String, String>,
