@@ -492,6 +492,11 @@ pub const CHECKS: &[Check] = &[
         run: ping_during_slow_call,
     },
     Check {
+        name: "ping-when-saturated",
+        about: "ping is answered while more slow calls are in flight than a server runs at once (needs --slow-tool)",
+        run: ping_when_saturated,
+    },
+    Check {
         name: "cancellation",
         about: "a request cancelled with notifications/cancelled is never answered (needs --slow-tool)",
         run: cancellation,
@@ -1505,6 +1510,35 @@ fn ping_during_slow_call(ctx: &Ctx) -> Outcome {
         fail!(
             "expected the ping to be answered while the slow call runs, got the slow call's answer first: {}",
             brief(slow)
+        )
+    }
+    Ok(())
+}
+
+/// Slow calls sent at once by `ping-when-saturated`: past the usual bounds of concurrent
+/// calls (8 for mcpserver), so that a server that stops reading at its bound shows it.
+const SATURATING_CALLS: usize = 16;
+
+fn ping_when_saturated(ctx: &Ctx) -> Outcome {
+    let params = slow_call_params(ctx)?;
+    let mut s = ctx.started()?;
+    let mut slow = Vec::new();
+    for _ in 0..SATURATING_CALLS {
+        slow.push(s.request("tools/call", Some(params.clone()))?);
+    }
+    let ping_id = s.request("ping", None)?;
+    let answers = s.responses_until(&ping_id)?;
+    // A call refused at once (an error naming a bound) is fine; a finished call before
+    // the ping means the ping waited for a worker.
+    if let Some(done) = answers
+        .iter()
+        .find(|a| a.get("result").is_some() && slow.iter().any(|id| a.get("id") == Some(id)))
+    {
+        fail!(
+            "expected the ping to be answered while {SATURATING_CALLS} slow calls are in \
+             flight, got a slow call's result first (the server stops reading when its \
+             workers are busy): {}",
+            brief(done)
         )
     }
     Ok(())

@@ -20,6 +20,8 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// A request other than `initialize` or `ping` came before `initialize`.
 pub const SERVER_NOT_INITIALIZED: i64 = -32002;
+/// A tool call came while `max_concurrency` calls were running; retry it later.
+pub const SERVER_BUSY: i64 = -32001;
 
 /// The id of a request, echoed with its type in the answer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -43,6 +43,12 @@ pub(crate) trait Link {
     /// Runs a tool's handler (the session may let another thread read meanwhile).
     fn run<T>(&self, handler: impl FnOnce() -> T) -> T;
 
+    /// How many calls run now, when that is the session's bound (`max_concurrency`):
+    /// a further call is refused at once rather than waiting unread.
+    fn busy(&self) -> Option<usize> {
+        None
+    }
+
     /// `shutdown` was answered: read nothing more, finish the calls in flight.
     fn shut_down(&self);
 }
@@ -350,6 +356,13 @@ impl<'s> Protocol<'s> {
                 return self.reject_call(link, id, &params, jsonrpc::INVALID_PARAMS, message);
             }
         };
+        if let Some(running) = link.busy() {
+            let message = format!(
+                "server busy: {running} tool calls are running, the most this server runs at \
+                 once (max_concurrency); retry when one has answered"
+            );
+            return self.reject_call(link, id, &params, jsonrpc::SERVER_BUSY, message);
+        }
         let ctx = self.context(id, self.inner.tool_names[index].clone(), params.meta);
         lock(&self.inflight).push((ctx.request_id.clone(), ctx.cancellation.clone()));
         let ran = link.run(|| self.inner.run_handler(index, &ctx, arguments));

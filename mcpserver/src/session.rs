@@ -7,8 +7,11 @@
 //! between threads. When a call runs for longer than a tick (about a millisecond), a
 //! monitor thread passes the leadership to an idle worker (spawning one, up to the
 //! concurrency bound), which goes on reading: `ping` is answered and other calls run
-//! while the slow one works. When every worker runs a call, nobody reads, so memory
-//! stays bounded.
+//! while the slow one works. Never deaf: there is always one thread more than the bound
+//! of calls, so that with `max_concurrency` calls running one still reads, answers `ping`,
+//! acts on `notifications/cancelled` and end of input, and refuses a further call at once
+//! with `SERVER_BUSY` (-32001, naming the bound). Memory stays bounded: nothing waits
+//! unanswered beyond the calls that run.
 //!
 //! Answers are written whole under a lock. The leader flushes with an answer when no
 //! further line is buffered (so a flood of requests gets batched writes, and a lone
@@ -16,7 +19,7 @@
 
 use std::cell::Cell;
 use std::io::{self, BufWriter, Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::thread::{self, Scope};
 use std::time::Duration;
@@ -66,6 +69,8 @@ pub(crate) struct Session<'s, R, W: Write> {
     more_buffered: AtomicBool,
     /// Answers wait in the output buffer.
     unflushed: AtomicBool,
+    /// Handlers running now.
+    running: AtomicUsize,
 }
 
 /// The link a leading thread lends the methods: it writes into the session's output
@@ -94,10 +99,11 @@ impl<R: Read + Send, W: Write + Send> Link for Leading<'_, '_, '_, R, W> {
         let seq = s.next_seq.load(Ordering::Relaxed);
         s.next_seq.store(seq + 1, Ordering::Relaxed);
         s.leader_call.store(seq, Ordering::SeqCst);
-        if s.inner.max_concurrency > 1 {
-            s.watch(self.scope);
-        }
+        // Watched at every bound, 1 too: another thread takes over reading.
+        s.watch(self.scope);
+        s.running.fetch_add(1, Ordering::SeqCst);
         let value = handler();
+        s.running.fetch_sub(1, Ordering::SeqCst);
         let still_leader = s
             .leader_call
             .compare_exchange(seq, 0, Ordering::SeqCst, Ordering::SeqCst)
@@ -110,6 +116,11 @@ impl<R: Read + Send, W: Write + Send> Link for Leading<'_, '_, '_, R, W> {
 
     fn shut_down(&self) {
         self.session.finish(StopReason::Shutdown, None);
+    }
+
+    fn busy(&self) -> Option<usize> {
+        let running = self.session.running.load(Ordering::SeqCst);
+        (running >= self.session.inner.max_concurrency).then_some(running)
     }
 }
 
@@ -136,6 +147,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             monitor_sleeping: AtomicBool::new(false),
             more_buffered: AtomicBool::new(false),
             unflushed: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
         }
     }
 
@@ -302,7 +314,8 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
     /// The leader has run call `seq` for a tick: hand the reading to another worker.
     fn promote<'scope>(&'scope self, seq: u64, scope: &'scope Scope<'scope, '_>) {
         let mut c = lock(&self.coord);
-        if c.finished || (c.idle == 0 && c.workers >= self.inner.max_concurrency) {
+        // One thread more than the calls that may run: the one that goes on reading.
+        if c.finished || (c.idle == 0 && c.workers > self.inner.max_concurrency) {
             return;
         }
         if self
