@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::context::CallContext;
 use crate::hooks::Hooks;
-use crate::server::{Inner, Server, StopSignal};
+use crate::server::Server;
+use crate::state::{Inner, StopSignal};
 use crate::tool::{self, CallError, Handler, Tool, ToolPage, ToolResult};
 
 /// Default largest message accepted, in bytes.
@@ -29,6 +30,27 @@ pub struct ServerBuilder {
     hooks: Option<Box<dyn Hooks>>,
     tools: Vec<(Tool, Handler)>,
     withheld: Vec<(String, String)>,
+}
+
+impl Server {
+    /// Starts building a server that names itself `name` and `version` to clients.
+    ///
+    /// ```
+    /// use mcpserver::{Server, Tool, ToolResult};
+    /// #[derive(serde::Deserialize)]
+    /// struct Args { text: String }
+    /// let server = Server::builder("echo", "1.0.0")
+    ///     .tool(
+    ///         Tool::new("echo", "Echo the text", serde_json::json!({"type": "object"})),
+    ///         |a: Args, _ctx: &mcpserver::CallContext| Ok::<_, String>(ToolResult::text(a.text)),
+    ///     )
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(server.tools().count(), 1);
+    /// ```
+    pub fn builder(name: &str, version: &str) -> ServerBuilder {
+        ServerBuilder::new(name, version)
+    }
 }
 
 impl ServerBuilder {

@@ -7,7 +7,7 @@ use std::io;
 use std::sync::atomic::Ordering;
 
 use crate::methods::{Flow, Link, Protocol};
-use crate::server::{Inner, StopReason};
+use crate::state::{Inner, StopReason};
 
 /// One client's session, driven a line at a time on the calling thread.
 ///

@@ -78,6 +78,7 @@ mod methods;
 mod scan;
 mod server;
 mod session;
+mod state;
 mod swar;
 #[cfg(unix)]
 mod sys;
@@ -98,7 +99,8 @@ pub mod codes {
         SERVER_NOT_INITIALIZED,
     };
 }
-pub use server::{Server, StopHandle, StopReason};
+pub use server::{Server, StopHandle};
+pub use state::StopReason;
 pub use tool::{CallError, Content, Tool, ToolResult};
 
 /// The protocol revision this library speaks by default.

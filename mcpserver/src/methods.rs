@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 use crate::context::{CallContext, CancellationToken, ClientInfo};
 use crate::hooks::{CallOutcome, CallStatus};
 use crate::jsonrpc::{self, Call, CallParams, ErrorAnswer, Message, RequestId};
-use crate::server::Inner;
+use crate::state::Inner;
 use crate::tool::{Outcome, ToolPage, ToolResult};
 use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION, REVISION_2025_11_25};
 

@@ -1,43 +1,20 @@
 //! The server: its fixed set of tools and settings, and the ways to serve them — over a
 //! transport ([`Server::serve`], scheduled by `session.rs`), one line at a time
-//! ([`Server::dispatcher`]), or one call at a time in-process ([`Server::call`]).
+//! ([`Server::dispatcher`]), or one call at a time in-process ([`Server::call`]). Its
+//! state lives in `state.rs`; the builder (`builder.rs`) makes it.
 
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
-use crate::builder::ServerBuilder;
 use crate::context::CallContext;
 use crate::dispatch::Dispatcher;
-use crate::hooks::Hooks;
 use crate::methods::object_arguments;
 use crate::session::Session;
-use crate::tool::{CallError, Handler, Tool, ToolResult};
-
-/// Why [`Server::serve`] returned (or a [`Dispatcher`] stopped reading).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StopReason {
-    /// The input ended; every request read was answered.
-    EndOfInput,
-    /// The client sent `shutdown`; it was answered, as was every request before it.
-    Shutdown,
-    /// The host called [`StopHandle::stop`]; every call in flight was answered.
-    Stopped,
-}
-
-impl StopReason {
-    /// `end_of_input`, `shutdown` or `stopped`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopReason::EndOfInput => "end_of_input",
-            StopReason::Shutdown => "shutdown",
-            StopReason::Stopped => "stopped",
-        }
-    }
-}
+use crate::state::{Inner, StopReason, StopSignal};
+use crate::tool::{CallError, Tool, ToolResult};
 
 /// An MCP server: a fixed set of tools, served over any reader and writer.
 ///
@@ -46,36 +23,6 @@ impl StopReason {
 /// of its tools in-process with [`Server::call`].
 pub struct Server {
     pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub name: String,
-    pub version: String,
-    pub instructions: Option<String>,
-    pub max_message_size: usize,
-    pub max_concurrency: usize,
-    pub page_size: Option<usize>,
-    pub accept_newer: bool,
-    /// None when the host set none: the call path then skips the clock too.
-    pub hooks: Option<Box<dyn Hooks>>,
-    pub tools: Vec<Tool>,
-    /// The tools' names, shared with every call's context.
-    pub tool_names: Vec<Arc<str>>,
-    pub handlers: Vec<Handler>,
-    /// The whole `tools/list` result, for 2024-11-05 and for newer revisions.
-    pub list_json: [String; 2],
-    /// Tools the host keeps from this client, with why: a call to one is rejected
-    /// with the reason instead of "unknown tool".
-    pub withheld: Vec<(String, String)>,
-    pub stop: Arc<StopSignal>,
-}
-
-#[derive(Default)]
-pub(crate) struct StopSignal {
-    pub requested: AtomicBool,
-    /// Wakes a stdio reader blocked in `poll` (set by `serve_stdio` when a handle exists).
-    pub wake: Mutex<Option<io::PipeWriter>>,
-    pub handle_taken: AtomicBool,
 }
 
 /// Stops a running server from another thread (a signal handler thread, say).
@@ -105,25 +52,6 @@ impl StopHandle {
 }
 
 impl Server {
-    /// Starts building a server that names itself `name` and `version` to clients.
-    ///
-    /// ```
-    /// use mcpserver::{Server, Tool, ToolResult};
-    /// #[derive(serde::Deserialize)]
-    /// struct Args { text: String }
-    /// let server = Server::builder("echo", "1.0.0")
-    ///     .tool(
-    ///         Tool::new("echo", "Echo the text", serde_json::json!({"type": "object"})),
-    ///         |a: Args, _ctx: &mcpserver::CallContext| Ok::<_, String>(ToolResult::text(a.text)),
-    ///     )
-    ///     .build()
-    ///     .unwrap();
-    /// assert_eq!(server.tools().count(), 1);
-    /// ```
-    pub fn builder(name: &str, version: &str) -> ServerBuilder {
-        ServerBuilder::new(name, version)
-    }
-
     /// The registered tools, in registration order.
     pub fn tools(&self) -> impl Iterator<Item = &Tool> {
         self.inner.tools.iter()

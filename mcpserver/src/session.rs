@@ -27,7 +27,7 @@ use std::time::Duration;
 use crate::doorbell::Doorbell;
 use crate::framing::{Frame, LineReader};
 use crate::methods::{Flow, Link, Protocol, lock};
-use crate::server::{Inner, StopReason};
+use crate::state::{Inner, StopReason};
 
 /// How long a call may keep the leadership before another thread takes over reading,
 /// at first. While no call outlives a tick the monitor looks less often (up to
