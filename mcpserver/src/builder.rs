@@ -82,12 +82,12 @@ impl ServerBuilder {
         self
     }
 
-    /// How many tool calls may run at once (default 8). When that many run, the server
-    /// stops reading until one ends, so memory stays bounded under any flood. `1` runs
-    /// every call on the reading thread, one at a time: no `ping` is answered while a
-    /// call runs, but the server never starts a second thread (which costs about
-    /// 0.1 MiB and, on Linux, ~1% of a quick call's round trip) — a fit for servers
-    /// whose tools all answer in microseconds.
+    /// How many tool calls may run at once (default 8). When that many run, one more
+    /// thread goes on reading: `ping`, `notifications/cancelled` and end of input are
+    /// acted on at any load, and a further `tools/call` is answered at once with error
+    /// -32001 (`server busy`, naming the bound), so memory stays bounded under any flood
+    /// and the server is never deaf. `1` runs calls one at a time; a call that outlives
+    /// about a millisecond hands the reading to a second thread (about 0.1 MiB).
     pub fn max_concurrency(mut self, calls: usize) -> ServerBuilder {
         self.max_concurrency = calls;
         self

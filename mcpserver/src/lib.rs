@@ -43,7 +43,8 @@
 //! - **Concurrency**: calls run concurrently up to [`ServerBuilder::max_concurrency`];
 //!   `ping` is answered during a long call; `notifications/cancelled` raises the
 //!   call's [`CancellationToken`]. The reading thread runs quick calls itself (no
-//!   thread hand-off), and stops reading when every worker is busy.
+//!   thread hand-off). With every slot busy one thread still reads: control messages
+//!   are heard, and a further call is refused at once with -32001 naming the bound.
 //! - **Speed**: a well-formed `tools/call` line is read in one pass by a strict scanner
 //!   that hands anything unusual to the careful serde path (which words any error);
 //!   answers are batched under a flood and flushed at once for a lone request.
