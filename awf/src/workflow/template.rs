@@ -131,8 +131,9 @@ impl CommandProblem {
                 format!("{e} follows a backslash in the command, which would escape the value")
             }
             _ => format!(
-                "{e} stands inside $((...)) in the command, where the shell would evaluate the \
-                 value as arithmetic (and bash runs commands found in it)"
+                "{e} stands inside shell arithmetic in the command ($((...)), $[...], ((...)) \
+                 or let, at any depth), where the shell would evaluate the value as \
+                 arithmetic (and bash runs commands found in it)"
             ),
         }
     }
@@ -187,7 +188,7 @@ pub enum Quoting {
     Single,
     /// Right after a backslash that escapes the next character.
     AfterBackslash,
-    /// Inside `$((...))`.
+    /// Inside `$((...))`, `$[...]`, `((...))` or the arguments of `let`, at any depth.
     Arithmetic,
 }
 
@@ -198,7 +199,8 @@ pub enum Quoting {
 /// nesting. A wrong guess cannot make the shell parse a value as code, since a value only
 /// ever arrives by parameter expansion; at worst it is split into words or shown with
 /// quotes. (What evaluates an expansion again — `eval`, `sh -c`, bash's `(( ))`, `$[ ]`,
-/// `let` and `[[ -eq ]]` — is the command's own doing; only `$((...))` is recognised.)
+/// `[[ -eq ]]` — is the command's own doing; arithmetic is recognised: `$((...))`,
+/// `$[...]`, `((...))` and `let`, at any depth of nesting.)
 #[derive(Debug)]
 struct ShellScanner {
     /// The innermost level is the last; the command itself is the first.
@@ -215,6 +217,7 @@ impl Default for ShellScanner {
             levels: vec![Level {
                 quote: Quote::None,
                 kind: LevelKind::Command,
+                in_let: false,
             }],
             escaped: false,
             in_comment: false,
@@ -227,6 +230,8 @@ impl Default for ShellScanner {
 struct Level {
     quote: Quote,
     kind: LevelKind,
+    /// The arguments of a `let` command, up to the end of that command.
+    in_let: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,8 +246,10 @@ enum LevelKind {
     Command,
     /// `$(`: open parentheses not yet closed.
     Substitution(usize),
-    /// `$((`: open parentheses not yet closed (two for the opening).
+    /// `$((` or `((`: open parentheses not yet closed (two for the opening).
     Arithmetic(usize),
+    /// `$[`: open brackets not yet closed.
+    ArithBracket(usize),
     Backtick,
 }
 
@@ -258,10 +265,20 @@ impl ShellScanner {
             .levels
             .last()
             .expect("the command level is never popped");
+        // Whatever the quoting inside it, a value within arithmetic is evaluated.
+        let arithmetic = self.levels.iter().any(|l| {
+            l.in_let
+                || matches!(
+                    l.kind,
+                    LevelKind::Arithmetic(_) | LevelKind::ArithBracket(_)
+                )
+        });
         if self.escaped {
             Quoting::AfterBackslash
         } else if self.in_comment {
             Quoting::Unquoted
+        } else if arithmetic {
+            Quoting::Arithmetic
         } else {
             match (level.quote, level.kind) {
                 (Quote::Single, _) => Quoting::Single,
@@ -282,6 +299,7 @@ impl ShellScanner {
         self.levels.push(Level {
             quote: Quote::None,
             kind,
+            in_let: false,
         });
     }
 
@@ -315,6 +333,44 @@ impl ShellScanner {
                     self.open(LevelKind::Backtick);
                     word_start = true;
                 }
+                (_, '$') if chars.peek() == Some(&'[') => {
+                    chars.next();
+                    self.open(LevelKind::ArithBracket(1));
+                    word_start = true;
+                }
+                (Quote::None, '[' | ']')
+                    if matches!(self.level().kind, LevelKind::ArithBracket(_)) =>
+                {
+                    if let LevelKind::ArithBracket(n) = &mut self.level().kind {
+                        if c == '[' {
+                            *n += 1;
+                        } else {
+                            *n -= 1;
+                            if *n == 0 {
+                                self.levels.pop();
+                            }
+                        }
+                    }
+                }
+                // `((` where a command starts: bash's arithmetic command.
+                (Quote::None, '(') if self.word_start && chars.peek() == Some(&'(') => {
+                    chars.next();
+                    self.open(LevelKind::Arithmetic(2));
+                    word_start = true;
+                }
+                // `let` as a command word: its arguments are arithmetic.
+                (Quote::None, 'l')
+                    if self.word_start && {
+                        let ahead: String = chars.clone().take(3).collect();
+                        ahead.len() == 3
+                            && ahead.starts_with("et")
+                            && ahead.ends_with(char::is_whitespace)
+                    } =>
+                {
+                    chars.next();
+                    chars.next();
+                    self.level().in_let = true;
+                }
                 (_, '$') if chars.peek() == Some(&'(') => {
                     chars.next();
                     if chars.peek() == Some(&'(') {
@@ -341,7 +397,13 @@ impl ShellScanner {
                     }
                 }
                 (Quote::None, '#') if self.word_start => self.in_comment = true,
-                (Quote::None, _) => word_start = c.is_whitespace() || ";&|<>".contains(c),
+                (Quote::None, _) => {
+                    // The end of a command ends a `let`.
+                    if ";&|\n".contains(c) {
+                        self.level().in_let = false;
+                    }
+                    word_start = c.is_whitespace() || ";&|<>".contains(c)
+                }
                 (Quote::Double, _) => {}
             }
             self.word_start = word_start;
@@ -581,6 +643,58 @@ mod tests {
     }
 
     #[test]
+    fn a_template_anywhere_inside_arithmetic_is_a_problem() {
+        let t = "{{.inputs.x}}";
+        for cmd in [
+            format!("echo $(( $(echo {t}) + 1 ))"),
+            format!("echo $(( `echo {t}` + 1 ))"),
+            format!("echo $(( \"$(echo \"{t}\")\" + 1 ))"),
+            format!("echo $[ {t} + 1 ]"),
+            format!("echo $[ $(echo {t}) ]"),
+            format!("(( {t} > 1 )) && echo big"),
+            format!("if (( $(echo {t}) )); then :; fi"),
+            format!("let n={t}+1"),
+            format!("true; let \"n = $(echo {t})\""),
+        ] {
+            let p = command_problems(&cmd);
+            assert_eq!(p.len(), 1, "{cmd}: {p:?}");
+            assert_eq!(p[0].quoting, Quoting::Arithmetic, "{cmd}");
+        }
+        // Not arithmetic: a subshell, a word starting with let, the command after a let.
+        for cmd in [
+            format!("( (echo {t}) )"),
+            format!("letter {t}"),
+            format!("let n=1; echo {t}"),
+            format!("echo $(echo {t}) [x]"),
+        ] {
+            assert!(command_problems(&cmd).is_empty(), "{cmd}");
+        }
+    }
+
+    /// What the refusal prevents, shown with bash: the value inside nested arithmetic
+    /// runs a command. `render_command` refuses to render it.
+    #[test]
+    fn nested_arithmetic_would_run_the_value_under_bash_and_is_refused() {
+        if !std::path::Path::new("/bin/bash").exists() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("awf-arith-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let value = "x[$(touch PWNED)]";
+        let ran = std::process::Command::new("/bin/bash")
+            .arg("-c")
+            .arg("x=0; echo $(( $(echo \"$V\") + 1 ))")
+            .env("V", value)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(dir.join("PWNED").exists(), "bash evaluated it: {ran:?}");
+        let e = render_command("echo $(( $(echo {{.inputs.x}}) + 1 ))", &|_| value.into());
+        assert!(e.is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn templates_after_a_backslash_or_in_arithmetic_are_problems() {
         let p = command_problems(
             "echo \\{{.inputs.a}} $(( {{ .inputs.b }} )) $(( {{.inputs.c|raw}} ))",
@@ -624,10 +738,18 @@ mod tests {
             ("printf %s \"$(printf %s {{.inputs.x}})\"", ""),
             ("printf %s \"`printf %s '{{.inputs.x}}'`\"", ""),
         ];
-        for value in hostile {
+        // Under bash too, which evaluates arithmetic more eagerly than a POSIX sh.
+        let shells: Vec<&str> = ["/bin/sh", "/bin/bash"]
+            .into_iter()
+            .filter(|s| std::path::Path::new(s).exists())
+            .collect();
+        for (value, shell) in hostile
+            .iter()
+            .flat_map(|v| shells.iter().map(move |s| (*v, *s)))
+        {
             for (command, around) in commands {
                 let c = render_command(command, &|_| value.to_string()).unwrap();
-                let out = std::process::Command::new("/bin/sh")
+                let out = std::process::Command::new(shell)
                     .arg("-c")
                     .arg(&c.text)
                     .envs(c.env.iter().map(|(k, v)| (k, v)))
@@ -642,7 +764,7 @@ mod tests {
                     String::from_utf8_lossy(&out.stdout),
                     // Command substitution drops trailing newlines; none of these ends in one.
                     want,
-                    "{command} with {value:?} as {:?}: {}",
+                    "{shell}: {command} with {value:?} as {:?}: {}",
                     c.text,
                     String::from_utf8_lossy(&out.stderr)
                 );
