@@ -185,13 +185,15 @@ impl Masker {
 /// Bytes past the cut still searched for token shapes (a PEM private key fits).
 const SHAPE_WINDOW: usize = 8192;
 
-/// Well-known token shapes, masked whatever the environment holds: PEM private keys,
-/// GitHub, GitLab, OpenAI-style, Slack, AWS access key ids and Google API keys.
+/// Well-known token shapes, masked whatever the environment holds: PEM and PGP private
+/// keys (one that runs past the searched window is masked to its end), GitHub, GitLab,
+/// OpenAI-style, Slack, AWS access key ids and Google API keys.
 fn token_shapes() -> &'static regex::Regex {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {
         regex::Regex::new(concat!(
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+            r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
+            r"|-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*$",
             r"|\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}",
             r"|glpat-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}",
             r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35})",
@@ -200,30 +202,71 @@ fn token_shapes() -> &'static regex::Regex {
     })
 }
 
+/// Credentials in command lines and URLs, each with the part to keep first and the
+/// secret second: `--password X`, `--password=X` (not `--password-file`), `-pX` after
+/// mysql, `curl -u user:X`, `scheme://user:X@host`.
+fn credential_forms() -> &'static regex::Regex {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        regex::Regex::new(concat!(
+            r"(?i)(--?(?:password|passwd|pass|secret|token|api[-_]key)(?:=|\s+))([^\s'\x22]+)",
+            r"|(\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]*?\s-p)([^\s'\x22]+)",
+            r"|((?:\s|^)(?:-u|--user)(?:=|\s+)[^\s:'\x22]+:)([^\s'\x22]+)",
+            r"|(\b[a-z][a-z0-9+.-]*://[^/\s:@'\x22]+:)([^/\s@'\x22]+)@",
+        ))
+        .expect("credential forms compile")
+    })
+}
+
 /// `Authorization: Bearer x` and `NAME=value` / `name: "value"` forms: the value goes
-/// when the name looks secret (`AWS_SECRET_ACCESS_KEY=…`, `password=…`).
+/// when the name looks secret (`AWS_SECRET_ACCESS_KEY=…`, `password=…`, `DB_PASS=…`); a
+/// quoted value goes whole, spaces and all.
 fn assignments() -> &'static regex::Regex {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {
         regex::Regex::new(concat!(
             r#"(?i)(\bauthorization["']?\s*[:=]\s*["']?(?:bearer|basic|token)?\s*)[^\s"',;]+"#,
+            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[:=]\s*)("(?:[^"\\\n]|\\.)*"|'[^'\n]*')"#,
             r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[:=]\s*["']?)[^\s"',;&]+"#,
         ))
         .expect("assignment forms compile")
     })
 }
 
-/// `text` with token shapes and secret-looking assignments replaced by [`MASK`].
+/// A name whose value is a secret in an assignment: [`looks_secret`], or `PASS` as its
+/// last part (`DB_PASS`, `smtp.pass`; not `bypass`).
+fn secret_assignment(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    looks_secret(name)
+        || upper == "PASS"
+        || ["_PASS", "-PASS", ".PASS"]
+            .iter()
+            .any(|s| upper.ends_with(s))
+}
+
+/// `text` with token shapes, credentials and secret-looking assignments replaced by
+/// [`MASK`].
 fn mask_shapes(text: &str) -> String {
     let text = token_shapes().replace_all(text, MASK);
+    let text = credential_forms().replace_all(&text, |c: &regex::Captures<'_>| {
+        let keep = [1, 3, 5, 7].into_iter().find_map(|i| c.get(i));
+        let at = if c.get(7).is_some() { "@" } else { "" };
+        format!("{}{MASK}{at}", keep.map_or("", |k| k.as_str()))
+    });
     assignments()
         .replace_all(&text, |c: &regex::Captures<'_>| {
             if let Some(auth) = c.get(1) {
                 return format!("{}{MASK}", auth.as_str());
             }
-            match (c.get(2), c.get(3)) {
-                (Some(name), Some(sep)) if looks_secret(name.as_str()) => {
-                    format!("{}{}{MASK}", name.as_str(), sep.as_str())
+            let (name, sep, quoted) = match (c.get(2), c.get(5)) {
+                (Some(name), _) => (name, c.get(3), c.get(4)),
+                (None, Some(name)) => (name, c.get(6), None),
+                _ => return c[0].to_string(),
+            };
+            match sep {
+                Some(sep) if secret_assignment(name.as_str()) => {
+                    let q = quoted.map_or("", |q| &q.as_str()[..1]);
+                    format!("{}{}{q}{MASK}{q}", name.as_str(), sep.as_str())
                 }
                 _ => c[0].to_string(),
             }
@@ -318,6 +361,65 @@ mod tests {
         // In a Write's content too.
         let got = m.mask(&json!({"path": "env.sh", "content": "GITHUB_TOKEN=abcdef\n"}));
         assert_eq!(got["content"], "GITHUB_TOKEN=***\n");
+    }
+
+    #[test]
+    fn credentials_in_commands_urls_quotes_and_pgp_blocks_are_masked() {
+        let m = Masker::new([], 4096);
+        let pgp = "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF\n=abcd\n-----END PGP PRIVATE KEY BLOCK-----";
+        for (input, want) in [
+            ("DB_PASS=hunter2xx psql", "DB_PASS=*** psql"),
+            ("export SMTP_PASS='s3cr3t pw'", "export SMTP_PASS='***'"),
+            ("mytool --password hunter2xx -v", "mytool --password *** -v"),
+            ("mytool --password=hunter2xx -v", "mytool --password=*** -v"),
+            ("mysql -u root -phunter2xx db", "mysql -u root -p*** db"),
+            (
+                "mysqldump -h h -pS3cret! db > x",
+                "mysqldump -h h -p*** db > x",
+            ),
+            (
+                "curl -u alice:hunter2xx https://h/x",
+                "curl -u alice:*** https://h/x",
+            ),
+            (
+                "curl --user alice:hunter2xx https://h",
+                "curl --user alice:*** https://h",
+            ),
+            (
+                "git clone https://bob:hunter2xx@git.example/r.git",
+                "git clone https://bob:***@git.example/r.git",
+            ),
+            (
+                r#"{"password": "two words here"}"#,
+                r#"{"password": "***"}"#,
+            ),
+            (&format!("k:\n{pgp}\nend"), "k:\n***\nend"),
+        ] {
+            assert_eq!(m.mask_text(input), want, "{input}");
+        }
+        // What must stay as it is.
+        for text in [
+            "mytool --password-file /run/secrets/pw",
+            "see https://example.org:8443/path?q=1",
+            "git clone https://git.example/r.git",
+            "mysql -u root db < dump.sql",
+            "curl -u alice https://h",
+            "cp -p a b; bypass=1",
+        ] {
+            assert_eq!(m.mask_text(text), text);
+        }
+    }
+
+    #[test]
+    fn a_private_key_longer_than_the_searched_window_is_masked_to_its_end() {
+        let m = Masker::new([], 100);
+        let body = "A".repeat(12 * 1024);
+        let text = format!(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n-----END OPENSSH PRIVATE KEY-----"
+        );
+        let got = m.mask_text(&text);
+        assert!(!got.contains("AAAA"), "{}", &got[..got.len().min(200)]);
+        assert!(got.starts_with(MASK), "{got}");
     }
 
     #[test]
