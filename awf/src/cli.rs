@@ -329,7 +329,7 @@ fn tools_call(
     } else {
         for item in result["content"].as_array().into_iter().flatten() {
             match item["text"].as_str() {
-                Some(t) => println!("{}", t.trim_end_matches('\n')),
+                Some(t) => println!("{}", crate::terminal::printable(t.trim_end_matches('\n'))),
                 None => println!("{item}"),
             }
         }

@@ -30,6 +30,7 @@ pub mod providers;
 pub mod proxy;
 pub mod run;
 pub mod telemetry;
+pub mod terminal;
 pub mod tools;
 pub mod validate;
 pub mod workflow;

@@ -41,7 +41,7 @@ fn finish(result: Result<u8, AwfError>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("awf: {e}");
+            eprintln!("awf: {}", awf::terminal::printable(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
     }

@@ -478,3 +478,42 @@ fn sigint_during_a_model_request_stops_the_run() {
     assert_eq!(fix(&s)["proxy"]["crashed_sessions"], json!([]));
     assert_eq!(fix(&s)["proxy"]["sessions"], 1);
 }
+
+/// A model's final text with terminal control sequences (a title, OSC 52 clipboard, a
+/// screen clear) reaches the human summary escaped, and `--output json` as JSON escapes.
+#[test]
+fn control_sequences_in_the_model_s_text_reach_the_terminal_escaped() {
+    let c = case("escapes");
+    let hostile = "\u{1b}]0;PWNED\u{7}\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[2JFINAL";
+    let model = FakeModel::start(Script::new().answer_prefix(hostile));
+    let wf = c.workflow(&model, "", ON);
+    let out = Command::new(AWF)
+        .arg("run")
+        .arg(&wf)
+        .args(["--audit-dir"])
+        .arg(&c.audit_dir)
+        .current_dir(&c.work)
+        .env("TMPDIR", private_tmp(&c.audit_dir))
+        .env("AWF_PLUGINS_PATH", "")
+        .env("AWF_TEST_OPENAI_KEY", "sk-test-123456")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("\\x1b]52;c;ZXZpbA==\\x07"), "{stdout}");
+    for (name, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "a raw control character on {name}: {text:?}"
+        );
+    }
+    // JSON output keeps the text as it is, JSON-escaped.
+    let (out, s) = c.run(&wf);
+    assert!(out.status.success());
+    assert!(
+        fix(&s)["output"].as_str().unwrap().starts_with(hostile),
+        "{s:#}"
+    );
+}

@@ -122,7 +122,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     });
     report::print_summary(&summary, opts.json);
     if let Some(e) = &error {
-        eprintln!("awf: {e}");
+        eprintln!("awf: {}", crate::terminal::printable(&e.to_string()));
     }
     Ok(code)
 }

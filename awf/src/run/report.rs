@@ -104,9 +104,11 @@ pub fn print_summary(summary: &Value, json: bool) {
 }
 
 fn print_human(s: &Value) {
+    // What a model, a tool or a workflow wrote reaches the terminal escaped.
+    let p = |v: &Value| crate::terminal::printable(v.as_str().unwrap_or("")).into_owned();
     println!(
         "workflow {} — {} in {:.1}s",
-        s["workflow"].as_str().unwrap_or(""),
+        p(&s["workflow"]),
         s["status"].as_str().unwrap_or(""),
         s["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0
     );
@@ -124,15 +126,15 @@ fn print_human(s: &Value) {
             .unwrap_or_default();
         println!(
             "  {:<20} {:<8} {:<11} {:>7.1}s{calls}",
-            st["state"].as_str().unwrap_or(""),
-            st["type"].as_str().unwrap_or(""),
-            st["status"].as_str().unwrap_or(""),
+            p(&st["state"]),
+            p(&st["type"]),
+            p(&st["status"]),
             st["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
         );
         let out = st["output"].as_str().unwrap_or("").trim();
         if !out.is_empty() {
             for line in out.lines().take(20) {
-                println!("      {line}");
+                println!("      {}", crate::terminal::printable(line));
             }
             if out.lines().count() > 20 {
                 println!("      …");
@@ -140,8 +142,9 @@ fn print_human(s: &Value) {
         }
         if let Some(e) = st["error"]["message"].as_str() {
             println!(
-                "      error: {e} ({})",
-                st["error"]["code"].as_str().unwrap_or("")
+                "      error: {} ({})",
+                crate::terminal::printable(e),
+                p(&st["error"]["code"])
             );
         }
     }

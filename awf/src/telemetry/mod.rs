@@ -35,14 +35,20 @@ pub fn init_logging(format: LogFormat) {
         EnvFilter::new("info")
     });
     let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
         .with_env_filter(filter)
         .with_target(false);
     let _ = match format {
+        // Control characters in a field (a path, an error) are shown escaped; so the
+        // lines carry no colour codes of their own either.
         LogFormat::Human => builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(|| crate::terminal::EscapedStderr)
+            .with_ansi(false)
             .try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Json => builder
+            .with_writer(std::io::stderr)
+            .json()
+            .flatten_event(true)
+            .try_init(),
     };
 }
 
