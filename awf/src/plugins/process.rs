@@ -106,7 +106,7 @@ impl PluginProcess {
         };
         let started = Instant::now();
         let deadline = started + START_TIMEOUT;
-        let socket_dir = SocketDir::create(name).map_err(|e| {
+        let socket_dir = SocketDir::create().map_err(|e| {
             fail(format!(
                 "cannot get a private socket directory under {}: {e}; point TMPDIR at a \
                  writable directory",

@@ -13,9 +13,12 @@ use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Longest base for the directory: the SDK puts `awf-plugin-<pid>-<n>/plugin.sock` in it,
-/// and a socket path has at most 107 bytes.
-const MAX_BASE: usize = 56;
+/// A socket path has at most 107 bytes (`sun_path`, NUL included).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// What the SDK adds beneath the directory, at most: `/awf-plugin-<pid>-<n>/plugin.sock`
+/// (pids up to 7 digits, `n` up to 99).
+const SDK_SUFFIX: usize = "/awf-plugin-1234567-99/plugin.sock".len();
 
 /// How deep the plugin may nest what it leaves (the SDK: one directory, one socket).
 const MAX_DEPTH: usize = 8;
@@ -29,20 +32,26 @@ pub struct SocketDir {
 }
 
 impl SocketDir {
-    /// A fresh 0700 directory under the temp dir (under `/tmp` when that path is too long
-    /// for a socket path), named for `plugin`.
-    pub fn create(plugin: &str) -> io::Result<SocketDir> {
+    /// A fresh 0700 directory under the temp dir (under `/tmp` when a socket path the SDK
+    /// makes beneath it could be too long).
+    pub fn create() -> io::Result<SocketDir> {
+        Self::create_in(&std::env::temp_dir())
+    }
+
+    fn create_in(temp: &Path) -> io::Result<SocketDir> {
         static SEQ: AtomicU32 = AtomicU32::new(0);
-        let temp = std::env::temp_dir();
-        let base = if temp.as_os_str().len() <= MAX_BASE {
-            temp
-        } else {
-            PathBuf::from("/tmp")
-        };
-        let short: String = plugin.chars().take(12).collect();
         for _ in 0..100 {
             let n = SEQ.fetch_add(1, Ordering::Relaxed);
-            let path = base.join(format!("awf-p-{short}-{}-{n}", std::process::id()));
+            let name = format!("awf-p-{}-{n}", std::process::id());
+            // Under the temp dir when the SDK's socket path fits there, else under /tmp
+            // (short on every Linux system), which the SDK would fall back to anyway.
+            let fits = temp.as_os_str().len() + 1 + name.len() + SDK_SUFFIX <= MAX_SOCKET_PATH;
+            let base = if fits {
+                temp.to_path_buf()
+            } else {
+                PathBuf::from("/tmp")
+            };
+            let path = base.join(name);
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -171,8 +180,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn under_a_long_temp_dir_the_sdk_s_socket_path_still_fits() {
+        let long = std::env::temp_dir().join("x".repeat(60));
+        std::fs::create_dir_all(&long).unwrap();
+        let d = SocketDir::create_in(&long).unwrap();
+        assert!(
+            d.path().as_os_str().len() + SDK_SUFFIX <= MAX_SOCKET_PATH,
+            "{:?}",
+            d.path()
+        );
+        drop(d);
+        std::fs::remove_dir_all(&long).unwrap();
+    }
+
+    #[test]
     fn only_a_socket_inside_is_accepted_and_removal_stays_inside() {
-        let d = SocketDir::create("test").unwrap();
+        let d = SocketDir::create().unwrap();
         let outside = std::env::temp_dir().join(format!("awf-sockdir-out-{}", std::process::id()));
         std::fs::create_dir_all(&outside).unwrap();
         std::fs::write(outside.join("precious.txt"), "keep").unwrap();
