@@ -565,6 +565,14 @@ pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
     let server = build_server(&prepared, Transport::Pipe)?;
     let stop = server.stop_handle();
     let signal = Arc::new(AtomicI32::new(0));
+    // Set in the handler itself, at delivery: a signal that came before end of input was
+    // read is told even when the thread below had not run yet (a loaded machine).
+    let delivered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register_usize(sig, delivered.clone(), sig as usize).map_err(|e| {
+            AwfError::new(codes::IO, format!("cannot install signal handlers: {e}"))
+        })?;
+    }
     {
         let signal = signal.clone();
         let shutdown = prepared.shutdown.clone();
@@ -596,7 +604,10 @@ pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
     let result = server.serve_stdio();
     // Every call has ended; whatever escaped and was re-parented here goes too.
     process::kill_orphans();
-    let sig = signal.load(Ordering::SeqCst);
+    let sig = match signal.load(Ordering::SeqCst) {
+        0 => delivered.load(Ordering::SeqCst) as i32,
+        sig => sig,
+    };
     match result {
         Ok(reason) => {
             let (reason, detail) = if sig != 0 {
