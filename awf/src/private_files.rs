@@ -102,14 +102,46 @@ pub fn check_private_location(
     Ok(())
 }
 
-/// `p` with its existing part canonicalized (symlinks resolved) and the rest appended.
+#[cfg(test)]
+mod real_path_tests {
+    use super::*;
+
+    #[test]
+    fn a_dangling_symlink_resolves_to_where_it_points() {
+        let base = std::env::temp_dir().join(format!("awf-realpath-{}", std::process::id()));
+        let ws = base.join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        let link = base.join("audit-link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(ws.join("not-yet"), &link).unwrap();
+        let ws_real = std::fs::canonicalize(&ws).unwrap();
+        assert_eq!(real_path(&link), ws_real.join("not-yet"));
+        assert_eq!(real_path(&link.join("a/b")), ws_real.join("not-yet/a/b"));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}
+
+/// `p` with its existing part canonicalized (symlinks resolved, a dangling one too: where
+/// it points is where a directory made through it would be) and the rest appended.
 pub(crate) fn real_path(p: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut cur = p.to_path_buf();
+    let mut links = 0;
     loop {
         if let Ok(mut real) = std::fs::canonicalize(&cur) {
             real.extend(rest.iter().rev());
             return real;
+        }
+        if links < 40
+            && std::fs::symlink_metadata(&cur).is_ok_and(|m| m.file_type().is_symlink())
+            && let Ok(target) = std::fs::read_link(&cur)
+        {
+            links += 1;
+            cur = match cur.parent() {
+                Some(parent) if target.is_relative() => parent.join(target),
+                _ => target,
+            };
+            continue;
         }
         match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
             (Some(name), Some(parent)) => {

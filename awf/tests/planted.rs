@@ -106,6 +106,39 @@ fn awf_run_refuses_an_audit_dir_that_bash_may_write() {
         );
         assert!(!dir.exists(), "{} was created", dir.display());
     }
+    // A relative --audit-dir (from the workspace) and a dangling symlink into the
+    // workspace: refused before anything runs, and nothing made in the workspace.
+    let out = awf_run(
+        &root,
+        &tmp,
+        &base.join("state"),
+        &["--audit-dir", "rel-audit"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("rel-audit") && err.contains("Bash may write"),
+        "{err}"
+    );
+    assert!(
+        !root.join("rel-audit").exists(),
+        "a relative audit dir was made"
+    );
+    let link = base.join("audit-link");
+    std::os::unix::fs::symlink(root.join("not-yet"), &link).unwrap();
+    let out = awf_run(
+        &root,
+        &tmp,
+        &base.join("state"),
+        &["--audit-dir", link.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("Bash may write"), "{err}");
+    assert!(
+        !root.join("not-yet").exists(),
+        "the audit dir was made through the link"
+    );
     // The run directory (under XDG_STATE_HOME) is checked the same way.
     let out = awf_run(&root, &tmp, &tmp.join("state"), &[]);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -76,10 +76,17 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     // step's private one is made and anyone may write (checked below).
     let state = crate::private_files::state_dir();
     let run_dir = state.join("runs").join(&run_id);
-    let audit_dir = opts
-        .audit_dir
-        .clone()
-        .unwrap_or_else(|| state.join("audit").join(&run_id));
+    // A relative --audit-dir is taken from the current directory, and checked as such
+    // below (before anything runs), not found out when the first agent step starts.
+    let audit_dir = match opts.audit_dir.clone() {
+        Some(d) if d.is_relative() => std::env::current_dir()
+            .map_err(|e| {
+                AwfError::new(codes::IO, format!("cannot read the current directory: {e}"))
+            })?
+            .join(d),
+        Some(d) => d,
+        None => state.join("audit").join(&run_id),
+    };
     let exe = std::env::current_exe()
         .map_err(|e| AwfError::new(codes::SPAWN, format!("cannot find the awf executable: {e}")))?;
     let mut runner = Runner {
