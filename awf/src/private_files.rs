@@ -102,25 +102,6 @@ pub fn check_private_location(
     Ok(())
 }
 
-#[cfg(test)]
-mod real_path_tests {
-    use super::*;
-
-    #[test]
-    fn a_dangling_symlink_resolves_to_where_it_points() {
-        let base = std::env::temp_dir().join(format!("awf-realpath-{}", std::process::id()));
-        let ws = base.join("workspace");
-        std::fs::create_dir_all(&ws).unwrap();
-        let link = base.join("audit-link");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(ws.join("not-yet"), &link).unwrap();
-        let ws_real = std::fs::canonicalize(&ws).unwrap();
-        assert_eq!(real_path(&link), ws_real.join("not-yet"));
-        assert_eq!(real_path(&link.join("a/b")), ws_real.join("not-yet/a/b"));
-        std::fs::remove_dir_all(&base).unwrap();
-    }
-}
-
 /// `p` with its existing part canonicalized (symlinks resolved, a dangling one too: where
 /// it points is where a directory made through it would be) and the rest appended.
 pub(crate) fn real_path(p: &Path) -> PathBuf {
@@ -163,4 +144,23 @@ pub fn state_dir() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/state")))
         .unwrap_or_else(std::env::temp_dir)
         .join("awf")
+}
+
+#[cfg(test)]
+mod real_path_tests {
+    use super::*;
+
+    #[test]
+    fn a_dangling_symlink_resolves_to_where_it_points() {
+        let base = std::env::temp_dir().join(format!("awf-realpath-{}", std::process::id()));
+        let ws = base.join("workspace");
+        std::fs::create_dir_all(&ws).unwrap();
+        let link = base.join("audit-link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(ws.join("not-yet"), &link).unwrap();
+        let ws_real = std::fs::canonicalize(&ws).unwrap();
+        assert_eq!(real_path(&link), ws_real.join("not-yet"));
+        assert_eq!(real_path(&link.join("a/b")), ws_real.join("not-yet/a/b"));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 }
