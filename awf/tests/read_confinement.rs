@@ -512,3 +512,61 @@ fn opencode_bash_reads_no_secret_and_sees_no_process() {
 fn openai_compatible_bash_reads_no_secret_and_sees_no_process() {
     through_agent("openai_compatible", "35");
 }
+
+/// `awf run --input token=…`: the agent's Bash (in-process for openai_compatible, so the
+/// call's init is a fork of `awf run` itself) cannot read it from any command line.
+#[test]
+fn an_input_of_awf_run_is_not_readable_from_any_command_line() {
+    if !require_read_confinement() {
+        return;
+    }
+    let (base, root, _) = common::workspace("read-input");
+    let probe = "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; echo; ps -eo args; \
+                 echo PROBE-END-$((6*7))";
+    let fake = FakeModel::start(Script::new().call("Bash", json!({ "command": probe })));
+    let wf = base.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            "name: input-probe\ninputs:\n  - name: token\nstates:\n  initial: work\n  work:\n    \
+             type: agent\n    provider: openai_compatible\n    prompt: go\n    timeout: 60s\n    \
+             options: {{base_url: \"{}/v1\", model: m}}\n    mcp_proxy: {{enable: true}}\n    \
+             on_success: done\n  done:\n    type: terminal\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    let audit = base.join("audit");
+    let out = Command::new(common::AWF)
+        .arg("run")
+        .arg(&wf)
+        .args(["--output", "json", "--input"])
+        .arg(format!("token={MARK}-input"))
+        .arg("--audit-dir")
+        .arg(&audit)
+        .current_dir(&root)
+        .env("TMPDIR", fake_model::private_tmp(&audit))
+        .env("AWF_PLUGINS_PATH", "")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = fake
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        seen.contains("PROBE-END-42") && seen.contains("awf-init"),
+        "{seen}"
+    );
+    assert!(
+        !seen.contains(MARK),
+        "the input was read from a command line: {seen}"
+    );
+}
