@@ -254,6 +254,28 @@ pub fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// Registers, as a `pre_exec` step of `cmd`, SIGKILL for the spawned process when the
+/// spawning thread ends (PR_SET_PDEATHSIG), checked against the parent dying before it was
+/// armed; with `subreaper`, the process also holds on to its own orphans.
+fn arm_parent_death(cmd: &mut Command, subreaper: bool) {
+    let parent = my_pid();
+    // SAFETY: the closure only makes syscalls (prctl, getppid) and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
+                || (subreaper && libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent died before the signal was armed: nobody will wait for us.
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Spawns `cmd` as the leader of a new process group that the kernel kills when awf dies
 /// (by SIGKILL too), whichever thread asks. PR_SET_PDEATHSIG fires when the spawning
 /// *thread* ends, not the process: the spawn is made by one thread that lives as long as
@@ -261,20 +283,7 @@ pub fn signal_name(sig: i32) -> &'static str {
 pub fn spawn_dying_with_awf(mut cmd: Command) -> io::Result<ProcessGroup> {
     type Job = (Command, mpsc::Sender<io::Result<ProcessGroup>>);
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
-    let parent = my_pid();
-    // SAFETY: the closure only makes syscalls (prctl, getppid) and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // awf died before the signal was armed.
-            if libc::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
+    arm_parent_death(&mut cmd, false);
     let spawner = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
@@ -327,22 +336,7 @@ impl ProcessGroup {
     /// before any other `pre_exec` step that may fork (a [`crate::confine::Jail`]): it is
     /// meant for the spawned process itself.
     pub fn tie(cmd: &mut Command) {
-        let parent = my_pid();
-        // SAFETY: the closure only makes syscalls (prctl, getppid) and allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
-                    || libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                // The parent died before the signal was armed: nobody will wait for us.
-                if libc::getppid() != parent {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
+        arm_parent_death(cmd, true);
     }
 
     fn start(cmd: &mut Command) -> io::Result<ProcessGroup> {

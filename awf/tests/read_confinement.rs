@@ -14,7 +14,7 @@ mod harness;
 
 use common::{Server, pids_with_arg, write_config};
 use fake_model::{FakeModel, Script};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -415,24 +415,6 @@ fn a_bad_read_policy_is_refused_naming_the_way_out() {
 
 // --- the same probe through every real agent CLI and openai_compatible -----------------
 
-/// Per provider: its options with the base URL in the form it takes.
-fn options(provider: &str, program: Option<&Path>, fake: &FakeModel) -> Value {
-    let base = fake.base_url();
-    let (model, url) = match provider {
-        "claude" => ("claude-sonnet-4-5", base),
-        "gemini" => ("gemini-2.5-flash", base),
-        "codex" => ("gpt-5-codex", format!("{base}/v1")),
-        "opencode" => ("fake-model", format!("{base}/v1")),
-        "openai_compatible" => ("fake-model", format!("{base}/v1")),
-        other => panic!("no case for {other}"),
-    };
-    let mut o = json!({"api_key_env": "AWF_TEST_FAKE_KEY", "model": model, "base_url": url});
-    if let Some(p) = program {
-        o["command"] = json!(p);
-    }
-    o
-}
-
 fn through_agent(provider: &str, tag: &str) {
     if !require_read_confinement() {
         return;
@@ -455,7 +437,7 @@ fn through_agent(provider: &str, tag: &str) {
         victim.probe()
     );
     let fake = FakeModel::start(Script::new().call("Bash", json!({ "command": probe })));
-    let opts = options(provider, program.as_deref(), &fake);
+    let opts = harness::model_options(provider, program.as_deref(), &fake);
     let run = harness::run_workflow(
         &step,
         provider,

@@ -9,25 +9,12 @@ mod harness;
 
 use fake_model::{FakeModel, Script};
 use harness::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const KEY: &str = "fake-key-for-the-fake-model";
 const PLANTED: &str = "planted-secret-value-7q3";
 /// The shell computes the marker, so it appears only in the Bash result, not in the call.
 const ENV_COMMAND: &str = "echo ENV-BEGIN-$((6*7)); env; echo ENV-END";
-
-/// Per CLI: its options with the base URL in the form it takes.
-fn options(cli: &str, program: &std::path::Path, fake: &FakeModel) -> Value {
-    let base = fake.base_url();
-    let (model, url) = match cli {
-        "claude" => ("claude-sonnet-4-5", base),
-        "gemini" => ("gemini-2.5-flash", base),
-        "codex" => ("gpt-5-codex", format!("{base}/v1")),
-        "opencode" => ("fake-model", format!("{base}/v1")),
-        other => panic!("no case for {other}"),
-    };
-    json!({"command": program, "api_key_env": "AWF_TEST_FAKE_KEY", "model": model, "base_url": url})
-}
 
 /// Every request body the model received (tool results included), and the context a
 /// failed assertion prints.
@@ -53,7 +40,7 @@ fn no_secret_in_bash(cli: &str) {
     };
     let fake = FakeModel::start(Script::new().call("Bash", json!({"command": ENV_COMMAND})));
     let step = Step::new(&format!("sandbox-env-{cli}"));
-    let opts = options(cli, &program, &fake);
+    let opts = model_options(cli, Some(&program), &fake);
     let run = run_workflow(
         &step,
         cli,
@@ -141,7 +128,7 @@ fn claude_bash_follows_the_workflow_sandbox() {
         s = shared.display()
     );
     let fake = FakeModel::start(Script::new().call("Bash", json!({"command": command})));
-    let opts = options("claude", &program, &fake);
+    let opts = model_options("claude", Some(&program), &fake);
     let proxy = format!(
         "{{enable: true, sandbox: {{writable: [\"{}\"], network: deny, \
          env: {{AWF_WF_SET: wf-set-value-1}}, env_passthrough: [\"AWF_WF_PASS_*\"]}}}}",
@@ -194,7 +181,7 @@ fn claude_with_landlock_off_writes_tmp_and_awf_warns() {
         "Bash",
         json!({"command": format!("echo t > {}", shared.display())}),
     ));
-    let opts = options("claude", &program, &fake);
+    let opts = model_options("claude", Some(&program), &fake);
     let run = run_workflow(
         &step,
         "claude",

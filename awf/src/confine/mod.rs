@@ -88,6 +88,24 @@ impl Policy {
         }
     }
 
+    /// Under `read: confined`, every root Bash may read besides its writable paths: the
+    /// system, the toolchains, /proc (in a PID namespace, the call's own) and `readable:`.
+    fn read_roots(
+        &self,
+        read: ReadMode,
+        path: Option<&str>,
+        home: Option<&Path>,
+        var: &dyn Fn(&str) -> Option<String>,
+    ) -> Vec<PathBuf> {
+        if read == ReadMode::Host {
+            return Vec::new();
+        }
+        let mut roots = readable::roots(path, home, var);
+        roots.push(PathBuf::from("/proc"));
+        roots.extend(self.readable.iter().cloned());
+        roots
+    }
+
     /// The policy as it would be resolved for a Bash whose PATH and HOME are `path` and
     /// `home` (`var`: awf's environment), without probing the kernel: for `awf validate
     /// --format json`. The workspace, its temp dir and /dev/null come on top of `writable`.
@@ -98,18 +116,13 @@ impl Policy {
         var: &dyn Fn(&str) -> Option<String>,
     ) -> serde_json::Value {
         let read = self.read_mode().unwrap_or(ReadMode::Host);
-        let readable: Vec<PathBuf> = if read == ReadMode::Confined {
-            let mut r = readable::roots(path, home, var);
-            r.push(PathBuf::from("/proc"));
-            r.extend(self.readable.iter().cloned());
-            r
-        } else {
-            Vec::new()
-        };
-        let mut hidden = secrets::present(&readable::homes(home), &self.hidden);
-        if read == ReadMode::Confined {
-            hidden.retain(|p| readable.iter().any(|r| p.starts_with(r)));
-        }
+        let readable = self.read_roots(read, path, home, var);
+        let hidden = covers(
+            secrets::present(&readable::homes(home), &self.hidden),
+            read,
+            &readable,
+            &self.writable,
+        );
         serde_json::json!({
             "landlock": self.landlock,
             "read": read.name(),
@@ -122,6 +135,24 @@ impl Policy {
             },
         })
     }
+}
+
+/// Which of the `present` secret locations get a cover: not one beneath another cover
+/// (there it no longer exists), never one over a writable path (a secret name holding the
+/// workspace), and under `read: confined` only those a read could reach.
+fn covers(
+    mut present: Vec<PathBuf>,
+    read: ReadMode,
+    readable: &[PathBuf],
+    writable: &[PathBuf],
+) -> Vec<PathBuf> {
+    let outer = present.clone();
+    present.retain(|p| {
+        !outer.iter().any(|q| q != p && p.starts_with(q))
+            && !writable.iter().any(|w| w.starts_with(p))
+            && (read == ReadMode::Host || readable.iter().chain(writable).any(|r| p.starts_with(r)))
+    });
+    present
 }
 
 /// What Bash's network is, as enforced.
@@ -211,13 +242,7 @@ impl Confinement {
             ));
         }
         let homes = readable::homes(home);
-        let mut readable = Vec::new();
-        if read == ReadMode::Confined {
-            readable = readable::roots(path, home, var);
-            // Tools need /proc/self; in a PID namespace it is a /proc of the call's own.
-            readable.push(PathBuf::from("/proc"));
-            readable.extend(policy.readable.iter().cloned());
-        }
+        let readable = policy.read_roots(read, path, home, var);
         let mut c = Confinement {
             status,
             net: NetStatus::Allowed,
@@ -326,22 +351,12 @@ impl Confinement {
     /// since the last call is covered too). Under `read: confined` only those a read could
     /// reach: beneath a readable or writable root.
     pub fn hidden_now(&self) -> Vec<PathBuf> {
-        let mut all = secrets::present(&self.homes, &self.hidden_extra);
-        // Beneath another cover a path no longer exists (nor needs covering).
-        let outer = all.clone();
-        all.retain(|p| !outer.iter().any(|q| q != p && p.starts_with(q)));
-        all.into_iter()
-            .filter(|p| {
-                // Never over a writable path (a secret name holding the workspace).
-                !self.writable.iter().any(|w| w.starts_with(p))
-                    && (self.read == ReadMode::Host
-                        || self
-                            .readable
-                            .iter()
-                            .chain(&self.writable)
-                            .any(|r| p.starts_with(r)))
-            })
-            .collect()
+        covers(
+            secrets::present(&self.homes, &self.hidden_extra),
+            self.read,
+            &self.readable,
+            &self.writable,
+        )
     }
 
     /// The confinement of one command run in `cwd`, or None when there is nothing to do.

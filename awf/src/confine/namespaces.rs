@@ -335,17 +335,34 @@ unsafe fn enter_pid_namespace(argv: Option<(usize, usize)>) -> io::Result<()> {
     Ok(())
 }
 
+/// Closes every descriptor above stderr but `keep`, by syscalls only.
+unsafe fn close_all_above_stdio_but(keep: libc::c_int) {
+    // SAFETY: close_range takes plain integers and touches no memory.
+    unsafe {
+        if keep > 3 {
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                (keep - 1) as libc::c_uint,
+                0u32,
+            );
+        }
+        libc::syscall(
+            libc::SYS_close_range,
+            (keep + 1) as libc::c_uint,
+            libc::c_uint::MAX,
+            0u32,
+        );
+    }
+}
+
 /// The waiter: waits for the init, then ends as the shell did (exit code or signal).
 unsafe fn wait_for_init(init: libc::pid_t, rx: libc::c_int) -> ! {
     // SAFETY (whole body): syscalls on stack memory only.
     unsafe {
         // Holds nothing but the status pipe: the spawn's exec-error pipe closes here, so
         // the parent sees the exec of the shell (or its error) in the grandchild.
-        let max = libc::c_uint::MAX;
-        if rx > 3 {
-            libc::syscall(libc::SYS_close_range, 3u32, (rx - 1) as libc::c_uint, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, (rx + 1) as libc::c_uint, max, 0u32);
+        close_all_above_stdio_but(rx);
         let mut st: libc::c_int = 0;
         loop {
             let r = libc::waitpid(init, &mut st, 0);
@@ -378,11 +395,7 @@ unsafe fn wait_for_init(init: libc::pid_t, rx: libc::c_int) -> ! {
 unsafe fn init_loop(shell: libc::pid_t, tx: libc::c_int) -> ! {
     // SAFETY (whole body): syscalls on stack memory only.
     unsafe {
-        let max = libc::c_uint::MAX;
-        if tx > 3 {
-            libc::syscall(libc::SYS_close_range, 3u32, (tx - 1) as libc::c_uint, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, (tx + 1) as libc::c_uint, max, 0u32);
+        close_all_above_stdio_but(tx);
         // Nothing of the shell's output stays open here.
         for fd in 0..3 {
             libc::close(fd);

@@ -67,8 +67,7 @@ pub fn homes(home: Option<&Path>) -> Vec<PathBuf> {
             }
         }
     }
-    out.dedup();
-    let mut uniq = Vec::new();
+    let mut uniq: Vec<PathBuf> = Vec::new();
     for h in out {
         if !uniq.contains(&h) {
             uniq.push(h);

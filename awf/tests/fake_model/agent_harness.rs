@@ -630,3 +630,21 @@ pub fn assert_model_error_is_an_agent_failure(
         "mode = OLD_VALUE\n"
     );
 }
+
+/// A provider's options against the fake model: the base URL in the form each takes, a
+/// model name, the test key variable and, for a CLI, its program.
+pub fn model_options(provider: &str, program: Option<&Path>, fake: &FakeModel) -> Value {
+    let base = fake.base_url();
+    let (model, url) = match provider {
+        "claude" => ("claude-sonnet-4-5", base),
+        "gemini" => ("gemini-2.5-flash", base),
+        "codex" => ("gpt-5-codex", format!("{base}/v1")),
+        "opencode" | "openai_compatible" => ("fake-model", format!("{base}/v1")),
+        other => panic!("no case for {other}"),
+    };
+    let mut o = json!({"api_key_env": "AWF_TEST_FAKE_KEY", "model": model, "base_url": url});
+    if let Some(p) = program {
+        o["command"] = json!(p);
+    }
+    o
+}
