@@ -64,6 +64,10 @@ pub struct ServeConfig {
     /// Paths covered by empty mounts besides the built-in secret locations.
     #[serde(default)]
     pub hidden_paths: Vec<PathBuf>,
+    /// Processes and threads one Bash call may have alive at once; absent means
+    /// `confine::DEFAULT_PROCESSES`.
+    #[serde(default)]
+    pub processes: Option<u32>,
     /// Variables set in Bash's environment.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
@@ -98,6 +102,7 @@ impl ServeConfig {
             read: None,
             readable_paths: Vec::new(),
             hidden_paths: Vec::new(),
+            processes: None,
             env: Default::default(),
             env_passthrough: Vec::new(),
             tools: ToolPolicy::default(),
@@ -167,6 +172,20 @@ impl ServeConfig {
                 codes::CONFIG_INVALID,
                 format!(
                     "{origin}: traceparent {t:?} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+                ),
+            ));
+        }
+        if let Some(n) = self.processes
+            && !(confine::MIN_PROCESSES..=confine::MAX_PROCESSES).contains(&n)
+        {
+            return Err(AwfError::new(
+                codes::CONFIG_INVALID,
+                format!(
+                    "{origin}: processes is {n}; write a whole number from {} to {} (the \
+                     default is {})",
+                    confine::MIN_PROCESSES,
+                    confine::MAX_PROCESSES,
+                    confine::DEFAULT_PROCESSES
                 ),
             ));
         }
@@ -277,6 +296,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             writable: cfg.writable_paths.clone(),
             readable: cfg.readable_paths.clone(),
             hidden: cfg.hidden_paths.clone(),
+            processes: cfg.processes,
         };
         let confinement = confine::Confinement::new(
             &policy,

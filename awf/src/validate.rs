@@ -71,6 +71,7 @@ fn sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Val
                     writable: sb.writable.clone(),
                     readable: sb.readable.clone(),
                     hidden: sb.hidden.clone(),
+                    processes: sb.processes,
                 };
                 let stated =
                     policy.stated(path.as_deref(), home.as_deref(), &|n| std::env::var(n).ok());

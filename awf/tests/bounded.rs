@@ -86,3 +86,72 @@ fn a_server_killed_during_write_leaves_no_temp_file() {
         assert!(left.is_empty(), "round {round}: temp files left: {left:?}");
     }
 }
+
+/// Forks until the kernel refuses, children sleeping; prints how many it started.
+const FORK_BOMB: &str = r#"python3 -c '
+import os, time
+n = 0
+try:
+    while n < 1000:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+        n += 1
+    print("started", n, "none refused")
+except OSError as e:
+    print("started", n, "then", e.strerror)
+'"#;
+
+#[test]
+fn a_fork_bomb_meets_the_call_s_process_cap_and_the_next_call_is_free_again() {
+    let (base, root, _o) = workspace("fork-cap");
+    let cfg = write_config(&base, &json!({"root": root, "processes": 300}));
+    let mut s = Server::start(&["mcp-serve", "--config", cfg.to_str().unwrap()], &[]);
+    s.initialize();
+    let list = s.request("tools/list", json!({}));
+    let bash = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Bash")
+        .unwrap()["description"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    if !bash.contains("at most 300 processes and threads at once") {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true") && bash.contains("NOT capped"),
+            "the description states no cap: {bash}"
+        );
+        eprintln!("skipping: this kernel has no pid_max per PID namespace ({bash})");
+        return;
+    }
+    let out = s.ok("Bash", json!({"command": FORK_BOMB}));
+    let started: usize = out
+        .split("started ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {out:?}"));
+    // PID 1 (the call's init), the shell and python itself take three of the 300.
+    assert!(started <= 297, "{out}");
+    assert!(started >= 200, "the cap refused too early: {out}");
+    assert!(out.contains("Resource temporarily unavailable"), "{out}");
+    // The cap is the call's: the next call starts with its full room, and sees none of the
+    // sleepers of the last one (they died with its namespace).
+    let again = s.ok(
+        "Bash",
+        json!({"command": "cat /proc/sys/kernel/pid_max; ls -d /proc/[0-9]* | wc -l"}),
+    );
+    let mut lines = again.lines().skip_while(|l| *l != "stdout:").skip(1);
+    assert_eq!(lines.next(), Some("301"), "{again}");
+    let visible: usize = lines.next().unwrap().trim().parse().unwrap();
+    assert!(visible <= 5, "{again}");
+    // The cap cannot be lifted from inside.
+    let (lift, _) = s.call(
+        "Bash",
+        json!({"command": "echo 100000 > /proc/sys/kernel/pid_max; cat /proc/sys/kernel/pid_max"}),
+    );
+    assert!(lift.contains("stdout:\n301\n"), "{lift}");
+    s.finish();
+}

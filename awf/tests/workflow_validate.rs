@@ -551,6 +551,8 @@ fn validate_json_states_each_proxied_step_s_read_policy() {
     let host = &v.json["sandboxes"]["host"];
     assert_eq!(host["read"], "host", "{:#}", v.json);
     assert_eq!(host["readable"], json!([]));
+    assert_eq!(host["processes"], 2048);
+    assert_eq!(confined["processes"], 1024, "the default cap");
 }
 
 #[test]
@@ -567,6 +569,11 @@ fn bad_read_policies_name_the_key_and_the_fix() {
         ),
         (format!("{base}.readable[1]"), "relative", "absolute"),
         (format!("{base}.hidden[0]"), "whole file system", "hide"),
+        (
+            format!("{base}.processes"),
+            "from 300 to",
+            "processes: 2048",
+        ),
         (
             "states.off.mcp_proxy.sandbox.read".to_string(),
             "needs Landlock",

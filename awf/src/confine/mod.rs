@@ -12,7 +12,8 @@
 //!   the secret locations ([`secrets`]) and the `hidden:` paths are covered by empty
 //!   read-only mounts;
 //! - processes: its own PID namespace with a fresh `/proc`, whose init kills what is left
-//!   when the shell exits; Landlock's scopes refuse signals out of the call (ABI 6);
+//!   when the shell exits; Landlock's scopes refuse signals out of the call (ABI 6); the
+//!   namespace's own `pid_max` caps how many live at once (Linux 6.14+);
 //! - network ([`Network`]): TCP connect and bind refused by Landlock unless allowed.
 //!
 //! What allocates is done here, in the parent; `namespaces` and `landlock` only make
@@ -30,6 +31,15 @@ pub use tmp::PrivateTmp;
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+
+/// Processes and threads one Bash call may have alive at once, unless `processes:` says
+/// otherwise: room for a parallel build (the kernel counts every thread), not for a fork
+/// bomb.
+pub const DEFAULT_PROCESSES: u32 = 1024;
+/// The least `processes:` (the kernel's least `pid_max` is 301).
+pub const MIN_PROCESSES: u32 = 300;
+/// The most `processes:` (the kernel's `PID_MAX_LIMIT` less one).
+pub const MAX_PROCESSES: u32 = 4 * 1024 * 1024 - 1;
 
 /// Bash's TCP network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -73,6 +83,9 @@ pub struct Policy {
     pub readable: Vec<PathBuf>,
     /// Covered besides the built-in secret locations (`hidden:`, awf's own directories).
     pub hidden: Vec<PathBuf>,
+    /// Processes and threads one call may have alive at once (`processes:`); None:
+    /// [`DEFAULT_PROCESSES`].
+    pub processes: Option<u32>,
 }
 
 impl Policy {
@@ -133,6 +146,7 @@ impl Policy {
                 Network::Allow => "allow",
                 Network::Deny => "deny",
             },
+            "processes": self.processes.unwrap_or(DEFAULT_PROCESSES),
         })
     }
 }
@@ -180,6 +194,7 @@ pub struct Confinement {
     net: NetStatus,
     read: ReadMode,
     support: Support,
+    processes: u32,
     /// Root, temp dir, /dev/null, then the `writable:` paths.
     writable: Vec<PathBuf>,
     /// Under `read: confined`: every read-only root (system, toolchains, `readable:`).
@@ -248,6 +263,7 @@ impl Confinement {
             net: NetStatus::Allowed,
             read,
             support,
+            processes: policy.processes.unwrap_or(DEFAULT_PROCESSES),
             writable,
             readable,
             readable_extra: policy.readable.clone(),
@@ -291,7 +307,9 @@ impl Confinement {
             support: Support {
                 mounts: false,
                 pids: false,
+                pid_max: false,
             },
+            processes: DEFAULT_PROCESSES,
             writable: vec![root.to_path_buf(), tmp.to_path_buf()],
             readable: Vec::new(),
             readable_extra: Vec::new(),
@@ -371,6 +389,7 @@ impl Confinement {
         };
         Some(Jail::new(
             self.support,
+            self.processes,
             self.status != Status::Off,
             writable,
             &self.hidden_now(),
@@ -434,12 +453,23 @@ impl Confinement {
             } else {
                 ""
             };
+            let cap = if self.support.pid_max {
+                format!(
+                    ", at most {} processes and threads at once (its pid_max; a fork beyond \
+                     fails with Resource temporarily unavailable)",
+                    self.processes
+                )
+            } else {
+                ", processes NOT capped (no pid_max per PID namespace before Linux 6.14)".into()
+            };
             format!(
                 "each command runs in its own PID namespace: ps shows only its own processes, \
-                 and none outlives it{signals}"
+                 and none outlives it{cap}{signals}"
             )
         } else {
-            "other processes of the user are visible (no PID namespace)".into()
+            "other processes of the user are visible and processes are NOT capped (no PID \
+             namespace)"
+                .into()
         };
         let net = match &self.net {
             NetStatus::Allowed => "network allowed".to_string(),
@@ -462,6 +492,7 @@ impl Confinement {
             "readable": self.readable,
             "writable": self.writable,
             "pid_namespace": self.support.pids,
+            "processes": (self.support.pids && self.support.pid_max).then_some(self.processes),
             "hidden_by_mounts": self.support.mounts,
         })
     }

@@ -19,7 +19,7 @@
 //! Everything that allocates happens in [`Jail::new`], in the parent; [`Jail::enter`]
 //! only makes syscalls (raw `clone`, never libc's `fork` with its atfork handlers).
 
-use super::landlock;
+use super::{DEFAULT_PROCESSES, landlock};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -35,6 +35,8 @@ pub struct Support {
     pub mounts: bool,
     /// A PID namespace with a fresh `/proc`.
     pub pids: bool,
+    /// A `pid_max` of its own in that namespace (Linux 6.14+): the call's process cap.
+    pub pid_max: bool,
 }
 
 /// One call's confinement, prepared in the parent.
@@ -56,6 +58,8 @@ pub struct Jail {
     gid_map: CString,
     /// awf's own command line in memory (start, end), which the init blanks in its copy.
     argv: Option<(usize, usize)>,
+    /// The namespace's `pid_max` (the process cap plus one: PID 1 is the init), when set.
+    pid_max: Option<CString>,
     landlock: Option<landlock::Plan>,
 }
 
@@ -81,9 +85,12 @@ fn cstr(p: &Path) -> Option<CString> {
 
 impl Jail {
     /// `support` says which namespaces to enter; with `read_only` every mount but the
-    /// `writable` paths is made read-only; `hidden` are existing paths to cover.
+    /// `writable` paths is made read-only; `hidden` are existing paths to cover; at most
+    /// `processes` processes and threads live at once where `support.pid_max`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         support: Support,
+        processes: u32,
         read_only: bool,
         writable: &[PathBuf],
         hidden: &[PathBuf],
@@ -107,6 +114,8 @@ impl Jail {
             uid_map: CString::new(format!("{uid} {uid} 1")).unwrap(),
             gid_map: CString::new(format!("{gid} {gid} 1")).unwrap(),
             argv: argv_range(),
+            pid_max: (support.mounts && support.pids && support.pid_max)
+                .then(|| CString::new((processes + 1).to_string()).unwrap()),
             landlock,
         }
     }
@@ -127,7 +136,7 @@ impl Jail {
         }
         if self.pids {
             // SAFETY: syscalls only; see the module's process tree.
-            unsafe { enter_pid_namespace(self.argv)? };
+            unsafe { enter_pid_namespace(self.argv, self.pid_max.as_deref())? };
         }
         // SAFETY: a NUL-terminated path prepared before fork.
         check(unsafe { libc::chdir(self.cwd.as_ptr()) })?;
@@ -275,7 +284,10 @@ unsafe fn raw_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
 
 /// Creates the PID namespace: the calling process becomes the waiter and never returns;
 /// its child becomes the init and never returns; the init's child returns, to exec.
-unsafe fn enter_pid_namespace(argv: Option<(usize, usize)>) -> io::Result<()> {
+unsafe fn enter_pid_namespace(
+    argv: Option<(usize, usize)>,
+    pid_max: Option<&CStr>,
+) -> io::Result<()> {
     // SAFETY (whole body): syscalls on stack memory only.
     unsafe {
         // Handlers of awf's (signal-hook) would run in these copies: the default for all.
@@ -309,11 +321,25 @@ unsafe fn enter_pid_namespace(argv: Option<(usize, usize)>) -> io::Result<()> {
         }
         libc::close(waiter_fd);
         // A /proc of this namespace only: no other process is there to read or signal.
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
         check(libc::mount(
             c"proc".as_ptr(),
             c"/proc".as_ptr(),
             c"proc".as_ptr(),
-            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            flags,
+            std::ptr::null(),
+        ))?;
+        // The process cap: the kernel hands out PIDs below this namespace's pid_max only
+        // (every level's, so a nested namespace cannot lift it). Written through the
+        // fresh /proc, which is then made read-only for good.
+        if let Some(value) = pid_max {
+            write_proc(c"/proc/sys/kernel/pid_max", value)?;
+        }
+        check(libc::mount(
+            std::ptr::null(),
+            c"/proc".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
             std::ptr::null(),
         ))?;
         // Its memory (awf's environment among it) stays closed to the shell's processes,
@@ -419,42 +445,60 @@ unsafe fn init_loop(shell: libc::pid_t, tx: libc::c_int) -> ! {
 pub fn support(shell: &Path, root: &Path) -> Support {
     static PROBE: OnceLock<Support> = OnceLock::new();
     *PROBE.get_or_init(|| {
-        let full = Support {
+        let capped = Support {
             mounts: true,
             pids: true,
+            pid_max: true,
+        };
+        let uncapped = Support {
+            pid_max: false,
+            ..capped
         };
         let mounts_only = Support {
-            mounts: true,
             pids: false,
+            ..uncapped
         };
-        match probe(shell, root, full) {
-            Ok(()) => full,
-            Err(pid_why) => match probe(shell, root, mounts_only) {
-                Ok(()) => {
-                    tracing::warn!(
-                        "Bash sees and can signal the other processes of its user (no PID \
-                         namespace with its own /proc: {pid_why})"
-                    );
-                    mounts_only
-                }
-                Err(why) => {
-                    tracing::warn!(
-                        "Bash can change mode, owner and times of files outside its writable \
-                         paths, secret locations are not hidden, and it sees the other \
-                         processes of its user (no user namespace: {why})"
-                    );
-                    Support {
-                        mounts: false,
-                        pids: false,
-                    }
-                }
-            },
+        let Err(cap_why) = probe(shell, root, capped) else {
+            return capped;
+        };
+        let Err(pid_why) = probe(shell, root, uncapped) else {
+            tracing::warn!(
+                "Bash's processes are not capped (no pid_max of its own in its PID \
+                 namespace, which needs Linux 6.14+: {cap_why})"
+            );
+            return uncapped;
+        };
+        if let Err(why) = probe(shell, root, mounts_only) {
+            tracing::warn!(
+                "Bash can change mode, owner and times of files outside its writable \
+                 paths, secret locations are not hidden, it sees the other processes of its \
+                 user and its processes are not capped (no user namespace: {why})"
+            );
+        } else {
+            tracing::warn!(
+                "Bash sees and can signal the other processes of its user, and its \
+                 processes are not capped (no PID namespace with its own /proc: {pid_why})"
+            );
+            return mounts_only;
+        }
+        Support {
+            mounts: false,
+            pids: false,
+            pid_max: false,
         }
     })
 }
 
 fn probe(shell: &Path, root: &Path, support: Support) -> Result<(), String> {
-    let jail = Jail::new(support, true, &[root.to_path_buf()], &[], root, None);
+    let jail = Jail::new(
+        support,
+        DEFAULT_PROCESSES,
+        true,
+        &[root.to_path_buf()],
+        &[],
+        root,
+        None,
+    );
     let mut cmd = Command::new(shell);
     cmd.args(["-c", ":"])
         .stdin(Stdio::null())

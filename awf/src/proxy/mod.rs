@@ -135,6 +135,7 @@ impl ToolProxyService {
             self.audit_dir.clone(),
         ]);
         cfg.network = sb.network;
+        cfg.processes = sb.processes;
         // Bash's environment is resolved here, from awf's: an agent CLI may start
         // `awf mcp-serve` with an environment of its own (codex keeps only a few variables),
         // and Bash must get what the workflow named whichever CLI runs it.

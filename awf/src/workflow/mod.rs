@@ -229,6 +229,8 @@ pub struct SandboxPolicy {
     /// None: the default (deny where the kernel can enforce it).
     pub network: Option<crate::confine::Network>,
     pub landlock: bool,
+    /// None: [`crate::confine::DEFAULT_PROCESSES`].
+    pub processes: Option<u32>,
     pub env: Vec<(String, String)>,
     pub env_passthrough: Vec<String>,
 }
@@ -242,6 +244,7 @@ impl Default for SandboxPolicy {
             read: None,
             network: None,
             landlock: true,
+            processes: None,
             env: Vec::new(),
             env_passthrough: Vec::new(),
         }

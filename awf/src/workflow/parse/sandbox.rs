@@ -1,5 +1,5 @@
 //! `mcp_proxy.sandbox`: what a step's Bash may do beyond the defaults (extra writable and
-//! readable paths, read mode, hidden paths, network, Landlock off, environment). Paths are checked here, at validate time,
+//! readable paths, read mode, hidden paths, network, Landlock off, process cap, environment). Paths are checked here, at validate time,
 //! so that a typo or a dangerous path stops `awf validate` and `awf run` before any agent.
 
 use super::*;
@@ -12,6 +12,7 @@ const SANDBOX_KEYS: &[&str] = &[
     "read",
     "network",
     "landlock",
+    "processes",
     "env",
     "env_passthrough",
 ];
@@ -90,6 +91,28 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
             "landlock" => {
                 if let Some(b) = cx.boolean(v, &kpath, codes::WRONG_TYPE) {
                     out.landlock = b;
+                }
+            }
+            "processes" => {
+                use crate::confine::{DEFAULT_PROCESSES, MAX_PROCESSES, MIN_PROCESSES};
+                match v.as_str().and_then(|s| s.parse::<u32>().ok()) {
+                    Some(n) if (MIN_PROCESSES..=MAX_PROCESSES).contains(&n) => {
+                        out.processes = Some(n)
+                    }
+                    _ => cx.push(
+                        codes::INVALID_VALUE,
+                        &kpath,
+                        v.line,
+                        format!(
+                            "{kpath} must be a whole number from {MIN_PROCESSES} to \
+                             {MAX_PROCESSES}, found {}",
+                            v.describe()
+                        ),
+                        format!(
+                            "write e.g. `processes: 2048` (processes and threads one Bash call \
+                             may have alive at once; the default is {DEFAULT_PROCESSES})"
+                        ),
+                    ),
                 }
             }
             "env" => {
