@@ -279,23 +279,13 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     let search_file = |searcher: &mut Searcher, path: &Path, file: Option<std::fs::File>| {
         let file = match file {
             Some(f) => f,
-            None => match env.sandbox.open_at(
-                env.sandbox.root_fd(),
-                env.sandbox.relative(path),
-                libc::O_RDONLY | libc::O_NONBLOCK,
-                0,
-            ) {
+            None => match open_listed(&env.sandbox, path) {
                 Ok(f) => f,
-                // Gone or replaced since it was listed: the name may have been listed
-                // from outside the root, so it is not shown.
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::NotFound
-                        || matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) =>
-                {
+                Err(Unopened::Changed) => {
                     results.lock().unwrap().changed_skipped += 1;
                     return;
                 }
-                Err(e) => {
+                Err(Unopened::Failed(e)) => {
                     let mut r = results.lock().unwrap();
                     r.errors.push(format!("{}: {e}", env.sandbox.show(path)));
                     return;
@@ -481,6 +471,47 @@ pub fn compile(pattern: &str) -> Result<RegexMatcher, String> {
     build_matcher(pattern, false)
 }
 
+/// Why a listed file was not opened.
+#[derive(Debug)]
+enum Unopened {
+    /// Gone or replaced since it was listed: the name may have been listed through a
+    /// symlink from outside the root (a directory swapped for one mid-walk), so it is never
+    /// shown, only counted.
+    Changed,
+    /// It is there, beneath the root, and cannot be read: the name is the root's own.
+    Failed(std::io::Error),
+}
+
+/// Opens a file the walker listed, by fd beneath the root (never by the listed path name,
+/// which a rename race may have pointed outside).
+fn open_listed(sandbox: &super::sandbox::Sandbox, path: &Path) -> Result<std::fs::File, Unopened> {
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK;
+    let err = match sandbox.open_at(sandbox.root_fd(), sandbox.relative(path), flags, 0) {
+        Ok(f) => return Ok(f),
+        Err(e) => e,
+    };
+    let swapped = err.kind() == std::io::ErrorKind::NotFound
+        || matches!(
+            err.raw_os_error(),
+            Some(libc::ELOOP | libc::EXDEV | libc::ENOTDIR)
+        );
+    // Any other error names the file only if its directory is the root's now.
+    let parent = path.parent().unwrap_or(Path::new("."));
+    let dir_inside = sandbox
+        .open_at(
+            sandbox.root_fd(),
+            sandbox.relative(parent),
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        )
+        .is_ok();
+    if swapped || !dir_inside {
+        Err(Unopened::Changed)
+    } else {
+        Err(Unopened::Failed(err))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testutil;
@@ -557,6 +588,36 @@ mod tests {
         std::fs::write(root.join("bin.dat"), b"main\0\0binary").unwrap();
         let env = testutil::env(&root);
         (root, env)
+    }
+
+    #[test]
+    fn a_name_listed_through_a_swapped_directory_is_never_shown() {
+        let (root, env) = tree("grep-swapped");
+        let outside = testutil::root("grep-swapped-outside");
+        std::fs::write(outside.join("outside_only.txt"), "main\n").unwrap();
+        let listed = root.join("d/outside_only.txt");
+        // `d` was a symlink to outside when the walker listed it, a file when opened.
+        std::fs::write(root.join("d"), "now a file\n").unwrap();
+        assert!(matches!(
+            open_listed(&env.sandbox, &listed),
+            Err(Unopened::Changed)
+        ));
+        // Still the symlink when opened: refused beneath the root, and not shown either.
+        std::fs::remove_file(root.join("d")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("d")).unwrap();
+        assert!(matches!(
+            open_listed(&env.sandbox, &listed),
+            Err(Unopened::Changed)
+        ));
+        // A file of the root's own that cannot be opened keeps its name in the note.
+        let long = root.join("src").join("n".repeat(300));
+        match open_listed(&env.sandbox, &long) {
+            Err(Unopened::Failed(e)) => {
+                assert_eq!(e.raw_os_error(), Some(libc::ENAMETOOLONG), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(open_listed(&env.sandbox, &root.join("src/a.rs")).is_ok());
     }
 
     #[test]
