@@ -335,7 +335,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
         SearcherBuilder::new()
             .binary_detection(BinaryDetection::quit(0))
             .heap_limit(Some(LINE_HEAP_LIMIT))
-            .line_number(true)
+            .line_number(mode == Mode::Content)
             .build()
     };
 
