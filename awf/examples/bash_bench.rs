@@ -6,8 +6,11 @@
 //! and after.
 //!
 //! Policies: `default` (writes and reads confined by Landlock, read-only mounts, secret
-//! covers, a PID namespace with its own /proc, signal scope), `read: host` (the same but
-//! reads), `landlock: false` (namespaces and covers only).
+//! covers, a PID namespace with its own /proc and pid_max, signal scope, a network
+//! namespace with loopback only), `read: host` (the same but reads), `landlock: false`
+//! (namespaces and covers only), `network: allow` (the default without its network
+//! namespace), `network: host list` (the default plus the listener handed to the egress
+//! proxy).
 //!
 //! `cargo build --release -p awf --bin awf --example bash_bench &&
 //! target/release/examples/bash_bench [CALLS] [OTHER_AWF]`
@@ -57,6 +60,17 @@ fn main() {
         (
             "landlock: false".into(),
             Session::start(&awf, &config("off", json!({"landlock": false}))),
+        ),
+        (
+            "network: allow".into(),
+            Session::start(&awf, &config("allow", json!({"network": "allow"}))),
+        ),
+        (
+            "network: host list".into(),
+            Session::start(
+                &awf,
+                &config("hosts", json!({"network": {"allow": ["crates.io"]}})),
+            ),
         ),
     ];
     if let Some(other) = &other {

@@ -198,12 +198,17 @@ impl ServeConfig {
                 ),
             ));
         }
-        if !self.landlock && self.network == Some(confine::Network::Deny) {
+        if !self.landlock
+            && matches!(
+                self.network,
+                Some(confine::Network::Deny | confine::Network::Hosts(_))
+            )
+        {
             return Err(AwfError::new(
                 codes::CONFIG_INVALID,
                 format!(
-                    "{origin}: network is deny but landlock is false, and the network is \
-                     refused through Landlock; drop one of them"
+                    "{origin}: network is deny or a host list but landlock is false, which \
+                     turns Bash's sandbox off; drop one of them"
                 ),
             ));
         }
@@ -292,7 +297,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         let policy = confine::Policy {
             landlock: cfg.landlock,
             read: cfg.read,
-            network: cfg.network,
+            network: cfg.network.clone(),
             writable: cfg.writable_paths.clone(),
             readable: cfg.readable_paths.clone(),
             hidden: cfg.hidden_paths.clone(),
@@ -324,6 +329,12 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             confinement.status() != &confine::Status::Off,
         ) {
             tracing::warn!("Bash's network is NOT restricted: {why}");
+        }
+        if confinement.net() == &confine::NetStatus::DeniedTcp {
+            tracing::warn!(
+                "Bash's network is denied by Landlock's TCP rights only: UDP, and so DNS, is \
+                 not covered (no network namespace: user namespaces are unavailable)"
+            );
         }
         // Bash must not be able to forge or delete the records of its own calls.
         if let Some(dir) = cfg.audit_path.as_deref().and_then(Path::parent) {

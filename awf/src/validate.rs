@@ -67,7 +67,7 @@ fn sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Val
                 let policy = crate::confine::Policy {
                     landlock: sb.landlock,
                     read: sb.read,
-                    network: sb.network,
+                    network: sb.network.clone(),
                     writable: sb.writable.clone(),
                     readable: sb.readable.clone(),
                     hidden: sb.hidden.clone(),

@@ -379,8 +379,8 @@ fn bad_sandbox_values_name_the_key_and_the_fix() {
             "network",
             "WORKFLOW.PARSE.INVALID_VALUE",
             16,
-            "allow or deny",
-            "network: allow",
+            "allow, deny or a host list",
+            "network: {allow: [crates.io",
         ),
         (
             "env_passthrough[0]",
@@ -590,4 +590,43 @@ fn bad_read_policies_name_the_key_and_the_fix() {
         assert!(p["hint"].as_str().unwrap().contains(hint), "{p:#}");
     }
     assert_eq!(v.problems().len(), want.len(), "{:#}", v.json);
+}
+
+#[test]
+fn a_host_list_is_stated_by_validate_and_each_bad_entry_named_with_the_fix() {
+    let v = validate("sandbox_network.yaml", None);
+    assert_eq!(v.code, 0, "{:#}", v.json);
+    assert_eq!(
+        v.json["sandboxes"]["build"]["network"],
+        json!({"allow": ["crates.io", "*.crates.io", "github.com:443", "host.awf.internal:4873", "10.0.0.5:5000"]})
+    );
+
+    let v = validate("sandbox_network_bad.yaml", None);
+    assert_eq!(v.code, 2, "{:#}", v.json);
+    let base = "states.build.mcp_proxy.sandbox.network.allow";
+    for (i, msg) in ["every host", "is a URL", "needs a port", "port"]
+        .iter()
+        .enumerate()
+    {
+        let path = format!("{base}[{i}]");
+        let p = v
+            .problems()
+            .iter()
+            .find(|p| p["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("no problem at {path}: {:#}", v.json));
+        assert!(p["message"].as_str().unwrap().contains(msg), "{p:#}");
+        assert!(
+            p["hint"]
+                .as_str()
+                .unwrap()
+                .contains("host.awf.internal:PORT"),
+            "{p:#}"
+        );
+    }
+    let p = v
+        .problems()
+        .iter()
+        .find(|p| p["path"] == "states.other.mcp_proxy.sandbox.network.hosts")
+        .unwrap_or_else(|| panic!("no problem for the unknown key: {:#}", v.json));
+    assert!(p["code"].as_str().unwrap().contains("UNKNOWN_KEY"), "{p:#}");
 }

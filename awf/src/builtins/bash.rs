@@ -9,14 +9,17 @@
 
 use super::bound::HeadBuffer;
 use super::{BuiltinEnv, resolve, schema};
+use crate::confine::egress;
 use crate::process::{self, Ended, ProcessGroup};
+use crate::telemetry::CallScope;
 use mcpserver::{CancellationToken, Tool};
+use opentelemetry::KeyValue;
 use serde::Deserialize;
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 #[derive(Deserialize)]
@@ -73,6 +76,43 @@ pub fn tool(env: &BuiltinEnv) -> Tool {
     )
 }
 
+/// Where the egress proxy's attempts go: a log line each, and an audit record and a span
+/// event of the call this thread runs.
+fn reporter() -> egress::Reporter {
+    let scope = CallScope::current();
+    Arc::new(move |a: egress::proxy::Attempt| {
+        let why = a.rule.as_deref().or(a.reason.as_deref()).unwrap_or("");
+        let why = scope
+            .as_ref()
+            .map_or_else(|| why.to_string(), |s| s.mask_text(why));
+        let call_id = scope.as_ref().map_or("", |s| s.call_id());
+        match a.decision {
+            egress::proxy::Decision::Allowed => tracing::info!(
+                call_id, host = %a.host, port = a.port, rule = %why,
+                bytes_up = a.bytes_up, bytes_down = a.bytes_down, "net.connect allowed"
+            ),
+            egress::proxy::Decision::Denied => tracing::warn!(
+                call_id, host = %a.host, port = a.port, reason = %why, "net.connect denied"
+            ),
+        }
+        let Some(scope) = &scope else { return };
+        let mut attributes = vec![
+            KeyValue::new("server.address", a.host.clone()),
+            KeyValue::new("server.port", i64::from(a.port)),
+            KeyValue::new("awf.net.decision", a.decision_name()),
+        ];
+        if let Some(addr) = a.address {
+            attributes.push(KeyValue::new("network.peer.address", addr.ip().to_string()));
+        }
+        match (&a.rule, &a.reason) {
+            (Some(r), _) => attributes.push(KeyValue::new("awf.net.rule", r.clone())),
+            (None, Some(r)) => attributes.push(KeyValue::new("awf.net.reason", r.clone())),
+            _ => {}
+        }
+        scope.record("net.connect", a.record(), attributes);
+    })
+}
+
 pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<String, String> {
     let max = env.limits.bash_max_timeout_seconds;
     let timeout = args
@@ -112,11 +152,33 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     // Tied first: the shell dies with this server, and its orphans stay below it while it
     // runs. Then the jail (its namespaces fork: the shell is a grandchild of the spawn).
     ProcessGroup::tie(&mut cmd);
-    if let Some(jail) = env.confine.jail(&cwd) {
+    let jail = env
+        .confine
+        .jail(&cwd)
+        .map_err(|e| format!("cannot prepare the sandbox for the command: {e}"))?;
+    let mut bridge = None;
+    if let Some((jail, b)) = jail {
         jail.install(&mut cmd);
+        bridge = b;
     }
-    let mut group =
-        ProcessGroup::spawn(&mut cmd).map_err(|e| format!("cannot start {}: {e}", shell()))?;
+    if bridge.is_some() {
+        cmd.envs(egress::proxy_env());
+    }
+    let spawned = ProcessGroup::spawn(&mut cmd);
+    // The jail's end of the egress bridge is in the command now: ours closes with `cmd`.
+    drop(cmd);
+    let mut group = spawned.map_err(|e| format!("cannot start {}: {e}", shell()))?;
+    let serving = match (bridge, env.confine.egress()) {
+        (Some(bridge), Some(egress)) => match bridge.serve(egress.clone(), reporter()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                group.kill();
+                process::kill_orphans();
+                return Err(format!("cannot reach the command's network namespace: {e}"));
+            }
+        },
+        _ => None,
+    };
 
     let half = (env.limits.output_bytes / 2).max(1024);
     let (done_tx, done_rx) = mpsc::channel::<(&'static str, HeadBuffer)>();
@@ -158,6 +220,9 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     // that left the group (re-parented to this server, a subreaper): pipes get closed.
     group.kill();
     process::kill_orphans();
+    if let Some(serving) = serving {
+        serving.stop(Duration::from_secs(2));
+    }
     let end = ended.map_err(|e| format!("waiting for the command failed: {e}"))?;
 
     let mut stdout = HeadBuffer::new(0);

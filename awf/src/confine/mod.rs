@@ -14,23 +14,28 @@
 //! - processes: its own PID namespace with a fresh `/proc`, whose init kills what is left
 //!   when the shell exits; Landlock's scopes refuse signals out of the call (ABI 6); the
 //!   namespace's own `pid_max` caps how many live at once (Linux 6.14+);
-//! - network ([`Network`]): TCP connect and bind refused by Landlock unless allowed.
+//! - network ([`Network`]): under `deny` its own network namespace with loopback only;
+//!   under a host list the same, whose only way out is the session's [`egress`] proxy,
+//!   reached through a listener the call hands out of its namespace; where no namespace
+//!   can be had, `deny` falls back to Landlock's TCP rights.
 //!
 //! What allocates is done here, in the parent; `namespaces` and `landlock` only make
 //! syscalls in the child. Each layer the kernel lacks is one WARN, or an error where the
 //! workflow asked for it explicitly.
 
+pub mod egress;
 pub mod landlock;
 pub mod namespaces;
 pub mod readable;
 pub mod secrets;
 mod tmp;
 
-pub use namespaces::{Jail, Support};
+pub use namespaces::{Jail, NetJail, Support};
 pub use tmp::PrivateTmp;
 
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Processes and threads one Bash call may have alive at once, unless `processes:` says
 /// otherwise: room for a parallel build (the kernel counts every thread), not for a fork
@@ -41,13 +46,46 @@ pub const MIN_PROCESSES: u32 = 300;
 /// The most `processes:` (the kernel's `PID_MAX_LIMIT` less one).
 pub const MAX_PROCESSES: u32 = 4 * 1024 * 1024 - 1;
 
-/// Bash's TCP network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// Bash's network.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Network {
     Allow,
-    /// TCP connect and bind refused (Landlock ABI 4); UDP, hence DNS, is not covered.
+    /// Nothing leaves the call: a network namespace with loopback only (UDP and DNS
+    /// included), else Landlock's TCP rights (connect and bind; UDP is not covered).
     Deny,
+    /// Only these hosts (`network: {allow: [...]}`, as written), through awf's egress
+    /// proxy, the only way out of a network namespace with loopback only.
+    Hosts(Vec<String>),
+}
+
+impl Network {
+    /// The form the config file takes: `"allow"`, `"deny"`, `{"allow": [hosts]}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Network::Allow => "allow".into(),
+            Network::Deny => "deny".into(),
+            Network::Hosts(h) => serde_json::json!({ "allow": h }),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Network {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Network, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire {
+            Word(String),
+            Hosts { allow: Vec<String> },
+        }
+        match Wire::deserialize(d)? {
+            Wire::Word(w) if w == "allow" => Ok(Network::Allow),
+            Wire::Word(w) if w == "deny" => Ok(Network::Deny),
+            Wire::Word(w) => Err(serde::de::Error::custom(format!(
+                "network must be \"allow\", \"deny\" or {{\"allow\": [hosts]}}, found {w:?}"
+            ))),
+            Wire::Hosts { allow } => Ok(Network::Hosts(allow)),
+        }
+    }
 }
 
 /// What Bash may read.
@@ -142,10 +180,7 @@ impl Policy {
             "readable": readable,
             "writable": self.writable,
             "hidden": hidden,
-            "network": match self.network.unwrap_or(Network::Deny) {
-                Network::Allow => "allow",
-                Network::Deny => "deny",
-            },
+            "network": self.network.clone().unwrap_or(Network::Deny).to_json(),
             "processes": self.processes.unwrap_or(DEFAULT_PROCESSES),
         })
     }
@@ -173,7 +208,13 @@ fn covers(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NetStatus {
     Allowed,
-    Denied,
+    /// Its own network namespace, loopback only: no route out, no UDP, no DNS.
+    Isolated,
+    /// Landlock refuses TCP connect and bind (no network namespace to be had); UDP is not
+    /// covered.
+    DeniedTcp,
+    /// Its own network namespace whose only way out is awf's egress proxy, by host name.
+    Hosts,
     /// Deny was the default but cannot be enforced (why).
     Unenforced(String),
 }
@@ -206,6 +247,8 @@ pub struct Confinement {
     tmp: PathBuf,
     /// The session's Landlock domain, cloned into each call's jail.
     plan: Option<landlock::Plan>,
+    /// The session's egress proxy under a host list.
+    egress: Option<Arc<egress::Egress>>,
 }
 
 impl Confinement {
@@ -271,20 +314,37 @@ impl Confinement {
             hidden_extra: policy.hidden.clone(),
             tmp: tmp.to_path_buf(),
             plan: None,
+            egress: None,
         };
-        c.net = c.net_status(policy.network.unwrap_or(Network::Deny));
-        if let (Some(Network::Deny), NetStatus::Unenforced(why)) = (policy.network, &c.net) {
-            return Err(format!(
-                "network: deny cannot be enforced: {why}; set network: allow, or run on a \
-                 kernel with Landlock ABI {} or later (Linux 6.7+)",
-                landlock::NET_ABI
-            ));
+        let want = policy.network.clone().unwrap_or(Network::Deny);
+        c.net = c.net_status(&want);
+        match (&policy.network, &c.net) {
+            (Some(Network::Deny), NetStatus::Unenforced(why)) => {
+                return Err(format!(
+                    "network: deny cannot be enforced: {why}; set network: allow, or run where \
+                     user namespaces are allowed or on a kernel with Landlock ABI {} or later \
+                     (Linux 6.7+)",
+                    landlock::NET_ABI
+                ));
+            }
+            (Some(Network::Hosts(_)), NetStatus::Unenforced(why)) => {
+                return Err(format!(
+                    "network: {{allow: [...]}} cannot be enforced: {why}; set network: allow \
+                     or deny, or run where user namespaces are allowed"
+                ));
+            }
+            _ => {}
+        }
+        if let Network::Hosts(hosts) = &want
+            && c.net == NetStatus::Hosts
+        {
+            c.egress = Some(Arc::new(egress::Egress::new(hosts)?));
         }
         if let Status::On(abi) = c.status {
             let mut plan = landlock::Plan::new(
                 abi,
                 c.read == ReadMode::Confined,
-                c.net == NetStatus::Denied,
+                c.net == NetStatus::DeniedTcp,
             );
             let all = landlock::READ | landlock::write_rights(abi);
             for p in &c.writable {
@@ -308,6 +368,7 @@ impl Confinement {
                 mounts: false,
                 pids: false,
                 pid_max: false,
+                net: false,
             },
             processes: DEFAULT_PROCESSES,
             writable: vec![root.to_path_buf(), tmp.to_path_buf()],
@@ -317,26 +378,39 @@ impl Confinement {
             hidden_extra: Vec::new(),
             tmp: tmp.to_path_buf(),
             plan: None,
+            egress: None,
         }
     }
 
-    fn net_status(&self, want: Network) -> NetStatus {
+    fn net_status(&self, want: &Network) -> NetStatus {
+        let namespace = self.support.mounts && self.support.net;
         match (want, &self.status) {
             (Network::Allow, _) => NetStatus::Allowed,
-            (Network::Deny, Status::On(v)) if *v >= landlock::NET_ABI => NetStatus::Denied,
+            (_, Status::Off) => NetStatus::Unenforced("Landlock is switched off".into()),
+            (Network::Deny, _) if namespace => NetStatus::Isolated,
+            (Network::Hosts(_), _) if namespace => NetStatus::Hosts,
+            (Network::Hosts(_), _) => NetStatus::Unenforced(
+                "Bash cannot get a network namespace of its own (no user namespace)".into(),
+            ),
+            (Network::Deny, Status::On(v)) if *v >= landlock::NET_ABI => NetStatus::DeniedTcp,
             (Network::Deny, Status::On(v)) => NetStatus::Unenforced(format!(
-                "the kernel's Landlock ABI {v} has no network rights (they need ABI {})",
+                "no network namespace, and the kernel's Landlock ABI {v} has no network rights \
+                 (they need ABI {})",
                 landlock::NET_ABI
             )),
-            (Network::Deny, Status::Off) => {
-                NetStatus::Unenforced("Landlock is switched off".into())
+            (Network::Deny, Status::Unavailable(why)) => {
+                NetStatus::Unenforced(format!("no network namespace, and {why}"))
             }
-            (Network::Deny, Status::Unavailable(why)) => NetStatus::Unenforced(why.clone()),
         }
     }
 
     pub fn net(&self) -> &NetStatus {
         &self.net
+    }
+
+    /// The session's egress proxy, under a host list.
+    pub fn egress(&self) -> Option<&Arc<egress::Egress>> {
+        self.egress.as_ref()
     }
 
     pub fn read(&self) -> ReadMode {
@@ -377,25 +451,43 @@ impl Confinement {
         )
     }
 
-    /// The confinement of one command run in `cwd`, or None when there is nothing to do.
-    pub fn jail(&self, cwd: &Path) -> Option<Jail> {
+    /// The confinement of one command run in `cwd`, or None when there is nothing to do;
+    /// under a host list also the call's end of the egress bridge, to
+    /// [serve](egress::Bridge::serve) once the command is spawned.
+    pub fn jail(&self, cwd: &Path) -> std::io::Result<Option<(Jail, Option<egress::Bridge>)>> {
         if !self.support.mounts && self.plan.is_none() {
-            return None;
+            return Ok(None);
         }
         let writable: &[PathBuf] = if self.status == Status::Off {
             &[]
         } else {
             &self.writable
         };
-        Some(Jail::new(
+        let (net, bridge) = match self.net {
+            NetStatus::Isolated => (NetJail::Empty, None),
+            NetStatus::Hosts => {
+                let (bridge, sock) = egress::Bridge::pair()?;
+                (
+                    NetJail::Proxied {
+                        port: egress::PROXY_PORT,
+                        sock,
+                    },
+                    Some(bridge),
+                )
+            }
+            _ => (NetJail::Host, None),
+        };
+        let jail = Jail::new(
             self.support,
             self.processes,
+            net,
             self.status != Status::Off,
             writable,
             &self.hidden_now(),
             cwd,
             self.plan.clone(),
-        ))
+        );
+        Ok(Some((jail, bridge)))
     }
 
     /// The policy in words, for the Bash tool's description (and so `awf tools list`).
@@ -473,9 +565,22 @@ impl Confinement {
         };
         let net = match &self.net {
             NetStatus::Allowed => "network allowed".to_string(),
-            NetStatus::Denied => {
+            NetStatus::Isolated => "network denied: the command has its own network namespace \
+                 with loopback only (no route out, no UDP, no DNS); servers it starts on \
+                 127.0.0.1 are its own"
+                .into(),
+            NetStatus::DeniedTcp => {
                 "network denied: TCP connect and bind are refused (Landlock; UDP is not)".into()
             }
+            NetStatus::Hosts => format!(
+                "network: only {}, through the proxy at http://127.0.0.1:{} (HTTP_PROXY, \
+                 HTTPS_PROXY and ALL_PROXY are set; a tool that ignores them has no network; \
+                 the host's own loopback is {} with a listed port); anything else is refused \
+                 with 403, and every connection is audited",
+                self.egress.as_ref().map_or(String::new(), |e| e.describe()),
+                egress::PROXY_PORT,
+                egress::rules::INTERNAL_HOST
+            ),
             NetStatus::Unenforced(why) => format!("network NOT restricted ({why})"),
         };
         format!(
@@ -556,16 +661,26 @@ mod tests {
     }
 
     #[test]
-    fn network_deny_needs_abi_4() {
+    fn network_deny_is_a_namespace_else_landlock_abi_4_and_a_host_list_needs_the_namespace() {
         let mut c = Confinement::none(Path::new("/r"), Path::new("/t"));
+        let hosts = Network::Hosts(vec!["crates.io".into()]);
         c.status = Status::On(3);
         assert!(matches!(
-            c.net_status(Network::Deny),
+            c.net_status(&Network::Deny),
             NetStatus::Unenforced(_)
         ));
         c.status = Status::On(7);
-        assert_eq!(c.net_status(Network::Deny), NetStatus::Denied);
-        assert_eq!(c.net_status(Network::Allow), NetStatus::Allowed);
+        assert_eq!(c.net_status(&Network::Deny), NetStatus::DeniedTcp);
+        assert_eq!(c.net_status(&Network::Allow), NetStatus::Allowed);
+        assert!(matches!(c.net_status(&hosts), NetStatus::Unenforced(_)));
+        c.support.mounts = true;
+        c.support.net = true;
+        assert_eq!(c.net_status(&Network::Deny), NetStatus::Isolated);
+        assert_eq!(c.net_status(&hosts), NetStatus::Hosts);
+        c.status = Status::On(3);
+        assert_eq!(c.net_status(&Network::Deny), NetStatus::Isolated);
+        c.status = Status::Off;
+        assert!(matches!(c.net_status(&hosts), NetStatus::Unenforced(_)));
     }
 
     #[test]

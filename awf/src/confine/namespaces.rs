@@ -37,10 +37,28 @@ pub struct Support {
     pub pids: bool,
     /// A `pid_max` of its own in that namespace (Linux 6.14+): the call's process cap.
     pub pid_max: bool,
+    /// A network namespace of its own, with loopback only.
+    pub net: bool,
+}
+
+/// Bash's network namespace, when it gets one.
+#[derive(Debug)]
+pub enum NetJail {
+    /// The host's network (`network: allow`, or no network namespace to be had).
+    Host,
+    /// Loopback only: nothing leaves the call.
+    Empty,
+    /// Loopback only, and a listener on 127.0.0.1:`port` created inside it, sent over
+    /// `sock` (one end of a socketpair whose other end awf keeps) to awf's egress proxy,
+    /// which accepts the call's connections from outside the namespace.
+    Proxied {
+        port: u16,
+        sock: std::os::fd::OwnedFd,
+    },
 }
 
 /// One call's confinement, prepared in the parent.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Jail {
     mounts: bool,
     /// Every mount read-only but the writable paths (Landlock confines the writes).
@@ -60,6 +78,7 @@ pub struct Jail {
     argv: Option<(usize, usize)>,
     /// The namespace's `pid_max` (the process cap plus one: PID 1 is the init), when set.
     pid_max: Option<CString>,
+    net: NetJail,
     landlock: Option<landlock::Plan>,
 }
 
@@ -86,11 +105,13 @@ fn cstr(p: &Path) -> Option<CString> {
 impl Jail {
     /// `support` says which namespaces to enter; with `read_only` every mount but the
     /// `writable` paths is made read-only; `hidden` are existing paths to cover; at most
-    /// `processes` processes and threads live at once where `support.pid_max`.
+    /// `processes` processes and threads live at once where `support.pid_max`; `net` is
+    /// entered where `support.net`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         support: Support,
         processes: u32,
+        net: NetJail,
         read_only: bool,
         writable: &[PathBuf],
         hidden: &[PathBuf],
@@ -116,6 +137,11 @@ impl Jail {
             argv: argv_range(),
             pid_max: (support.mounts && support.pids && support.pid_max)
                 .then(|| CString::new((processes + 1).to_string()).unwrap()),
+            net: if support.mounts && support.net {
+                net
+            } else {
+                NetJail::Host
+            },
             landlock,
         }
     }
@@ -134,6 +160,8 @@ impl Jail {
         if self.mounts {
             self.enter_mounts()?;
         }
+        // SAFETY: syscalls on memory prepared before fork.
+        unsafe { enter_network(&self.net)? };
         if self.pids {
             // SAFETY: syscalls only; see the module's process tree.
             unsafe { enter_pid_namespace(self.argv, self.pid_max.as_deref())? };
@@ -210,6 +238,95 @@ impl Jail {
         }
         Ok(())
     }
+}
+
+/// Enters a network namespace with loopback up, and for a proxied one sends a listener
+/// on 127.0.0.1:port out over the socketpair. Needs the user namespace's capabilities
+/// (before the exec drops them).
+unsafe fn enter_network(net: &NetJail) -> io::Result<()> {
+    let (port, sock) = match net {
+        NetJail::Host => return Ok(()),
+        NetJail::Empty => (None, -1),
+        NetJail::Proxied { port, sock } => (Some(*port), std::os::fd::AsRawFd::as_raw_fd(sock)),
+    };
+    // SAFETY (whole body): syscalls on stack memory only.
+    unsafe {
+        check(libc::unshare(libc::CLONE_NEWNET))?;
+        let ctl = check(libc::socket(
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        ))?;
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
+            *d = *s as libc::c_char;
+        }
+        ifr.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as _;
+        let up = libc::ioctl(ctl, libc::SIOCSIFFLAGS, &ifr);
+        libc::close(ctl);
+        check(up)?;
+        let Some(port) = port else {
+            return Ok(());
+        };
+        let l = check(libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+        ))?;
+        let one: libc::c_int = 1;
+        libc::setsockopt(
+            l,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const libc::c_int).cast(),
+            4,
+        );
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        check(libc::bind(
+            l,
+            (&addr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        ))?;
+        check(libc::listen(l, 128))?;
+        let sent = send_fd(sock, l);
+        libc::close(l);
+        libc::close(sock);
+        sent
+    }
+}
+
+/// Sends `fd` over the unix socket `sock` (SCM_RIGHTS, one byte of data), by syscalls.
+unsafe fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {
+    // SAFETY (whole body): a control buffer on the stack, sized by CMSG_SPACE.
+    unsafe {
+        let mut byte = [1u8];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut control = [0u64; 4]; // 32 bytes, aligned: CMSG_SPACE(4) is 24
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd);
+        if libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) != 1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Covers `path` with an empty read-only mount: a tmpfs over a directory, `/dev/null` over
@@ -445,54 +562,77 @@ unsafe fn init_loop(shell: libc::pid_t, tx: libc::c_int) -> ! {
 pub fn support(shell: &Path, root: &Path) -> Support {
     static PROBE: OnceLock<Support> = OnceLock::new();
     *PROBE.get_or_init(|| {
-        let capped = Support {
-            mounts: true,
-            pids: true,
-            pid_max: true,
-        };
-        let uncapped = Support {
-            pid_max: false,
-            ..capped
-        };
-        let mounts_only = Support {
-            pids: false,
-            ..uncapped
-        };
-        let Err(cap_why) = probe(shell, root, capped) else {
-            return capped;
-        };
-        let Err(pid_why) = probe(shell, root, uncapped) else {
-            tracing::warn!(
-                "Bash's processes are not capped (no pid_max of its own in its PID \
-                 namespace, which needs Linux 6.14+: {cap_why})"
-            );
-            return uncapped;
-        };
-        if let Err(why) = probe(shell, root, mounts_only) {
-            tracing::warn!(
-                "Bash can change mode, owner and times of files outside its writable \
-                 paths, secret locations are not hidden, it sees the other processes of its \
-                 user and its processes are not capped (no user namespace: {why})"
-            );
-        } else {
-            tracing::warn!(
-                "Bash sees and can signal the other processes of its user, and its \
-                 processes are not capped (no PID namespace with its own /proc: {pid_why})"
-            );
-            return mounts_only;
-        }
-        Support {
+        let none = Support {
             mounts: false,
             pids: false,
             pid_max: false,
+            net: false,
+        };
+        let mounts = Support {
+            mounts: true,
+            ..none
+        };
+        if let Err(why) = probe(shell, root, mounts) {
+            tracing::warn!(
+                "Bash can change mode, owner and times of files outside its writable \
+                 paths, secret locations are not hidden, it sees the other processes of its \
+                 user, its processes are not capped and its network has no namespace (no \
+                 user namespace: {why})"
+            );
+            return none;
         }
+        let pids = Support {
+            pids: true,
+            ..mounts
+        };
+        let mut found = mounts;
+        match probe(shell, root, pids) {
+            Ok(()) => found = pids,
+            Err(why) => tracing::warn!(
+                "Bash sees and can signal the other processes of its user, and its \
+                 processes are not capped (no PID namespace with its own /proc: {why})"
+            ),
+        }
+        if found.pids {
+            match probe(
+                shell,
+                root,
+                Support {
+                    pid_max: true,
+                    ..pids
+                },
+            ) {
+                Ok(()) => found.pid_max = true,
+                Err(why) => tracing::warn!(
+                    "Bash's processes are not capped (no pid_max of its own in its PID \
+                     namespace, which needs Linux 6.14+: {why})"
+                ),
+            }
+        }
+        // Its own result: a host list or `network: deny` says what this means for them.
+        found.net = probe(
+            shell,
+            root,
+            Support {
+                net: true,
+                ..mounts
+            },
+        )
+        .is_ok();
+        found
     })
 }
 
 fn probe(shell: &Path, root: &Path, support: Support) -> Result<(), String> {
+    let net = if support.net {
+        NetJail::Empty
+    } else {
+        NetJail::Host
+    };
     let jail = Jail::new(
         support,
         DEFAULT_PROCESSES,
+        net,
         true,
         &[root.to_path_buf()],
         &[],

@@ -61,6 +61,30 @@ pub struct ProxyReport {
     /// Pids that needed SIGKILL at teardown.
     pub killed: Vec<i32>,
     pub audit_file: String,
+    /// Bash's connections through the egress proxy (`net.connect` records).
+    #[serde(skip_serializing_if = "NetReport::is_empty")]
+    pub net: NetReport,
+}
+
+/// The hosts a step's Bash reached, and what it was refused.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NetReport {
+    /// Allowed connections per `host:port`.
+    pub contacted: BTreeMap<String, u64>,
+    /// Refused attempts per `host:port`, with the first reason given.
+    pub denied: BTreeMap<String, NetDenied>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NetDenied {
+    pub attempts: u64,
+    pub reason: String,
+}
+
+impl NetReport {
+    pub fn is_empty(&self) -> bool {
+        self.contacted.is_empty() && self.denied.is_empty()
+    }
 }
 
 /// A fresh W3C traceparent for a step: a new trace unless `parent` (awf run's own
@@ -134,7 +158,7 @@ impl ToolProxyService {
             self.run_dir.clone(),
             self.audit_dir.clone(),
         ]);
-        cfg.network = sb.network;
+        cfg.network = sb.network.clone();
         cfg.processes = sb.processes;
         // Bash's environment is resolved here, from awf's: an agent CLI may start
         // `awf mcp-serve` with an environment of its own (codex keeps only a few variables),
@@ -234,10 +258,8 @@ impl ToolProxyService {
             "read": cfg.read.map(crate::confine::ReadMode::name),
             "readable_paths": cfg.readable_paths,
             "hidden_paths": cfg.hidden_paths,
-            "network": cfg.network.map(|n| match n {
-                crate::confine::Network::Allow => "allow",
-                crate::confine::Network::Deny => "deny",
-            }),
+            "network": cfg.network.as_ref().map(crate::confine::Network::to_json),
+            "processes": cfg.processes,
             "env": cfg.env,
             "env_passthrough": cfg.env_passthrough,
         });
@@ -395,6 +417,22 @@ pub fn summarise_audit(path: &Path) -> ProxyReport {
             Some("tool.call") => *r.tool_calls.entry(tool).or_default() += 1,
             Some("tool.result") if rec["is_error"] == true => {
                 *r.tool_errors.entry(tool).or_default() += 1
+            }
+            Some("net.connect") => {
+                let target = format!(
+                    "{}:{}",
+                    rec["host"].as_str().unwrap_or("?"),
+                    rec["port"].as_u64().unwrap_or(0)
+                );
+                if rec["decision"] == "allowed" {
+                    *r.net.contacted.entry(target).or_default() += 1;
+                } else {
+                    let d = r.net.denied.entry(target).or_insert_with(|| NetDenied {
+                        attempts: 0,
+                        reason: rec["reason"].as_str().unwrap_or("").to_string(),
+                    });
+                    d.attempts += 1;
+                }
             }
             _ => {}
         }

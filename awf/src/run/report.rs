@@ -131,6 +131,24 @@ fn print_human(s: &Value) {
             p(&st["status"]),
             st["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
         );
+        let net = &st["proxy"]["net"];
+        if let Some(hosts) = net["contacted"].as_object().filter(|m| !m.is_empty()) {
+            let list: Vec<String> = hosts.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+            println!(
+                "      network: {}",
+                crate::terminal::printable(&list.join(" "))
+            );
+        }
+        if let Some(denied) = net["denied"].as_object().filter(|m| !m.is_empty()) {
+            for (target, d) in denied {
+                println!(
+                    "      network denied: {} ×{} ({})",
+                    crate::terminal::printable(target),
+                    d["attempts"].as_u64().unwrap_or(0),
+                    p(&d["reason"])
+                );
+            }
+        }
         let out = st["output"].as_str().unwrap_or("").trim();
         if !out.is_empty() {
             for line in out.lines().take(20) {

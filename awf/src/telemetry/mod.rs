@@ -209,8 +209,79 @@ pub struct CallHooks {
 struct OpenCall {
     call_id: String,
     span: Option<otel::CallSpan>,
+    /// What the call's handler reported on other threads, for its span.
+    events: Arc<Mutex<Vec<SpanEvent>>>,
+    telemetry: Arc<Telemetry>,
     /// When the call started, for the audit record (only kept when there is an audit file).
     started_ts: Option<String>,
+}
+
+/// An event of a call's span, kept until the call ends.
+struct SpanEvent {
+    name: &'static str,
+    at: std::time::SystemTime,
+    attributes: Vec<KeyValue>,
+}
+
+/// The call the current thread's handler runs, for what it reports besides its result
+/// (each connection of Bash's egress proxy, say): an audit record and a span event, from
+/// any thread, while the call runs.
+#[derive(Clone)]
+pub struct CallScope {
+    call_id: String,
+    events: Arc<Mutex<Vec<SpanEvent>>>,
+    telemetry: Arc<Telemetry>,
+}
+
+impl CallScope {
+    /// The scope of the call this thread runs, if a server's hooks opened one.
+    pub fn current() -> Option<CallScope> {
+        OPEN_CALLS.with_borrow(|open| {
+            open.last().map(|c| CallScope {
+                call_id: c.call_id.clone(),
+                events: c.events.clone(),
+                telemetry: c.telemetry.clone(),
+            })
+        })
+    }
+
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
+    /// Appends a `kind` audit record (masked, with the call's id) and an event `kind` on
+    /// the call's span.
+    pub fn record(
+        &self,
+        kind: &'static str,
+        fields: serde_json::Map<String, Value>,
+        attributes: Vec<KeyValue>,
+    ) {
+        let t = &self.telemetry;
+        if t.audit.is_some() {
+            let mut r = t.base_record(kind);
+            r.insert("call_id".into(), self.call_id.clone().into());
+            if let Value::Object(masked) = t.masker.mask(&Value::Object(fields)) {
+                r.extend(masked);
+            }
+            t.write(r);
+        }
+        if t.otel_on {
+            self.events
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(SpanEvent {
+                    name: kind,
+                    at: std::time::SystemTime::now(),
+                    attributes,
+                });
+        }
+    }
+
+    /// Masks `text` as audit records are masked (for a log line of the same event).
+    pub fn mask_text(&self, text: &str) -> String {
+        self.telemetry.masker.mask_text(text)
+    }
 }
 
 thread_local! {
@@ -297,6 +368,8 @@ impl Hooks for CallHooks {
         }
         let call = OpenCall {
             span: self.start_span(ctx, &call_id),
+            events: Arc::new(Mutex::new(Vec::new())),
+            telemetry: t.clone(),
             started_ts: t.audit.is_some().then(audit::now_rfc3339),
             call_id,
         };
@@ -361,7 +434,15 @@ impl Hooks for CallHooks {
             }
             t.write(r);
         }
-        if let Some(span) = call.span {
+        if let Some(mut span) = call.span {
+            for e in call
+                .events
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..)
+            {
+                span.event(e.name, e.at, e.attributes);
+            }
             let kind = match status {
                 CallStatus::Ok => None,
                 // The MCP conventions name a tool's own failure `tool_error`.

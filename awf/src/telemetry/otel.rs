@@ -109,6 +109,16 @@ impl OtelExporter {
 pub struct CallSpan(opentelemetry_sdk::trace::Span);
 
 impl CallSpan {
+    /// An event that happened during the call (at `at`, maybe on another thread).
+    pub fn event(
+        &mut self,
+        name: &'static str,
+        at: std::time::SystemTime,
+        attributes: Vec<KeyValue>,
+    ) {
+        self.0.add_event_with_timestamp(name, at, attributes);
+    }
+
     /// Ends the span; `error` is the `error.type` value and a description when it failed.
     pub fn end(mut self, attributes: Vec<KeyValue>, error: Option<(&'static str, String)>) {
         self.0.set_attributes(attributes);

@@ -79,13 +79,21 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
             "network" => match v.as_str() {
                 Some("allow") => out.network = Some(Network::Allow),
                 Some("deny") => out.network = Some(Network::Deny),
+                _ if matches!(v.kind, Kind::Map(_)) => {
+                    if let Some(hosts) = network_hosts(cx, v, &kpath) {
+                        out.network = Some(Network::Hosts(hosts));
+                    }
+                }
                 _ => cx.push(
                     codes::INVALID_VALUE,
                     &kpath,
                     v.line,
-                    format!("{kpath} must be allow or deny, found {}", v.describe()),
-                    "write `network: deny` (the default: Bash's TCP connect and bind are \
-                     refused) or `network: allow`",
+                    format!(
+                        "{kpath} must be allow, deny or a host list, found {}",
+                        v.describe()
+                    ),
+                    "write `network: deny` (the default: nothing leaves the call), `network: \
+                     allow`, or `network: {allow: [crates.io, \"*.crates.io\"]}`",
                 ),
             },
             "landlock" => {
@@ -174,16 +182,57 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
             "remove `landlock: false`, or write `read: host`",
         );
     }
-    if !out.landlock && out.network == Some(Network::Deny) {
+    if !out.landlock && matches!(out.network, Some(Network::Deny | Network::Hosts(_))) {
         cx.push(
             codes::INVALID_VALUE,
             &join(path, "network"),
             node.line,
-            format!("{path}: network: deny needs Landlock, but landlock is false"),
+            format!("{path}: a network other than allow needs the sandbox, but landlock is false"),
             "remove `landlock: false`, or write `network: allow`",
         );
     }
     out
+}
+
+/// `network: {allow: [hosts]}`: each entry checked as the proxy will read it.
+fn network_hosts(cx: &mut Ctx, node: &Node, path: &str) -> Option<Vec<String>> {
+    let fields = cx.fields(node, path, &["allow"], codes::PROXY_UNKNOWN_KEY)?;
+    let apath = join(path, "allow");
+    let Some((_, allow)) = fields.into_iter().find(|(k, _)| *k == "allow") else {
+        cx.push(
+            codes::MISSING_FIELD,
+            &apath,
+            node.line,
+            format!("{path} has no allow list"),
+            "write `network: {allow: [crates.io, \"*.crates.io\", \"github.com:443\"]}`",
+        );
+        return None;
+    };
+    let mut hosts = Vec::new();
+    let mut ok = true;
+    for (i, item) in list(cx, allow, &apath, "allow: [crates.io, \"*.crates.io\"]") {
+        let ipath = format!("{apath}[{i}]");
+        let Some(text) = cx.string(item, &ipath) else {
+            ok = false;
+            continue;
+        };
+        match crate::confine::egress::rules::Rule::parse(&text) {
+            Ok(_) => hosts.push(text),
+            Err(e) => {
+                ok = false;
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &ipath,
+                    item.line,
+                    format!("{ipath}: {e}"),
+                    "write host, *.domain (its subdomains, not itself), host:port, an IP \
+                     address with its port (10.0.0.5:5000), or host.awf.internal:PORT for a \
+                     server on this machine",
+                );
+            }
+        }
+    }
+    ok.then_some(hosts)
 }
 
 /// The items of a list node (a null node is an empty list).

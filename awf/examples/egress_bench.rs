@@ -1,0 +1,152 @@
+//! Measures what the egress proxy costs on loopback: added latency per
+//! request (a new connection each, as through the proxy every request is)
+//! and throughput of one large download, each against going direct.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use awf::confine::egress::proxy::Proxy;
+use awf::confine::egress::rules::AllowList;
+
+const REQUESTS: usize = 200;
+const WARMUP: usize = 20;
+const BIG: u64 = 100_000_000;
+const DOWNLOADS: usize = 5;
+
+/// An HTTP server: `/big` sends BIG bytes, anything else a short body.
+fn server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            std::thread::spawn(move || answer(conn));
+        }
+    });
+    port
+}
+
+fn answer(mut conn: TcpStream) {
+    let _ = conn.set_nodelay(true);
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let big = head.starts_with(b"GET /big ");
+    let len = if big { BIG } else { 13 };
+    let reply = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n");
+    if conn.write_all(reply.as_bytes()).is_err() {
+        return;
+    }
+    if !big {
+        let _ = conn.write_all(b"Hello, world!");
+        return;
+    }
+    let block = vec![b'x'; 64 * 1024];
+    let mut left = BIG;
+    while left > 0 {
+        let n = left.min(block.len() as u64) as usize;
+        if conn.write_all(&block[..n]).is_err() {
+            return;
+        }
+        left -= n as u64;
+    }
+}
+
+/// The proxy on a loopback port, allowing the server through
+/// host.awf.internal.
+fn proxy(server_port: u16) -> SocketAddr {
+    let allow = AllowList::parse([format!("host.awf.internal:{server_port}")]).unwrap();
+    let proxy = Arc::new(Proxy::new(allow));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let proxy = proxy.clone();
+            std::thread::spawn(move || proxy.serve(client, &|_| {}));
+        }
+    });
+    addr
+}
+
+/// One GET on a new connection, read to the end; returns the bytes read.
+fn get(to: SocketAddr, target: &str, host: &str) -> u64 {
+    let mut s = TcpStream::connect(to).unwrap();
+    s.set_nodelay(true).unwrap();
+    write!(s, "GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return total,
+            Ok(n) => total += n as u64,
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let port = server();
+    let direct: SocketAddr = ([127, 0, 0, 1], port).into();
+    let via = proxy(port);
+    let host = format!("host.awf.internal:{port}");
+    let url = |path: &str| format!("http://{host}{path}");
+
+    // (a) latency: direct and proxied requests interleaved, so drift in
+    // the machine's load falls on both alike.
+    let (mut d, mut p) = (Vec::new(), Vec::new());
+    for i in 0..WARMUP + REQUESTS {
+        let t = Instant::now();
+        get(direct, "/small", &host);
+        let dt = t.elapsed();
+        let t = Instant::now();
+        get(via, &url("/small"), &host);
+        let pt = t.elapsed();
+        if i >= WARMUP {
+            d.push(dt);
+            p.push(pt);
+        }
+    }
+    let (dm, pm) = (median(d), median(p));
+    println!("latency, median of {REQUESTS} GETs on new connections:");
+    println!("  direct {:>8.1} us", dm.as_secs_f64() * 1e6);
+    println!("  proxy  {:>8.1} us", pm.as_secs_f64() * 1e6);
+    println!(
+        "  added  {:>8.1} us",
+        (pm.as_secs_f64() - dm.as_secs_f64()) * 1e6
+    );
+
+    // (b) throughput of one large download, median of a few runs.
+    let rate = |to: SocketAddr, target: &str| {
+        let mut runs = Vec::new();
+        for _ in 0..DOWNLOADS {
+            let t = Instant::now();
+            let n = get(to, target, &host);
+            assert!(n > BIG, "short download: {n} bytes");
+            runs.push(n as f64 / t.elapsed().as_secs_f64() / 1e6);
+        }
+        runs.sort_by(f64::total_cmp);
+        runs[runs.len() / 2]
+    };
+    let dr = rate(direct, "/big");
+    let pr = rate(via, &url("/big"));
+    println!(
+        "throughput, {} MB download, median of {DOWNLOADS}:",
+        BIG / 1_000_000
+    );
+    println!("  direct {dr:>8.0} MB/s");
+    println!("  proxy  {pr:>8.0} MB/s");
+    println!("  ratio  {:>8.2}", pr / dr);
+}
