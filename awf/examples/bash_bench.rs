@@ -104,9 +104,13 @@ fn main() {
             times[i + 1].push(t.elapsed());
         }
     }
-    for (_, s) in servers {
-        s.finish();
-    }
+    let servers_named: Vec<(String, ())> = servers
+        .into_iter()
+        .map(|(name, s)| {
+            s.finish();
+            (name, ())
+        })
+        .collect();
     let _ = std::fs::remove_dir_all(&base);
     let medians: Vec<f64> = times
         .into_iter()
@@ -121,11 +125,7 @@ fn main() {
         "{:<44} {:>8.2} {:>14}",
         "floor: bash -c true spawned here", medians[0], "-"
     );
-    let names = ["default", "read: host", "landlock: false"]
-        .into_iter()
-        .map(String::from)
-        .chain(other.iter().map(|o| format!("default, {}", o.display())));
-    for (name, m) in names.zip(&medians[1..]) {
+    for ((name, _), m) in servers_named.iter().zip(&medians[1..]) {
         println!("{name:<44} {m:>8.2} {:>+13.2}", m - medians[0]);
     }
 }

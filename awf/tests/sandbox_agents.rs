@@ -1,6 +1,8 @@
 //! The sandbox seen by a real agent CLI through `awf run`: the agent's Bash gets a clean
 //! environment, so neither the model key nor a secret exported to `awf run` reaches the
-//! model in a Bash result, while what `env_passthrough` names does, under every CLI.
+//! model in a Bash result, while what `env_passthrough` names does, under every CLI; and
+//! with a host list (`network: {allow: [...]}`) Bash is pointed at the egress proxy while
+//! the CLI itself, outside Bash's network namespace, still reaches its model.
 
 #[path = "fake_model/mod.rs"]
 mod fake_model;
@@ -45,7 +47,8 @@ fn no_secret_in_bash(cli: &str) {
         &step,
         cli,
         &opts,
-        "{enable: true, sandbox: {env_passthrough: [\"AWF_WF_PASS_*\"]}}",
+        "{enable: true, sandbox: {env_passthrough: [\"AWF_WF_PASS_*\"], \
+         network: {allow: [crates.io]}}}",
         None,
         &[
             ("AWF_PLANTED_SECRET_TOKEN", PLANTED.to_string()),
@@ -56,6 +59,12 @@ fn no_secret_in_bash(cli: &str) {
     assert!(
         seen.contains("ENV-BEGIN-42") && seen.contains("PATH="),
         "{cli}: the Bash result never reached the model\n{ctx}"
+    );
+    // Under a host list Bash's one way out is the proxy; the CLI, outside Bash's network
+    // namespace, still reached its model.
+    assert!(
+        seen.contains("HTTPS_PROXY=http://127.0.0.1:3128"),
+        "{cli}: Bash was not pointed at the egress proxy\n{ctx}"
     );
     // Every CLI the same way (codex starts its MCP servers with an environment of its own).
     assert!(
