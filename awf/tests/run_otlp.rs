@@ -1,7 +1,8 @@
-//! Step spans and tool spans of `awf run` at a real OTLP/gRPC receiver: each proxied agent
-//! step gets an `awf.step <state>` span (child of awf run's own TRACEPARENT), and the tool
-//! spans of that step nest under it — whether the tools ran in `awf mcp-serve` spawned by
-//! an agent CLI (transport `pipe`) or in-process for `openai_compatible` (`inproc`).
+//! The run's trace at a real OTLP/gRPC receiver: one root span `awf.run <workflow>` (child
+//! of awf run's own TRACEPARENT), one `awf.step <state>` span under it for every state that
+//! ran (agents, terminal), and the tool spans of each step under its span — whether the
+//! tools ran in `awf mcp-serve` spawned by an agent CLI (transport `pipe`) or in-process
+//! for `openai_compatible` (`inproc`).
 
 mod common;
 #[path = "fake_model/mod.rs"]
@@ -43,7 +44,12 @@ states:
     prompt: Read input.txt
     options: {{base_url: "{base}", model: m}}
     mcp_proxy: {{enable: true}}
+    on_success: check
+  check:
+    type: step
+    command: exit 3
     on_success: review
+    on_failure: review
   review:
     type: agent
     provider: claude
@@ -89,13 +95,54 @@ states:
             .cloned()
             .collect::<Vec<_>>()
     };
-    let (fix, review) = (named("awf.step fix"), named("awf.step review"));
-    assert_eq!((fix.len(), review.len()), (1, 1), "{spans:#?}");
-    for step in [&fix[0], &review[0]] {
+    let root = named("awf.run traced");
+    assert_eq!(root.len(), 1, "{spans:#?}");
+    let root = &root[0];
+    assert_eq!(hex(&root.trace_id), RUN_TRACE);
+    assert_eq!(hex(&root.parent_span_id), RUN_SPAN);
+    assert_eq!(attr(root, "awf.run.exit_code").as_deref(), Some("0"));
+    assert_eq!(attr(root, "awf.run.status").as_deref(), Some("success"));
+    assert_eq!(attr(root, "awf.workflow.name").as_deref(), Some("traced"));
+    let (fix, review, done) = (
+        named("awf.step fix"),
+        named("awf.step review"),
+        named("awf.step done"),
+    );
+    assert_eq!(
+        (fix.len(), review.len(), done.len()),
+        (1, 1, 1),
+        "{spans:#?}"
+    );
+    for step in [&fix[0], &review[0], &done[0]] {
         assert_eq!(hex(&step.trace_id), RUN_TRACE);
-        assert_eq!(hex(&step.parent_span_id), RUN_SPAN);
-        assert_eq!(attr(step, "awf.step.tool_calls").as_deref(), Some("1"));
+        assert_eq!(step.parent_span_id, root.span_id);
+        assert_eq!(attr(step, "awf.step.status").as_deref(), Some("success"));
     }
+    for (step, provider) in [(&fix[0], "openai_compatible"), (&review[0], "claude")] {
+        assert_eq!(attr(step, "awf.step.tool_calls").as_deref(), Some("1"));
+        assert_eq!(attr(step, "awf.step.type").as_deref(), Some("agent"));
+        assert_eq!(
+            attr(step, "gen_ai.provider.name").as_deref(),
+            Some(provider)
+        );
+    }
+    assert_eq!(attr(&done[0], "awf.step.type").as_deref(), Some("terminal"));
+    // A step state that failed (and moved on by on_failure): its span says so.
+    let check = named("awf.step check");
+    assert_eq!(check.len(), 1, "{spans:#?}");
+    assert_eq!(check[0].parent_span_id, root.span_id);
+    assert_eq!(attr(&check[0], "awf.step.type").as_deref(), Some("step"));
+    assert_eq!(attr(&check[0], "awf.step.exit_code").as_deref(), Some("3"));
+    assert_eq!(
+        attr(&check[0], "awf.step.status").as_deref(),
+        Some("failure")
+    );
+    assert_eq!(
+        check[0].status.as_ref().map(|s| s.code),
+        Some(2),
+        "an error status: {:?}",
+        check[0].status
+    );
     let reads = named("tools/call Read");
     assert_eq!(reads.len(), 2, "{spans:#?}");
     let inproc = reads

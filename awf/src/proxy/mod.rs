@@ -7,8 +7,6 @@
 //! a server that started but never ended (a crash). The in-process variant for
 //! `openai_compatible` builds the same tool server, with the same telemetry, in this process.
 
-pub mod span;
-
 use crate::error::{AwfError, codes};
 use crate::mcp_serve::{self, ServeConfig};
 use crate::plugins::PluginTools;
@@ -33,8 +31,6 @@ pub struct ToolProxyService {
     pub audit_dir: PathBuf,
     /// The sandbox root of the tools (the run's working directory).
     pub root: PathBuf,
-    /// Exports step spans when OTLP export is asked for.
-    pub tracer: Option<span::StepTracer>,
 }
 
 /// One started proxy.
@@ -45,7 +41,6 @@ pub struct ProxySession {
     pub audit_path: PathBuf,
     pub traceparent: String,
     serve_config: ServeConfig,
-    span: Option<span::StepSpan>,
 }
 
 /// What `close` found.
@@ -206,13 +201,15 @@ impl ToolProxyService {
         check_private_location("run directory", &self.run_dir, &sb.writable, &fix)
     }
 
-    /// Checks the step's proxy, writes its config and returns the session.
+    /// Checks the step's proxy, writes its config and returns the session; its tool spans
+    /// nest under `traceparent` (the step span's).
     pub fn start(
         &self,
         state: &str,
         seq: usize,
         proxy: &McpProxy,
         plugins: &mut dyn PluginCatalog,
+        traceparent: &str,
     ) -> Result<ProxySession, AwfError> {
         check_proxy(proxy, plugins)?;
         self.prepare_sandbox(state, proxy)?;
@@ -220,22 +217,7 @@ impl ToolProxyService {
         private_dir(&step_dir)?;
         private_dir(&self.audit_dir)?;
         let audit_path = self.audit_dir.join(format!("{seq}-{state}.audit.jsonl"));
-        let parent = std::env::var("TRACEPARENT").ok();
-        let span = self.tracer.as_ref().map(|t| {
-            t.start(
-                state,
-                parent.as_deref(),
-                vec![
-                    opentelemetry::KeyValue::new("awf.run_id", self.run_id.clone()),
-                    opentelemetry::KeyValue::new("awf.step_id", format!("{seq}-{state}")),
-                    opentelemetry::KeyValue::new("awf.state", state.to_string()),
-                ],
-            )
-        });
-        let traceparent = match &span {
-            Some(s) => s.traceparent(),
-            None => new_traceparent(parent.as_deref()),
-        };
+        let traceparent = traceparent.to_string();
         let cfg = self.serve_config(state, seq, proxy, &audit_path, &traceparent);
         let config_path = step_dir.join("mcp-serve.json");
         let json = serde_json::json!({
@@ -313,7 +295,6 @@ impl ToolProxyService {
             audit_path,
             traceparent,
             serve_config: cfg,
-            span,
         })
     }
 
@@ -330,12 +311,7 @@ impl ToolProxyService {
 
     /// Tears the step down: the agent's group (`leader`, when there is one)
     /// and any `awf mcp-serve` still running with this step's config, then the files.
-    pub fn close(
-        &self,
-        mut session: ProxySession,
-        leader: Option<&mut ProcessGroup>,
-        outcome: &str,
-    ) -> ProxyReport {
+    pub fn close(&self, session: ProxySession, leader: Option<&mut ProcessGroup>) -> ProxyReport {
         let needle = session.config_path.display().to_string();
         let strays = process::pids_with_arg(&needle);
         let killed = process::terminate(leader, &strays, process::GRACE);
@@ -360,23 +336,7 @@ impl ToolProxyService {
                 session.audit_path.display()
             );
         }
-        if let Some(span) = session.span.take() {
-            let crashed = (!report.crashed_sessions.is_empty()).then_some("awf mcp-serve crashed");
-            let failed = (outcome != "success").then_some(outcome);
-            span.end(
-                outcome,
-                report.tool_calls.values().sum(),
-                crashed.or(failed),
-            );
-        }
         report
-    }
-
-    /// Flushes the step spans; called once at the end of the run.
-    pub fn shutdown(&mut self) {
-        if let Some(t) = self.tracer.as_mut() {
-            t.shutdown();
-        }
     }
 }
 

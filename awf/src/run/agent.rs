@@ -55,7 +55,12 @@ impl Runner<'_> {
         };
         let prompt = self.render(&prompt_text);
         let session = match &a.mcp_proxy {
-            Some(p) if p.enable => Some(self.proxy.start(name, seq, p, &mut self.plugins)?),
+            Some(p) if p.enable => {
+                Some(
+                    self.proxy
+                        .start(name, seq, p, &mut self.plugins, &self.step_traceparent)?,
+                )
+            }
             _ => None,
         };
         match providers::provider(&a.provider) {
@@ -65,7 +70,7 @@ impl Runner<'_> {
             Some(Provider::OpenAiCompatible) => self.openai_agent(name, a, &prompt, session, r),
             None => {
                 if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None, "error"));
+                    r.proxy = Some(self.proxy.close(s, None));
                 }
                 Err(AwfError::new(
                     codes::PROVIDER_UNAVAILABLE,
@@ -101,7 +106,7 @@ impl Runner<'_> {
             Ok(c) => c,
             Err(e) => {
                 if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None, "error"));
+                    r.proxy = Some(self.proxy.close(s, None));
                 }
                 return Err(e);
             }
@@ -123,7 +128,7 @@ impl Runner<'_> {
             Ok(v) => v,
             Err(e) => {
                 if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None, "error"));
+                    r.proxy = Some(self.proxy.close(s, None));
                 }
                 return Err(AwfError::new(
                     codes::SPAWN,
@@ -139,7 +144,7 @@ impl Runner<'_> {
         match session {
             // Teardown of a proxied step also finds `awf mcp-serve` processes by config path.
             Some(s) => {
-                let report = self.proxy.close(s, Some(&mut leader), p.status.as_str());
+                let report = self.proxy.close(s, Some(&mut leader));
                 p.collect();
                 r.tool_calls = report.tool_calls.clone();
                 let crashed = !report.crashed_sessions.is_empty();
@@ -220,7 +225,7 @@ impl Runner<'_> {
             Ok(o) => o,
             Err(e) => {
                 if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None, "error"));
+                    r.proxy = Some(self.proxy.close(s, None));
                 }
                 return Err(e);
             }
@@ -233,7 +238,7 @@ impl Runner<'_> {
                 Ok(p) => Some(p),
                 Err(e) => {
                     if let Some(s) = session {
-                        r.proxy = Some(self.proxy.close(s, None, "error"));
+                        r.proxy = Some(self.proxy.close(s, None));
                     }
                     return Err(e);
                 }
@@ -302,13 +307,7 @@ impl Runner<'_> {
             r.status = Status::Timeout;
         }
         if let Some(s) = session {
-            let outcome = match &result {
-                Some(Ok(_)) => "success",
-                Some(Err(_)) if r.status == Status::Timeout => r.status.as_str(),
-                Some(Err(_)) => "failure",
-                None => r.status.as_str(),
-            };
-            let report = self.proxy.close(s, None, outcome);
+            let report = self.proxy.close(s, None);
             r.tool_calls = report.tool_calls.clone();
             r.proxy = Some(report);
         }

@@ -26,6 +26,9 @@ pub(super) struct Runner<'a> {
     pub(super) plugins: InstalledPlugins,
     pub(super) workdir: PathBuf,
     pub(super) started: Instant,
+    pub(super) trace: super::trace::RunTrace,
+    /// The running state's span context, for its tool proxy.
+    pub(super) step_traceparent: String,
 }
 
 impl Runner<'_> {
@@ -68,6 +71,12 @@ impl Runner<'_> {
             }
             let state = self.wf.state(&current).expect("validated").clone();
             let t0 = Instant::now();
+            let step_trace = self.trace.step(
+                &state.name,
+                state.kind.type_name(),
+                &format!("{seq}-{}", state.name),
+            );
+            self.step_traceparent = step_trace.traceparent.clone();
             eprintln!(
                 "awf: [{:>6.1}s] → {} ({})",
                 self.started.elapsed().as_secs_f64(),
@@ -82,11 +91,13 @@ impl Runner<'_> {
                         .map(|m| self.render(m))
                         .unwrap_or_default();
                     let ok = t.status == TerminalStatus::Success;
-                    self.results.push(StateResult {
+                    let result = StateResult {
                         status: if ok { Status::Success } else { Status::Failure },
                         output: message.clone(),
                         ..StateResult::new(&state.name, "terminal")
-                    });
+                    };
+                    step_trace.end(&result);
+                    self.results.push(result);
                     return if ok {
                         Ok(())
                     } else {
@@ -133,6 +144,7 @@ impl Runner<'_> {
             let status = result.status;
             let error = result.error.clone();
             let name = result.state.clone();
+            step_trace.end(&result);
             self.results.push(result);
             // The step's tool set could not be served (a plugin gone since validation, say):
             // like a validation error, this stops the run rather than following on_failure.

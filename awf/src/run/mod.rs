@@ -11,6 +11,7 @@ mod inputs;
 mod report;
 mod step;
 mod supervise;
+mod trace;
 
 pub use inputs::resolve_inputs;
 pub use report::{ErrorJson, StateResult, Status};
@@ -100,8 +101,16 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
             run_dir: run_dir.clone(),
             audit_dir: audit_dir.clone(),
             root: workdir.clone(),
-            tracer: crate::proxy::span::StepTracer::from_env(),
         },
+        trace: trace::RunTrace::start(
+            &wf.name,
+            &run_id,
+            &wf.inputs
+                .iter()
+                .map(|i| i.name.as_str())
+                .collect::<Vec<_>>(),
+        ),
+        step_traceparent: String::new(),
         plugins: InstalledPlugins::new(&workdir),
         workdir,
         started: Instant::now(),
@@ -111,12 +120,13 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     eprintln!("awf: run {run_id} of {} ({})", wf.name, file.display());
     let outcome = runner.drive();
     process::kill_orphans();
-    runner.proxy.shutdown();
     let _ = std::fs::remove_dir_all(&run_dir);
     let (code, error) = match &outcome {
         Ok(()) => (0, None),
         Err(e) => (e.exit_code(), Some(e.clone())),
     };
+    let trace = std::mem::replace(&mut runner.trace, trace::RunTrace::none());
+    trace.end(code, error.as_ref().map(|e| e.message()));
     let summary = json!({
         "workflow": wf.name,
         "run_id": run_id,
