@@ -90,6 +90,8 @@ pub mod codes {
     pub const RUN_TIMEOUT: &str = "EXECUTION.RUN.TIMEOUT";
     pub const INTERRUPTED: &str = "EXECUTION.RUN.INTERRUPTED";
     pub const PROVIDER_UNAVAILABLE: &str = "EXECUTION.PROVIDER.UNAVAILABLE";
+    /// The step's model budget (`budget:`) was spent before the agent finished.
+    pub const BUDGET: &str = "EXECUTION.BUDGET";
     pub const PROXY_CRASHED: &str = "EXECUTION.MCP_PROXY.SERVER_CRASHED";
     pub const TOO_MANY_STEPS: &str = "WORKFLOW.RUN.TOO_MANY_STEPS";
     // The openai_compatible provider (HTTP Chat Completions).

@@ -28,6 +28,7 @@ pub mod private_files;
 pub mod process;
 pub mod providers;
 pub mod proxy;
+pub mod relay;
 pub mod run;
 pub mod telemetry;
 pub mod terminal;

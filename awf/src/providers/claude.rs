@@ -81,10 +81,10 @@ impl CliProvider for Claude {
         args.push("--".to_string());
         args.push(req.prompt.to_string());
 
-        if let Some(url) = opt_str(req.options, "base_url", name)? {
+        if let Some(url) = req.base_url(name)? {
             cmd.env.push(("ANTHROPIC_BASE_URL".into(), url));
         }
-        if let Some(key) = api_key(req.options, name)? {
+        if let Some(key) = req.api_key(name)? {
             cmd.env.push(("ANTHROPIC_API_KEY".into(), key));
         }
         // No update checks, telemetry or other background calls from a workflow step.
@@ -139,7 +139,7 @@ impl CliProvider for Claude {
 // ---- Shared by the CLI providers -------------------------------------------------------
 
 /// A string option, `None` when absent; any other type is a USER error naming the option.
-pub(super) fn opt_str(
+pub(crate) fn opt_str(
     options: &Map<String, Value>,
     key: &str,
     provider: &str,
@@ -183,7 +183,7 @@ pub(super) fn extra_args(
 
 /// The API key named by option `api_key_env` (the name of an environment variable, so the
 /// key itself never sits in a workflow file). `None` when the option is absent.
-pub(super) fn api_key(
+pub(crate) fn api_key(
     options: &Map<String, Value>,
     provider: &str,
 ) -> Result<Option<String>, AwfError> {
@@ -281,6 +281,7 @@ mod tests {
             options: &options,
             workdir: Path::new("/w"),
             proxy: Some(&proxy),
+            relay: None,
         };
         let cmd = Claude.command(&req).unwrap();
         let file = dir.join("claude-mcp.json");
@@ -328,6 +329,7 @@ mod tests {
             options: &options,
             workdir: Path::new("/w"),
             proxy: Some(&proxy),
+            relay: None,
         };
         let e = Claude.command(&req).unwrap_err();
         assert!(e.message().contains("claude-mcp.json"), "{}", e.message());

@@ -9,7 +9,7 @@
 //! disabled; what Codex cannot switch off is named in a warning. A `base_url` option
 //! becomes a model provider of its own (`wire_api = "responses"`).
 
-use super::claude::{agent_failed, api_key, extra_args, json_lines, opt_str};
+use super::claude::{agent_failed, extra_args, json_lines, opt_str};
 use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
 use crate::error::AwfError;
 use std::process::ExitStatus;
@@ -81,16 +81,17 @@ impl CliProvider for Codex {
         if let Some(model) = opt_str(req.options, "model", name)? {
             args.extend(["-m".to_string(), model]);
         }
-        if let Some(url) = opt_str(req.options, "base_url", name)? {
+        if let Some(url) = req.base_url(name)? {
             let mut provider = format!(
                 "{{name={},base_url={},wire_api=\"responses\"",
                 toml_str("awf"),
                 toml_str(&url)
             );
-            if let Some(var) = opt_str(req.options, "api_key_env", name)? {
-                // Checked here so a missing key fails before Codex starts.
-                api_key(req.options, name)?;
+            if let Some((var, value)) = req.key_var(name)? {
                 provider.push_str(&format!(",env_key={}", toml_str(&var)));
+                if let Some(v) = value {
+                    cmd.env.push((var, v));
+                }
             }
             provider.push('}');
             args.push("-c".into());
@@ -260,6 +261,7 @@ mod tests {
             options: &options,
             workdir: Path::new("/w"),
             proxy: Some(&proxy),
+            relay: None,
         };
         let cmd = Codex.command(&req).unwrap();
         assert!(cmd.args.contains(

@@ -5,9 +5,7 @@
 //! would change the user's own settings. A model is always passed, because without `-m`
 //! Gemini CLI first makes a routing call.
 
-use super::claude::{
-    agent_failed, api_key, excerpt, extra_args, json_lines, opt_str, write_private,
-};
+use super::claude::{agent_failed, excerpt, extra_args, json_lines, opt_str, write_private};
 use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
 use crate::error::AwfError;
 use serde_json::json;
@@ -65,10 +63,10 @@ impl CliProvider for Gemini {
             ));
         }
         cmd.args.extend(extra_args(req.options, name)?);
-        if let Some(url) = opt_str(req.options, "base_url", name)? {
+        if let Some(url) = req.base_url(name)? {
             cmd.env.push(("GOOGLE_GEMINI_BASE_URL".into(), url));
         }
-        if let Some(key) = api_key(req.options, name)? {
+        if let Some(key) = req.api_key(name)? {
             cmd.env.push(("GEMINI_API_KEY".into(), key));
         }
         Ok(cmd)
@@ -160,6 +158,7 @@ mod tests {
             options: &options,
             workdir: Path::new("/w"),
             proxy: Some(&proxy),
+            relay: None,
         };
         let cmd = Gemini.command(&req).unwrap();
         assert!(cmd.args.contains(&DEFAULT_MODEL.to_string()));

@@ -27,6 +27,56 @@ pub struct AgentRequest<'a> {
     pub workdir: &'a Path,
     /// The per-step tool proxy, when the state uses one.
     pub proxy: Option<&'a ProxyInjection>,
+    /// The step's route through the run's model relay, when it has one.
+    pub relay: Option<&'a RelayRoute>,
+}
+
+/// What the model relay gives a step's CLI in place of the endpoint and the key.
+#[derive(Debug, Clone)]
+pub struct RelayRoute {
+    pub base_url: String,
+    /// The placeholder key, when the workflow names a key (`api_key_env`).
+    pub key: Option<String>,
+}
+
+/// The variable through which the CLI's placeholder key is handed over, for CLIs that are
+/// told a variable's name (the real key's variable is removed from their environment).
+pub const RELAY_KEY_VAR: &str = "AWF_MODEL_KEY";
+
+impl AgentRequest<'_> {
+    /// The model endpoint the CLI is given: the relay's route, else `options.base_url`.
+    pub fn base_url(&self, provider: &str) -> Result<Option<String>, AwfError> {
+        match self.relay {
+            Some(r) => Ok(Some(r.base_url.clone())),
+            None => claude::opt_str(self.options, "base_url", provider),
+        }
+    }
+
+    /// The key the CLI is given: the relay's placeholder, else the one `api_key_env` names.
+    pub fn api_key(&self, provider: &str) -> Result<Option<String>, AwfError> {
+        match self.relay {
+            Some(r) if r.key.is_some() => Ok(r.key.clone()),
+            _ => claude::api_key(self.options, provider),
+        }
+    }
+
+    /// For a CLI told the name of the variable holding its key: that name, and the value
+    /// to set in it (the placeholder; None: the variable is the user's own, inherited).
+    pub fn key_var(&self, provider: &str) -> Result<Option<(String, Option<String>)>, AwfError> {
+        match self.relay {
+            Some(RelayRoute { key: Some(k), .. }) => {
+                Ok(Some((RELAY_KEY_VAR.to_string(), Some(k.clone()))))
+            }
+            _ => match claude::opt_str(self.options, "api_key_env", provider)? {
+                Some(var) => {
+                    // Checked here so a missing key fails before the CLI starts.
+                    claude::api_key(self.options, provider)?;
+                    Ok(Some((var, None)))
+                }
+                None => Ok(None),
+            },
+        }
+    }
 }
 
 /// What the per-step proxy offers the provider (built by `ToolProxyService::start`).

@@ -5,9 +5,7 @@
 //! what the model is offered. A `base_url` option becomes an OpenAI-compatible provider in
 //! the same file (`-m awf-model/<model>`).
 
-use super::claude::{
-    agent_failed, api_key, excerpt, extra_args, json_lines, opt_str, write_private,
-};
+use super::claude::{agent_failed, excerpt, extra_args, json_lines, opt_str, write_private};
 use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
 use crate::error::{AwfError, codes};
 use serde_json::{Value, json};
@@ -27,7 +25,7 @@ impl CliProvider for OpenCode {
         let name = self.name();
         let mut cmd = AgentCommand::new(name, req.options);
         let model = opt_str(req.options, "model", name)?;
-        let base_url = opt_str(req.options, "base_url", name)?;
+        let base_url = req.base_url(name)?;
         // No undo snapshots: OpenCode would copy the work tree into a git store in its data
         // dir at every start, which costs seconds and disk for nothing in a one-shot step.
         let mut config = json!({"$schema": "https://opencode.ai/config.json", "snapshot": false});
@@ -35,9 +33,11 @@ impl CliProvider for OpenCode {
         let model_ref = match (&base_url, &model) {
             (Some(url), Some(m)) => {
                 let mut options = json!({"baseURL": url});
-                if let Some(var) = opt_str(req.options, "api_key_env", name)? {
-                    api_key(req.options, name)?;
+                if let Some((var, value)) = req.key_var(name)? {
                     options["apiKey"] = json!(format!("{{env:{var}}}"));
+                    if let Some(v) = value {
+                        cmd.env.push((var, v));
+                    }
                 }
                 config["provider"] = json!({PROVIDER_ID: {
                     "npm": "@ai-sdk/openai-compatible",
@@ -269,6 +269,7 @@ mod tests {
             options: &options,
             workdir: Path::new("/w"),
             proxy: Some(&proxy),
+            relay: None,
         };
         let cmd = OpenCode.command(&req).unwrap();
         assert!(cmd.args.windows(2).any(|w| w == ["-m", "awf-model/m"]));

@@ -8,8 +8,9 @@ use super::report::{StateResult, Status};
 use super::supervise::{Progress, last_lines};
 use crate::error::{AwfError, codes};
 use crate::process;
-use crate::providers::{self, AgentOutput, AgentRequest, CliProvider, Provider};
+use crate::providers::{self, AgentOutput, AgentRequest, CliProvider, Provider, RelayRoute};
 use crate::proxy::ProxySession;
+use crate::relay::{KeyHeader, LeaseHandle, LeaseSpec, Relay};
 use crate::workflow::{self, Prompt};
 use mcpserver::CancellationToken;
 use std::process::Command;
@@ -83,6 +84,86 @@ impl Runner<'_> {
         }
     }
 
+    /// The step's route through the run's model relay (started with the first), or None
+    /// where the step has none: `options.relay: false` (the CLI then holds the key, with a
+    /// WARN), or neither a key nor a base_url to relay (the CLI's own login to its own
+    /// endpoint, which awf does not redirect).
+    fn model_lease(
+        &mut self,
+        a: &workflow::AgentState,
+        cli: &str,
+        session: Option<&ProxySession>,
+    ) -> Result<Option<LeaseHandle>, AwfError> {
+        let key_env = providers::claude::opt_str(&a.options, "api_key_env", cli)?;
+        match a.options.get("relay") {
+            None | Some(serde_json::Value::Bool(true)) => {}
+            Some(serde_json::Value::Bool(false)) => {
+                if key_env.is_some() {
+                    tracing::warn!(
+                        provider = cli,
+                        "options.relay is false: the agent CLI holds the model key itself \
+                         (its Bash cannot read it only because of the sandbox)"
+                    );
+                }
+                return Ok(None);
+            }
+            Some(other) => {
+                return Err(AwfError::new(
+                    codes::AGENT_OPTION,
+                    format!("provider {cli}: option relay must be true or false, found {other}"),
+                ));
+            }
+        }
+        let base_url = providers::claude::opt_str(&a.options, "base_url", cli)?;
+        let (default, header, gen_ai) = match cli {
+            "claude" => (
+                Some("https://api.anthropic.com"),
+                KeyHeader::XApiKey,
+                "anthropic",
+            ),
+            "codex" => (
+                Some("https://api.openai.com/v1"),
+                KeyHeader::Bearer,
+                "openai",
+            ),
+            "gemini" => (
+                Some("https://generativelanguage.googleapis.com"),
+                KeyHeader::Goog,
+                "gcp.gemini",
+            ),
+            // Its endpoint comes from its model catalogue unless base_url names one.
+            "opencode" => (None, KeyHeader::Bearer, "openai"),
+            _ => return Ok(None),
+        };
+        if key_env.is_none() && base_url.is_none() {
+            return Ok(None);
+        }
+        let Some(upstream) = base_url.or(default.map(String::from)) else {
+            return Ok(None);
+        };
+        let key = providers::claude::api_key(&a.options, cli)?.map(|k| (header, k));
+        if self.relay.is_none() {
+            let relay = Relay::start(self.trace.exporter()).map_err(|e| {
+                AwfError::new(codes::SPAWN, format!("cannot start the model relay: {e}"))
+            })?;
+            self.relay = Some(relay);
+        }
+        let spec = LeaseSpec {
+            upstream: upstream.trim_end_matches('/').to_string(),
+            key,
+            provider: gen_ai,
+            traceparent: Some(self.step_traceparent.clone()),
+            audit: session.map(|s| s.audit_path.clone()),
+            budget: a.budget.unwrap_or_default(),
+        };
+        self.relay
+            .as_ref()
+            .expect("started above")
+            .lease(spec)
+            .map(Some)
+            .map_err(|e| AwfError::new(codes::IO, format!("cannot open the model relay: {e}")))
+    }
+
     /// A CLI agent: spawned and supervised like a step; with a proxy, the teardown also
     /// finds the `awf mcp-serve` processes it started.
     fn cli_agent(
@@ -95,14 +176,36 @@ impl Runner<'_> {
         r: &mut StateResult,
     ) -> Result<(), AwfError> {
         let deadline = a.timeout.map(|t| Instant::now() + t);
+        let lease = match self.model_lease(a, provider.name(), session.as_ref()) {
+            Ok(l) => l,
+            Err(e) => {
+                if let Some(s) = session {
+                    r.proxy = Some(self.proxy.close(s, None));
+                }
+                return Err(e);
+            }
+        };
+        let route = lease.as_ref().map(|l| RelayRoute {
+            base_url: l.base_url().to_string(),
+            key: l.placeholder().map(String::from),
+        });
         let req = AgentRequest {
             state: name,
             prompt,
             options: &a.options,
             workdir: &self.workdir,
             proxy: session.as_ref().map(|s| &s.injection),
+            relay: route.as_ref(),
         };
-        let command = match provider.command(&req) {
+        let command = match provider.command(&req).and_then(|mut c| {
+            // The real key's variable stays with awf: the CLI has the placeholder.
+            if lease.as_ref().is_some_and(|l| l.placeholder().is_some())
+                && let Some(var) = providers::claude::opt_str(&a.options, "api_key_env", name)?
+            {
+                c.env_remove.push(var);
+            }
+            Ok(c)
+        }) {
             Ok(c) => c,
             Err(e) => {
                 if let Some(s) = session {
@@ -167,6 +270,24 @@ impl Runner<'_> {
             }
         }
         r.status = p.status;
+        if let Some(l) = &lease {
+            let stats = l.stats();
+            let spent = stats.budget_exhausted;
+            r.model = Some(stats);
+            if let Some(limit) = spent
+                && p.status != Status::Interrupted
+            {
+                r.status = Status::Failure;
+                r.output = p.stdout.clone();
+                return Err(AwfError::new(
+                    codes::BUDGET,
+                    format!(
+                        "agent state {name:?} spent its model budget ({limit}); the relay \
+                         refused the next request"
+                    ),
+                ));
+            }
+        }
         match p.status {
             Status::Timeout => {
                 return Err(AwfError::new(

@@ -27,8 +27,10 @@ pub(super) struct Runner<'a> {
     pub(super) workdir: PathBuf,
     pub(super) started: Instant,
     pub(super) trace: super::trace::RunTrace,
-    /// The running state's span context, for its tool proxy.
+    /// The running state's span context, for its tool proxy and its model turns.
     pub(super) step_traceparent: String,
+    /// The run's model relay, started with the first CLI step that uses it.
+    pub(super) relay: Option<crate::relay::Relay>,
 }
 
 impl Runner<'_> {

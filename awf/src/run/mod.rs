@@ -111,6 +111,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
                 .collect::<Vec<_>>(),
         ),
         step_traceparent: String::new(),
+        relay: None,
         plugins: InstalledPlugins::new(&workdir),
         workdir,
         started: Instant::now(),

@@ -51,6 +51,9 @@ pub struct StateResult {
     pub tool_calls: BTreeMap<String, u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxyReport>,
+    /// The step's model turns as the relay saw them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::relay::ModelStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,6 +75,7 @@ impl StateResult {
             provider: None,
             tool_calls: BTreeMap::new(),
             proxy: None,
+            model: None,
             usage: None,
             cost_usd: None,
             error: None,
@@ -131,6 +135,20 @@ fn print_human(s: &Value) {
             p(&st["status"]),
             st["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
         );
+        let m = &st["model"];
+        if let Some(n) = m["requests"].as_u64() {
+            println!(
+                "      model: {n} request{} · {} in / {} out tokens · {:.1}s in the model{}",
+                if n == 1 { "" } else { "s" },
+                m["input_tokens"].as_u64().unwrap_or(0),
+                m["output_tokens"].as_u64().unwrap_or(0),
+                m["model_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+                m["budget_exhausted"]
+                    .as_str()
+                    .map(|l| format!(" · budget spent ({l})"))
+                    .unwrap_or_default()
+            );
+        }
         let net = &st["proxy"]["net"];
         if let Some(hosts) = net["contacted"].as_object().filter(|m| !m.is_empty()) {
             let list: Vec<String> = hosts.iter().map(|(k, v)| format!("{k}×{v}")).collect();

@@ -11,10 +11,11 @@ use super::report::{StateResult, Status};
 use crate::telemetry::otel::{OtelExporter, export_requested, parse_traceparent};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{Span as _, SpanKind, Status as SpanStatus};
+use std::sync::Arc;
 
 /// The run's root span and its exporter (the same OTLP pipeline as `awf mcp-serve`'s).
 pub struct RunTrace {
-    exporter: Option<OtelExporter>,
+    exporter: Option<Arc<OtelExporter>>,
     root: Option<opentelemetry_sdk::trace::Span>,
     /// The root span's traceparent, else awf run's own TRACEPARENT.
     parent: Option<String>,
@@ -43,7 +44,7 @@ impl RunTrace {
         let env_parent = std::env::var("TRACEPARENT").ok();
         let exporter = if export_requested() {
             match OtelExporter::from_env() {
-                Ok(e) => Some(e),
+                Ok(e) => Some(Arc::new(e)),
                 Err(e) => {
                     tracing::warn!("OpenTelemetry export of the run's spans is off: {e}");
                     None
@@ -93,6 +94,11 @@ impl RunTrace {
         }
     }
 
+    /// The exporter, for the spans others start in this run (the relay's chat spans).
+    pub fn exporter(&self) -> Option<Arc<OtelExporter>> {
+        self.exporter.clone()
+    }
+
     /// Starts the span of one state, child of the root.
     pub fn step(&self, state: &str, kind: &'static str, step_id: &str) -> StepTrace {
         let span = self.exporter.as_ref().map(|e| {
@@ -130,7 +136,7 @@ impl RunTrace {
             }
             root.end();
         }
-        if let Some(e) = self.exporter.as_mut() {
+        if let Some(e) = &self.exporter {
             e.shutdown();
         }
     }

@@ -23,7 +23,7 @@ pub struct OtelExporter {
     provider: SdkTracerProvider,
     tracer: SdkTracer,
     /// Drives tonic's connection; must outlive the provider's shutdown.
-    runtime: Option<tokio::runtime::Runtime>,
+    runtime: std::sync::Mutex<Option<tokio::runtime::Runtime>>,
 }
 
 impl OtelExporter {
@@ -54,7 +54,7 @@ impl OtelExporter {
         Ok(OtelExporter {
             provider,
             tracer,
-            runtime: Some(runtime),
+            runtime: std::sync::Mutex::new(Some(runtime)),
         })
     }
 
@@ -92,17 +92,24 @@ impl OtelExporter {
             .start_with_context(&self.tracer, &cx)
     }
 
-    /// Exports what is pending and stops; called once before the process exits.
-    pub fn shutdown(&mut self) {
+    /// Exports what is pending and stops; called once before the process exits (spans
+    /// started later, on another thread holding this exporter, are not exported).
+    pub fn shutdown(&self) {
+        let Some(rt) = self
+            .runtime
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return;
+        };
         if let Err(e) = self.provider.force_flush() {
             tracing::warn!("OTLP flush failed: {e}");
         }
         if let Err(e) = self.provider.shutdown() {
             tracing::warn!("OTLP shutdown failed: {e}");
         }
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(std::time::Duration::from_secs(1));
-        }
+        rt.shutdown_timeout(std::time::Duration::from_secs(1));
     }
 }
 

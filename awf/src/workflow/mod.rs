@@ -171,6 +171,8 @@ pub struct AgentState {
     pub options: Map<String, Value>,
     pub timeout: Option<Duration>,
     pub mcp_proxy: Option<McpProxy>,
+    /// Limits on the model (`budget:`), kept by the relay or the in-process loop.
+    pub budget: Option<crate::relay::Budget>,
     pub on_success: Option<String>,
     pub on_failure: Option<String>,
 }

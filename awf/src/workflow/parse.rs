@@ -19,6 +19,7 @@ const AGENT_KEYS: &[&str] = &[
     "options",
     "timeout",
     "mcp_proxy",
+    "budget",
     "on_success",
     "on_failure",
 ];
@@ -563,12 +564,14 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                     }
                 }
             };
+            let budget = get("budget").and_then(|b| parse_budget(cx, b, &join(path, "budget")));
             StateKind::Agent(Box::new(AgentState {
                 provider: provider.unwrap_or_default(),
                 prompt: prompt.unwrap_or(Prompt::Inline(String::new())),
                 options,
                 timeout,
                 mcp_proxy,
+                budget,
                 on_success: str_field(cx, "on_success"),
                 on_failure: str_field(cx, "on_failure"),
             }))
@@ -808,6 +811,46 @@ fn parse_tool_policy(
         ),
     }
     policy
+}
+
+/// `budget: {tokens: N, requests: N}` of an agent state: at least one, each a whole
+/// number from 1.
+fn parse_budget(cx: &mut Ctx, node: &Node, path: &str) -> Option<crate::relay::Budget> {
+    let fields = cx.fields(node, path, &["tokens", "requests"], codes::UNKNOWN_KEY)?;
+    let mut budget = crate::relay::Budget::default();
+    for (key, v) in fields {
+        let kpath = join(path, key);
+        match v.as_str().and_then(|s| s.parse::<u64>().ok()) {
+            Some(n) if n >= 1 => {
+                if key == "tokens" {
+                    budget.tokens = Some(n);
+                } else {
+                    budget.requests = Some(n);
+                }
+            }
+            _ => cx.push(
+                codes::INVALID_VALUE,
+                &kpath,
+                v.line,
+                format!(
+                    "{kpath} must be a whole number from 1, found {}",
+                    v.describe()
+                ),
+                "write e.g. `budget: {tokens: 200000, requests: 50}`",
+            ),
+        }
+    }
+    if budget == crate::relay::Budget::default() {
+        cx.push(
+            codes::MISSING_FIELD,
+            path,
+            node.line,
+            format!("{path} names no limit"),
+            "write `budget: {tokens: N}`, `budget: {requests: N}` or both",
+        );
+        return None;
+    }
+    Some(budget)
 }
 
 #[cfg(test)]

@@ -209,6 +209,7 @@ pub fn run_cli(
         options: &options,
         workdir: &step.root,
         proxy: Some(proxy),
+        relay: None,
     };
     let command = provider.command(&req).expect("provider builds its command");
     let _slot = cli_slot();
@@ -415,6 +416,38 @@ pub fn run_workflow(
     plugins_dir: Option<&Path>,
     extra_env: &[(&str, String)],
 ) -> WorkflowRun {
+    run_workflow_full(
+        step,
+        provider,
+        options,
+        mcp_proxy,
+        plugins_dir,
+        extra_env,
+        "",
+    )
+}
+
+/// [`run_workflow`] with more keys for the agent state (`budget: {...}`, say).
+#[allow(dead_code)]
+pub fn run_workflow_with(
+    step: &Step,
+    provider: &str,
+    options: &Value,
+    mcp_proxy: &str,
+    state_extra: &str,
+) -> WorkflowRun {
+    run_workflow_full(step, provider, options, mcp_proxy, None, &[], state_extra)
+}
+
+fn run_workflow_full(
+    step: &Step,
+    provider: &str,
+    options: &Value,
+    mcp_proxy: &str,
+    plugins_dir: Option<&Path>,
+    extra_env: &[(&str, String)],
+    state_extra: &str,
+) -> WorkflowRun {
     let wf = step.base.join("wf.yaml");
     let audit_dir = step.base.join("run-audit");
     // JSON is YAML: the options go in as a flow mapping.
@@ -432,6 +465,7 @@ states:
     timeout: 120s
     options: {options}
     mcp_proxy: {mcp_proxy}
+    {state_extra}
     on_success: done
     on_failure: failed
   done:
