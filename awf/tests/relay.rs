@@ -237,3 +237,51 @@ fn a_spent_request_budget_ends_the_step_with_execution_budget() {
     // The model saw the one request the budget allowed.
     assert_eq!(fake.main_requests().len(), 1, "{}", fake.describe());
 }
+
+#[test]
+fn openai_compatible_goes_through_the_relay_with_its_key_spans_and_budget() {
+    let receiver = otlp_receiver::Receiver::start();
+    let fake = FakeModel::start(Script::new().call("Read", json!({"path": "docs/fixture.txt"})));
+    let step = Step::new("relay-openai");
+    let opts = model_options("openai_compatible", None, &fake);
+    let run = run_workflow(
+        &step,
+        "openai_compatible",
+        &opts,
+        "{enable: true}",
+        None,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.clone())],
+    );
+    assert!(run.status.success(), "{}\n{}", run.stderr, fake.describe());
+    for r in &fake.requests() {
+        assert_eq!(key_sent(r).as_deref(), Some(KEY), "{} {}", r.method, r.path);
+    }
+    let spans = receiver.spans();
+    let step_span = spans.iter().find(|s| s.name == "awf.step work").unwrap();
+    let chats: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "chat fake-model")
+        .collect();
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    for c in &chats {
+        assert_eq!(c.parent_span_id, step_span.span_id);
+        assert_eq!(
+            otlp_receiver::attr(c, "gen_ai.usage.output_tokens").as_deref(),
+            Some("7")
+        );
+    }
+    assert_eq!(run.state("work")["model"]["requests"], 2);
+
+    let step = Step::new("relay-openai-budget");
+    let run = run_workflow_with(
+        &step,
+        "openai_compatible",
+        &opts,
+        "{enable: true}",
+        "budget: {tokens: 10}",
+    );
+    let work = run.state("work");
+    assert_eq!(work["error"]["code"], "EXECUTION.BUDGET", "{work:#}");
+    assert_eq!(work["model"]["budget_exhausted"], "tokens", "{work:#}");
+    assert_eq!(work["model"]["requests"], 1, "{work:#}");
+}

@@ -368,6 +368,11 @@ fn http_errors_are_execution_errors_with_status_and_body() {
         msg.contains("503") && msg.contains("model overloaded"),
         "{msg}"
     );
+    // The endpoint the workflow names, not the relay's route it went through.
+    assert!(
+        msg.contains(&format!("{}/v1/chat/completions", model.base_url())),
+        "{msg}"
+    );
 }
 
 #[test]

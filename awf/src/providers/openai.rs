@@ -26,6 +26,7 @@ const OPTION_KEYS: &[&str] = &[
     "temperature",
     "max_completion_tokens",
     "max_tool_turns",
+    "relay",
 ];
 
 /// The state's options, checked.
@@ -39,6 +40,9 @@ pub struct OpenAiOptions {
     pub temperature: Option<f64>,
     pub max_completion_tokens: Option<u64>,
     pub max_tool_turns: usize,
+    /// The endpoint as the workflow names it, for messages, when requests go elsewhere
+    /// (through the run's model relay).
+    pub shown_url: Option<String>,
 }
 
 fn bad(state: &str, msg: String) -> AwfError {
@@ -54,6 +58,14 @@ impl OpenAiOptions {
                     "openai_compatible has no option {k:?}; its options are {}",
                     OPTION_KEYS.join(", ")
                 ),
+            ));
+        }
+        if let Some(v) = o.get("relay")
+            && !v.is_boolean()
+        {
+            return Err(bad(
+                state,
+                format!("option relay must be true or false, found {v}"),
             ));
         }
         let text = |k: &str| -> Result<Option<String>, AwfError> {
@@ -126,10 +138,11 @@ impl OpenAiOptions {
             temperature,
             max_completion_tokens: count("max_completion_tokens")?,
             max_tool_turns: count("max_tool_turns")?.map_or(DEFAULT_MAX_TOOL_TURNS, |n| n as usize),
+            shown_url: None,
         })
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         let b = self.base_url.trim_end_matches('/');
         if b.ends_with("/chat/completions") {
             b.to_string()
@@ -171,7 +184,8 @@ pub fn run(
     }
     messages.push(json!({"role": "user", "content": prompt}));
     let tools = server.map(tool_definitions).unwrap_or_default();
-    let url = opts.url();
+    let sent_to = opts.url();
+    let url = opts.shown_url.clone().unwrap_or_else(|| sent_to.clone());
     let mut usage = Usage::default();
     let mut turns = 0usize;
     loop {
@@ -192,7 +206,7 @@ pub fn run(
         if let Some(n) = opts.max_completion_tokens {
             body["max_completion_tokens"] = json!(n);
         }
-        let answer = post(&url, opts.api_key.as_deref(), &body, deadline)?;
+        let answer = post(&sent_to, &url, opts.api_key.as_deref(), &body, deadline)?;
         usage.add(&answer["usage"]);
         let message = answer["choices"][0]["message"].clone();
         if !message.is_object() {
@@ -338,6 +352,7 @@ fn excerpt(text: &str) -> String {
 
 fn post(
     url: &str,
+    shown: &str,
     key: Option<&str>,
     body: &Value,
     deadline: Option<Instant>,
@@ -349,7 +364,7 @@ fn post(
     if timeout.is_zero() {
         return Err(AwfError::new(
             codes::OPENAI_TIMEOUT,
-            format!("no time left to call {url}"),
+            format!("no time left to call {shown}"),
         ));
     }
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -365,37 +380,37 @@ fn post(
         ureq::Error::Timeout(_) => AwfError::new(
             codes::OPENAI_TIMEOUT,
             format!(
-                "{url} did not answer within {:.0?} (the state's timeout)",
+                "{shown} did not answer within {:.0?} (the state's timeout)",
                 timeout
             ),
         ),
         other => AwfError::new(
             codes::OPENAI_UNREACHABLE,
-            format!("cannot reach {url}: {other}"),
+            format!("cannot reach {shown}: {other}"),
         ),
     })?;
     let status = resp.status().as_u16();
     let text = resp.into_body().read_to_string().map_err(|e| match e {
         ureq::Error::Timeout(_) => AwfError::new(
             codes::OPENAI_TIMEOUT,
-            format!("{url} did not finish its answer within {:.0?}", timeout),
+            format!("{shown} did not finish its answer within {:.0?}", timeout),
         ),
         other => AwfError::new(
             codes::OPENAI_BAD_RESPONSE,
-            format!("reading the answer of {url}: {other}"),
+            format!("reading the answer of {shown}: {other}"),
         ),
     })?;
     if !(200..300).contains(&status) {
         return Err(AwfError::new(
             codes::OPENAI_HTTP,
-            format!("{url} answered HTTP {status}: {}", excerpt(&text)),
+            format!("{shown} answered HTTP {status}: {}", excerpt(&text)),
         ));
     }
     serde_json::from_str(&text).map_err(|e| {
         AwfError::new(
             codes::OPENAI_BAD_RESPONSE,
             format!(
-                "{url} answered HTTP {status} with invalid JSON ({e}): {}",
+                "{shown} answered HTTP {status} with invalid JSON ({e}): {}",
                 excerpt(&text)
             ),
         )

@@ -142,6 +142,18 @@ impl Runner<'_> {
             return Ok(None);
         };
         let key = providers::claude::api_key(&a.options, cli)?.map(|k| (header, k));
+        self.open_lease(a, upstream, key, gen_ai, session).map(Some)
+    }
+
+    /// A route through the run's model relay (started with the first one).
+    fn open_lease(
+        &mut self,
+        a: &workflow::AgentState,
+        upstream: String,
+        key: Option<(KeyHeader, String)>,
+        provider: &'static str,
+        session: Option<&ProxySession>,
+    ) -> Result<LeaseHandle, AwfError> {
         if self.relay.is_none() {
             let relay = Relay::start(self.trace.exporter()).map_err(|e| {
                 AwfError::new(codes::SPAWN, format!("cannot start the model relay: {e}"))
@@ -151,7 +163,7 @@ impl Runner<'_> {
         let spec = LeaseSpec {
             upstream: upstream.trim_end_matches('/').to_string(),
             key,
-            provider: gen_ai,
+            provider,
             traceparent: Some(self.step_traceparent.clone()),
             audit: session.map(|s| s.audit_path.clone()),
             budget: a.budget.unwrap_or_default(),
@@ -160,8 +172,32 @@ impl Runner<'_> {
             .as_ref()
             .expect("started above")
             .lease(spec)
-            .map(Some)
             .map_err(|e| AwfError::new(codes::IO, format!("cannot open the model relay: {e}")))
+    }
+
+    /// The step's model figures; a spent budget makes the step fail with EXECUTION.BUDGET.
+    fn model_result(
+        name: &str,
+        lease: Option<&LeaseHandle>,
+        r: &mut StateResult,
+    ) -> Result<(), AwfError> {
+        let Some(l) = lease else { return Ok(()) };
+        let stats = l.stats();
+        let spent = stats.budget_exhausted;
+        r.model = Some(stats);
+        match spent {
+            Some(limit) if r.status != Status::Interrupted => {
+                r.status = Status::Failure;
+                Err(AwfError::new(
+                    codes::BUDGET,
+                    format!(
+                        "agent state {name:?} spent its model budget ({limit}); the relay \
+                         refused the next request"
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// A CLI agent: spawned and supervised like a step; with a proxy, the teardown also
@@ -270,23 +306,9 @@ impl Runner<'_> {
             }
         }
         r.status = p.status;
-        if let Some(l) = &lease {
-            let stats = l.stats();
-            let spent = stats.budget_exhausted;
-            r.model = Some(stats);
-            if let Some(limit) = spent
-                && p.status != Status::Interrupted
-            {
-                r.status = Status::Failure;
-                r.output = p.stdout.clone();
-                return Err(AwfError::new(
-                    codes::BUDGET,
-                    format!(
-                        "agent state {name:?} spent its model budget ({limit}); the relay \
-                         refused the next request"
-                    ),
-                ));
-            }
+        if let Err(e) = Self::model_result(name, lease.as_ref(), r) {
+            r.output = p.stdout.clone();
+            return Err(e);
         }
         match p.status {
             Status::Timeout => {
@@ -342,7 +364,27 @@ impl Runner<'_> {
         r: &mut StateResult,
     ) -> Result<(), AwfError> {
         let deadline = a.timeout.map(|t| Instant::now() + t);
-        let opts = match providers::openai::OpenAiOptions::from_map(name, &a.options) {
+        // Its requests go through the run's relay too (unless `relay: false`): the same
+        // chat spans, audit records and budget as a CLI's, from one place.
+        let relayed = a.options.get("relay") != Some(&serde_json::Value::Bool(false));
+        let opts =
+            providers::openai::OpenAiOptions::from_map(name, &a.options).and_then(|mut o| {
+                if !relayed {
+                    return Ok((o, None));
+                }
+                o.shown_url = Some(o.url());
+                let upstream = o.base_url.trim_end_matches('/');
+                let upstream = upstream
+                    .strip_suffix("/chat/completions")
+                    .unwrap_or(upstream);
+                let key = o.api_key.take().map(|k| (KeyHeader::Bearer, k));
+                let lease =
+                    self.open_lease(a, upstream.to_string(), key, "openai", session.as_ref())?;
+                o.base_url = lease.base_url().to_string();
+                o.api_key = lease.placeholder().map(String::from);
+                Ok((o, Some(lease)))
+            });
+        let (opts, lease) = match opts {
             Ok(o) => o,
             Err(e) => {
                 if let Some(s) = session {
@@ -432,6 +474,7 @@ impl Runner<'_> {
             r.tool_calls = report.tool_calls.clone();
             r.proxy = Some(report);
         }
+        Self::model_result(name, lease.as_ref(), r)?;
         match result {
             Some(Ok(out)) => {
                 r.output = out.text;
