@@ -285,3 +285,106 @@ fn openai_compatible_goes_through_the_relay_with_its_key_spans_and_budget() {
     assert_eq!(work["model"]["budget_exhausted"], "tokens", "{work:#}");
     assert_eq!(work["model"]["requests"], 1, "{work:#}");
 }
+
+/// A TLS endpoint in front of the test model: a certificate for `localhost` signed by a
+/// fresh test CA (written to `ca_pem`), terminating TLS and passing the bytes on.
+/// Returns its port and how many connections it accepted.
+fn tls_front(
+    model_port: u16,
+    ca_pem: &Path,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    std::fs::write(ca_pem, ca.pem()).unwrap();
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".into()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![leaf.der().clone()],
+        rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+    )
+    .unwrap();
+    let config = Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
+            let config = config.clone();
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut tls =
+                    rustls::StreamOwned::new(rustls::ServerConnection::new(config).unwrap(), conn);
+                let mut plain = std::net::TcpStream::connect(("127.0.0.1", model_port)).unwrap();
+                // The test model answers one request per connection and closes: read the
+                // request up to its body, pass it on, then pass the answer back.
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if tls.read(&mut byte).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                let len: usize = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap_or(0));
+                let mut body = vec![0u8; len];
+                if tls.read_exact(&mut body).is_err() {
+                    return;
+                }
+                plain.write_all(&head).unwrap();
+                plain.write_all(&body).unwrap();
+                let mut answer = Vec::new();
+                let _ = plain.read_to_end(&mut answer);
+                let _ = tls.write_all(&answer);
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+    (port, accepted)
+}
+
+#[test]
+fn the_relay_reaches_an_https_endpoint_of_a_private_ca_named_by_ssl_cert_file() {
+    let Some(program) = agent_cli("claude") else {
+        return;
+    };
+    let fake = FakeModel::start(Script::new().call("Read", json!({"path": "docs/fixture.txt"})));
+    let step = Step::new("relay-tls");
+    let ca = step.base.join("test-ca.pem");
+    let (port, accepted) = tls_front(fake.port(), &ca);
+    let mut opts = model_options("claude", Some(&program), &fake);
+    opts["base_url"] = json!(format!("https://localhost:{port}"));
+    let run = run_workflow(
+        &step,
+        "claude",
+        &opts,
+        "{enable: true}",
+        None,
+        &[("SSL_CERT_FILE", ca.display().to_string())],
+    );
+    assert!(run.status.success(), "{}\n{}", run.stderr, fake.describe());
+    assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+    assert!(fake.main_requests().len() >= 2, "{}", fake.describe());
+    for r in &fake.requests() {
+        assert_eq!(key_sent(r).as_deref(), Some(KEY), "{} {}", r.method, r.path);
+    }
+}

@@ -56,6 +56,9 @@ pub struct ProxyReport {
     /// Pids that needed SIGKILL at teardown.
     pub killed: Vec<i32>,
     pub audit_file: String,
+    /// Model turns in the audit (`model.response`): requests, input and output tokens.
+    #[serde(skip)]
+    pub model: [u64; 3],
     /// Bash's connections through the egress proxy (`net.connect` records).
     #[serde(skip_serializing_if = "NetReport::is_empty")]
     pub net: NetReport,
@@ -378,6 +381,11 @@ pub fn summarise_audit(path: &Path) -> ProxyReport {
             Some("tool.result") if rec["is_error"] == true => {
                 *r.tool_errors.entry(tool).or_default() += 1
             }
+            Some("model.response") => {
+                r.model[0] += 1;
+                r.model[1] += rec["input_tokens"].as_u64().unwrap_or(0);
+                r.model[2] += rec["output_tokens"].as_u64().unwrap_or(0);
+            }
             Some("net.connect") => {
                 let target = format!(
                     "{}:{}",
@@ -402,7 +410,9 @@ pub fn summarise_audit(path: &Path) -> ProxyReport {
     r
 }
 
-/// Live counts for progress: calls per tool so far.
-pub fn live_counts(path: &Path) -> BTreeMap<String, u64> {
-    summarise_audit(path).tool_calls
+/// Live counts for progress: calls per tool so far, and the model turns seen by the
+/// relay (requests, input tokens, output tokens).
+pub fn live_counts(path: &Path) -> (BTreeMap<String, u64>, [u64; 3]) {
+    let r = summarise_audit(path);
+    (r.tool_calls, r.model)
 }

@@ -139,7 +139,7 @@ pub(super) struct Progress<'a> {
     name: &'a str,
     audit: Option<&'a Path>,
     t0: Instant,
-    last: BTreeMap<String, u64>,
+    last: (BTreeMap<String, u64>, [u64; 3]),
     last_print: Instant,
 }
 
@@ -149,7 +149,7 @@ impl<'a> Progress<'a> {
             name,
             audit,
             t0: Instant::now(),
-            last: BTreeMap::new(),
+            last: (BTreeMap::new(), [0; 3]),
             last_print: Instant::now(),
         }
     }
@@ -164,17 +164,23 @@ impl<'a> Progress<'a> {
             .unwrap_or_default();
         let changed = counts != self.last;
         if changed || self.last_print.elapsed() >= Duration::from_secs(10) {
-            let calls = if self.audit.is_none() {
+            let (tools, [requests, tokens_in, tokens_out]) = &counts;
+            let mut calls = if self.audit.is_none() {
                 "running".to_string()
-            } else if counts.is_empty() {
+            } else if tools.is_empty() {
                 "no tool calls yet".to_string()
             } else {
-                counts
+                tools
                     .iter()
                     .map(|(k, v)| format!("{k} {v}"))
                     .collect::<Vec<_>>()
                     .join(" · ")
             };
+            if *requests > 0 {
+                calls.push_str(&format!(
+                    " · model {requests} ({tokens_in} in / {tokens_out} out tokens)"
+                ));
+            }
             eprintln!(
                 "awf:   {} {:.0}s: {calls}",
                 self.name,
