@@ -139,6 +139,7 @@ fn main() {
             traceparent: None,
             audit: None,
             budget: Budget::default(),
+            model_content: false,
         })
         .unwrap();
     let placeholder = lease.placeholder().unwrap().to_string();

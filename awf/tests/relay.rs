@@ -271,6 +271,32 @@ fn openai_compatible_goes_through_the_relay_with_its_key_spans_and_budget() {
         );
     }
     assert_eq!(run.state("work")["model"]["requests"], 2);
+    // No prompt or answer on a span unless asked.
+    for c in &chats {
+        assert_eq!(otlp_receiver::attr(c, "gen_ai.input.messages"), None);
+        assert_eq!(otlp_receiver::attr(c, "gen_ai.output.messages"), None);
+    }
+
+    // Asked: both, on each turn.
+    let receiver = otlp_receiver::Receiver::start();
+    let step = Step::new("relay-openai-content");
+    let run = run_workflow_full_env(
+        &step,
+        "openai_compatible",
+        &opts,
+        "telemetry: {model_content: true}",
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.clone())],
+    );
+    assert!(run.status.success(), "{}", run.stderr);
+    let spans = receiver.spans();
+    let chats: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "chat fake-model")
+        .collect();
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    let input = otlp_receiver::attr(chats[0], "gen_ai.input.messages").unwrap();
+    assert!(input.contains("Read docs/fixture.txt"), "{input}");
+    assert!(otlp_receiver::attr(chats[0], "gen_ai.output.messages").is_some());
 
     let step = Step::new("relay-openai-budget");
     let run = run_workflow_with(
@@ -387,4 +413,28 @@ fn the_relay_reaches_an_https_endpoint_of_a_private_ca_named_by_ssl_cert_file() 
     for r in &fake.requests() {
         assert_eq!(key_sent(r).as_deref(), Some(KEY), "{} {}", r.method, r.path);
     }
+}
+
+#[test]
+fn relay_false_hands_the_cli_the_key_itself_with_a_warning() {
+    let Some(program) = agent_cli("claude") else {
+        return;
+    };
+    let fake = FakeModel::start(Script::new().call("Read", json!({"path": "docs/fixture.txt"})));
+    let step = Step::new("relay-off");
+    let wrapper = witness(&step.base, &program, &step.home.join(".local/state"));
+    let mut opts = model_options("claude", Some(&wrapper), &fake);
+    opts["relay"] = json!(false);
+    let run = run_workflow(&step, "claude", &opts, "{enable: true}", None, &[]);
+    assert!(run.status.success(), "{}\n{}", run.stderr, fake.describe());
+    let env = note(&step.base, "env");
+    assert!(env.contains(&format!("ANTHROPIC_API_KEY={KEY}")), "{env}");
+    assert!(!env.contains("awf-relay-"), "{env}");
+    assert!(
+        run.stderr.contains("WARN") && run.stderr.contains("options.relay is false"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.state("work")["model"].is_null());
+    assert!(!run.audit.iter().any(|r| r["type"] == "model.request"));
 }

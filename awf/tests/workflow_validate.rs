@@ -630,3 +630,22 @@ fn a_host_list_is_stated_by_validate_and_each_bad_entry_named_with_the_fix() {
         .unwrap_or_else(|| panic!("no problem for the unknown key: {:#}", v.json));
     assert!(p["code"].as_str().unwrap().contains("UNKNOWN_KEY"), "{p:#}");
 }
+
+#[test]
+fn bad_budgets_and_telemetry_name_the_key_and_the_fix() {
+    let v = validate("agent_budget_bad.yaml", None);
+    assert_eq!(v.code, 2, "{:#}", v.json);
+    for (path, msg) in [
+        ("states.build.budget.requests", "whole number from 1"),
+        ("states.build.budget.tokns", "tokns"),
+        ("states.build.telemetry.model_content", "true or false"),
+        ("states.other.budget", "names no limit"),
+    ] {
+        let p = v
+            .problems()
+            .iter()
+            .find(|p| p["path"] == path)
+            .unwrap_or_else(|| panic!("no problem at {path}: {:#}", v.json));
+        assert!(p["message"].as_str().unwrap().contains(msg), "{p:#}");
+    }
+}

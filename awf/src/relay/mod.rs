@@ -53,7 +53,13 @@ pub struct LeaseSpec {
     /// The step's audit file, when it has one.
     pub audit: Option<std::path::PathBuf>,
     pub budget: Budget,
+    /// Record the prompt and the answer on the chat spans (`telemetry: {model_content:
+    /// true}`), masked and cut to [`CONTENT_BYTES`]; off by default.
+    pub model_content: bool,
 }
+
+/// The most of a prompt or an answer a chat span holds when content is recorded.
+pub const CONTENT_BYTES: usize = 64 * 1024;
 
 /// A step's limits on the model (`budget:` of the agent state).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -79,6 +85,8 @@ pub struct ModelStats {
 struct Lease {
     placeholder: Option<String>,
     spec: LeaseSpec,
+    /// Masks secrets in recorded content (awf's secret-looking variables, key shapes).
+    masker: Option<crate::telemetry::audit::Masker>,
     audit: Option<AuditLog>,
     stats: Mutex<ModelStats>,
     refused: AtomicBool,
@@ -139,8 +147,12 @@ impl Relay {
             .key
             .is_some()
             .then(|| format!("awf-relay-{}", random_hex(24)));
+        let masker = spec
+            .model_content
+            .then(|| crate::telemetry::audit::Masker::from_env(CONTENT_BYTES));
         let lease = Arc::new(Lease {
             placeholder,
+            masker,
             spec,
             audit,
             stats: Mutex::new(ModelStats::default()),
@@ -480,6 +492,12 @@ fn forward(
         if let Some(m) = &model {
             attrs.push(KeyValue::new("gen_ai.request.model", m.clone()));
         }
+        if let Some(masker) = &lease.masker {
+            attrs.push(KeyValue::new(
+                "gen_ai.input.messages",
+                masker.mask_text(&cut(&String::from_utf8_lossy(&req.body))),
+            ));
+        }
         e.start_span(
             format!("chat {}", model.as_deref().unwrap_or(""))
                 .trim_end()
@@ -572,6 +590,7 @@ fn forward(
     // The answer ends when the connection does: no framing to hold a stream back.
     head.push_str("Connection: close\r\n\r\n");
     let mut reader = wire.map(|w| UsageReader::new(w, content_type.as_deref()));
+    let mut content = lease.masker.as_ref().map(|_| Vec::new());
     let mut first_byte = None;
     let mut failed = None;
     if conn.write_all(head.as_bytes()).is_ok() {
@@ -584,6 +603,10 @@ fn forward(
                     first_byte.get_or_insert_with(|| started.elapsed());
                     if let Some(r) = reader.as_mut() {
                         r.feed(&buf[..n]);
+                    }
+                    if let Some(c) = content.as_mut() {
+                        let room = CONTENT_BYTES.saturating_sub(c.len());
+                        c.extend_from_slice(&buf[..n.min(room)]);
                     }
                     if conn.write_all(&buf[..n]).is_err() {
                         failed = Some("the agent closed the connection".to_string());
@@ -600,6 +623,12 @@ fn forward(
     }
     let _ = conn.shutdown(Shutdown::Both);
     let used = reader.map(UsageReader::finish);
+    if let (Some(span), Some(c), Some(masker)) = (span.as_mut(), &content, &lease.masker) {
+        span.set_attribute(KeyValue::new(
+            "gen_ai.output.messages",
+            masker.mask_text(&cut(&String::from_utf8_lossy(c))),
+        ));
+    }
     finish(
         lease,
         span,
@@ -646,6 +675,12 @@ fn tls_config() -> &'static ureq::tls::TlsConfig {
             }
         }
     })
+}
+
+/// `text` cut to [`CONTENT_BYTES`] on a character boundary.
+fn cut(text: &str) -> String {
+    let end = crate::builtins::bound::floor_char_boundary(text, CONTENT_BYTES);
+    text[..end].to_string()
 }
 
 /// The endpoint's host and port, for `server.address` and `server.port`.

@@ -167,6 +167,7 @@ impl Runner<'_> {
             traceparent: Some(self.step_traceparent.clone()),
             audit: session.map(|s| s.audit_path.clone()),
             budget: a.budget.unwrap_or_default(),
+            model_content: a.model_content,
         };
         self.relay
             .as_ref()

@@ -171,8 +171,10 @@ pub struct AgentState {
     pub options: Map<String, Value>,
     pub timeout: Option<Duration>,
     pub mcp_proxy: Option<McpProxy>,
-    /// Limits on the model (`budget:`), kept by the relay or the in-process loop.
+    /// Limits on the model (`budget:`), kept by the run's model relay.
     pub budget: Option<crate::relay::Budget>,
+    /// `telemetry: {model_content: true}`: prompts and answers on the chat spans, masked.
+    pub model_content: bool,
     pub on_success: Option<String>,
     pub on_failure: Option<String>,
 }

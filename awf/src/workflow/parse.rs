@@ -20,6 +20,7 @@ const AGENT_KEYS: &[&str] = &[
     "timeout",
     "mcp_proxy",
     "budget",
+    "telemetry",
     "on_success",
     "on_failure",
 ];
@@ -565,6 +566,15 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 }
             };
             let budget = get("budget").and_then(|b| parse_budget(cx, b, &join(path, "budget")));
+            let model_content = get("telemetry").is_some_and(|t| {
+                let tpath = join(path, "telemetry");
+                cx.fields(t, &tpath, &["model_content"], codes::UNKNOWN_KEY)
+                    .and_then(|f| f.into_iter().find(|(k, _)| *k == "model_content"))
+                    .and_then(|(_, v)| {
+                        cx.boolean(v, &join(&tpath, "model_content"), codes::WRONG_TYPE)
+                    })
+                    .unwrap_or(false)
+            });
             StateKind::Agent(Box::new(AgentState {
                 provider: provider.unwrap_or_default(),
                 prompt: prompt.unwrap_or(Prompt::Inline(String::new())),
@@ -572,6 +582,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 timeout,
                 mcp_proxy,
                 budget,
+                model_content,
                 on_success: str_field(cx, "on_success"),
                 on_failure: str_field(cx, "on_failure"),
             }))

@@ -439,6 +439,26 @@ pub fn run_workflow_with(
     run_workflow_full(step, provider, options, mcp_proxy, None, &[], state_extra)
 }
 
+/// [`run_workflow_with`] with more environment for `awf run`.
+#[allow(dead_code)]
+pub fn run_workflow_full_env(
+    step: &Step,
+    provider: &str,
+    options: &Value,
+    state_extra: &str,
+    extra_env: &[(&str, String)],
+) -> WorkflowRun {
+    run_workflow_full(
+        step,
+        provider,
+        options,
+        "{enable: true}",
+        None,
+        extra_env,
+        state_extra,
+    )
+}
+
 fn run_workflow_full(
     step: &Step,
     provider: &str,
