@@ -70,7 +70,10 @@ fn proxy(server_port: u16) -> SocketAddr {
         for client in listener.incoming() {
             let Ok(client) = client else { continue };
             let proxy = proxy.clone();
-            std::thread::spawn(move || proxy.serve(client, &|_| {}));
+            std::thread::Builder::new()
+                .name("egress-conn".into())
+                .spawn(move || proxy.serve(client, &|_| {}))
+                .unwrap();
         }
     });
     addr
@@ -90,6 +93,33 @@ fn get(to: SocketAddr, target: &str, host: &str) -> u64 {
             Err(e) => panic!("read: {e}"),
         }
     }
+}
+
+/// CPU seconds (user + system) of each live thread of this process whose name starts with
+/// `egress` (the proxy's connection and relay threads), by thread id.
+fn proxy_cpu_by_thread() -> Vec<(String, f64)> {
+    // SAFETY: sysconf reads a constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with("egress") {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let utime: f64 = fields[11].parse().unwrap_or(0.0);
+        let stime: f64 = fields[12].parse().unwrap_or(0.0);
+        out.push((
+            task.file_name().to_string_lossy().into_owned(),
+            (utime + stime) / ticks,
+        ));
+    }
+    out
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -141,7 +171,32 @@ fn main() {
         runs[runs.len() / 2]
     };
     let dr = rate(direct, "/big");
+    // Threads that ended are not in /proc/self/task: sample while the downloads run.
+    let cpu = std::sync::Arc::new(std::sync::Mutex::new(0.0f64));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (cpu, done) = (cpu.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut seen = std::collections::HashMap::<String, f64>::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let now = proxy_cpu_by_thread();
+                for (k, v) in now {
+                    let e = seen.entry(k).or_insert(0.0);
+                    if v > *e {
+                        *e = v;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            *cpu.lock().unwrap() = seen.values().sum();
+        })
+    };
+    let t = Instant::now();
     let pr = rate(via, &url("/big"));
+    let wall = t.elapsed().as_secs_f64();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    sampler.join().unwrap();
+    let proxy_cpu = *cpu.lock().unwrap();
     println!(
         "throughput, {} MB download, median of {DOWNLOADS}:",
         BIG / 1_000_000
@@ -149,4 +204,11 @@ fn main() {
     println!("  direct {dr:>8.0} MB/s");
     println!("  proxy  {pr:>8.0} MB/s");
     println!("  ratio  {:>8.2}", pr / dr);
+    println!(
+        "  the proxy's own CPU: {:.2} s for {} MB ({:.2} s per GB), {:.0}% of one core over the proxied downloads",
+        proxy_cpu,
+        DOWNLOADS as u64 * BIG / 1_000_000,
+        proxy_cpu / (DOWNLOADS as f64 * BIG as f64 / 1e9),
+        100.0 * proxy_cpu / wall
+    );
 }

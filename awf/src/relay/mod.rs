@@ -329,6 +329,15 @@ fn provider_error(provider: &str, status: u16, kind: &str, message: &str) -> Val
     }
 }
 
+/// Whether two keys are equal, in a time that does not tell how much of them matched.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
 /// The key the CLI sent, in whichever form its provider takes.
 fn sent_key(req: &Request) -> Option<String> {
     let header = |name: &str| {
@@ -410,7 +419,7 @@ fn serve(
     };
     let provider = lease.spec.provider;
     if let Some(p) = &lease.placeholder
-        && sent_key(&req).as_deref() != Some(p.as_str())
+        && !sent_key(&req).is_some_and(|k| same(&k, p))
     {
         reply(
             &mut conn,
