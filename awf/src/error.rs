@@ -72,6 +72,8 @@ pub mod codes {
     pub const UNKNOWN_STATE: &str = "WORKFLOW.STATE.UNKNOWN_TARGET";
     /// A warning: no path of transitions leads from the initial state to a terminal one.
     pub const NO_TERMINAL_REACHABLE: &str = "WORKFLOW.STATE.NO_TERMINAL_REACHABLE";
+    /// A branch of a `parallel` state has transitions of its own, which are not followed.
+    pub const BRANCH_TRANSITIONS: &str = "WORKFLOW.STATE.BRANCH_TRANSITIONS_IGNORED";
     pub const UNKNOWN_PROVIDER: &str = "WORKFLOW.AGENT.UNKNOWN_PROVIDER";
     pub const PROMPT_FILE: &str = "WORKFLOW.AGENT.PROMPT_FILE_UNREADABLE";
     pub const TEMPLATE: &str = "WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE";

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Per-run settings of the service.
+#[derive(Clone)]
 pub struct ToolProxyService {
     /// The awf executable the agent CLI spawns as `awf mcp-serve`.
     pub exe: PathBuf,

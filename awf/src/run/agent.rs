@@ -154,11 +154,11 @@ impl Runner<'_> {
         provider: &'static str,
         session: Option<&ProxySession>,
     ) -> Result<LeaseHandle, AwfError> {
-        if self.relay.is_none() {
-            let relay = Relay::start(self.trace.exporter()).map_err(|e| {
+        let mut relay = self.relay.lock().unwrap_or_else(|e| e.into_inner());
+        if relay.is_none() {
+            *relay = Some(Relay::start(self.trace.exporter()).map_err(|e| {
                 AwfError::new(codes::SPAWN, format!("cannot start the model relay: {e}"))
-            })?;
-            self.relay = Some(relay);
+            })?);
         }
         let spec = LeaseSpec {
             upstream: upstream.trim_end_matches('/').to_string(),
@@ -169,7 +169,7 @@ impl Runner<'_> {
             budget: a.budget.unwrap_or_default(),
             model_content: a.model_content,
         };
-        self.relay
+        relay
             .as_ref()
             .expect("started above")
             .lease(spec)

@@ -26,11 +26,13 @@ pub(super) struct Runner<'a> {
     pub(super) plugins: InstalledPlugins,
     pub(super) workdir: PathBuf,
     pub(super) started: Instant,
-    pub(super) trace: super::trace::RunTrace,
+    pub(super) trace: Arc<super::trace::RunTrace>,
     /// The running state's span context, for its tool proxy and its model turns.
     pub(super) step_traceparent: String,
-    /// The run's model relay, started with the first CLI step that uses it.
-    pub(super) relay: Option<crate::relay::Relay>,
+    /// The run's model relay, started with the first step that uses it.
+    pub(super) relay: Arc<std::sync::Mutex<Option<crate::relay::Relay>>>,
+    /// The last step id's number (states and branches alike: `<n>-<state>`).
+    pub(super) ids: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Runner<'_> {
@@ -62,9 +64,15 @@ impl Runner<'_> {
         }
     }
 
+    /// A fresh step id number.
+    pub(super) fn next_id(&self) -> usize {
+        self.ids.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
     pub(super) fn drive(&mut self) -> Result<(), AwfError> {
         let mut current = self.wf.initial.clone();
-        for seq in 1..=MAX_STEPS {
+        for _ in 1..=MAX_STEPS {
+            let seq = self.next_id();
             if self.interrupt.load(Ordering::SeqCst) {
                 return Err(AwfError::new(
                     codes::INTERRUPTED,
@@ -132,6 +140,17 @@ impl Runner<'_> {
                         &a.on_success
                     } else {
                         &a.on_failure
+                    };
+                    (r, next.clone())
+                }
+                StateKind::Parallel(p) => {
+                    let (branches, r) =
+                        self.run_parallel(&state.name, p, t0, &step_trace.traceparent);
+                    self.results.extend(branches);
+                    let next = if r.status == Status::Success {
+                        &p.on_success
+                    } else {
+                        &p.on_failure
                     };
                     (r, next.clone())
                 }

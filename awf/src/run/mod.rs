@@ -8,6 +8,7 @@
 mod agent;
 mod engine;
 mod inputs;
+mod parallel;
 mod report;
 mod step;
 mod supervise;
@@ -102,16 +103,17 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
             audit_dir: audit_dir.clone(),
             root: workdir.clone(),
         },
-        trace: trace::RunTrace::start(
+        trace: Arc::new(trace::RunTrace::start(
             &wf.name,
             &run_id,
             &wf.inputs
                 .iter()
                 .map(|i| i.name.as_str())
                 .collect::<Vec<_>>(),
-        ),
+        )),
         step_traceparent: String::new(),
-        relay: None,
+        relay: Arc::default(),
+        ids: Arc::default(),
         plugins: InstalledPlugins::new(&workdir),
         workdir,
         started: Instant::now(),
@@ -126,8 +128,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         Ok(()) => (0, None),
         Err(e) => (e.exit_code(), Some(e.clone())),
     };
-    let trace = std::mem::replace(&mut runner.trace, trace::RunTrace::none());
-    trace.end(code, error.as_ref().map(|e| e.message()));
+    runner.trace.end(code, error.as_ref().map(|e| e.message()));
     let summary = json!({
         "workflow": wf.name,
         "run_id": run_id,

@@ -16,6 +16,8 @@ pub enum Status {
     Failure,
     Timeout,
     Interrupted,
+    /// A branch of a `parallel` state stopped (or never started) by its strategy.
+    Cancelled,
 }
 
 impl Status {
@@ -25,6 +27,7 @@ impl Status {
             Status::Failure => "failure",
             Status::Timeout => "timeout",
             Status::Interrupted => "interrupted",
+            Status::Cancelled => "cancelled",
         }
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// The run's root span and its exporter (the same OTLP pipeline as `awf mcp-serve`'s).
 pub struct RunTrace {
     exporter: Option<Arc<OtelExporter>>,
-    root: Option<opentelemetry_sdk::trace::Span>,
+    root: std::sync::Mutex<Option<opentelemetry_sdk::trace::Span>>,
     /// The root span's traceparent, else awf run's own TRACEPARENT.
     parent: Option<String>,
     run_id: String,
@@ -78,19 +78,9 @@ impl RunTrace {
         let parent = root.as_ref().map(traceparent_of).or(env_parent);
         RunTrace {
             exporter,
-            root,
+            root: std::sync::Mutex::new(root),
             parent,
             run_id: run_id.to_string(),
-        }
-    }
-
-    /// A trace that exports nothing (what is left once the run's trace has ended).
-    pub fn none() -> RunTrace {
-        RunTrace {
-            exporter: None,
-            root: None,
-            parent: None,
-            run_id: String::new(),
         }
     }
 
@@ -101,8 +91,20 @@ impl RunTrace {
 
     /// Starts the span of one state, child of the root.
     pub fn step(&self, state: &str, kind: &'static str, step_id: &str) -> StepTrace {
+        self.step_under(self.parent.as_deref(), state, kind, step_id)
+    }
+
+    /// Starts the span of one state, child of `parent` (a parallel state's span for its
+    /// branches).
+    pub fn step_under(
+        &self,
+        parent: Option<&str>,
+        state: &str,
+        kind: &'static str,
+        step_id: &str,
+    ) -> StepTrace {
         let span = self.exporter.as_ref().map(|e| {
-            let parent = self.parent.as_deref().and_then(parse_traceparent);
+            let parent = parent.and_then(parse_traceparent);
             e.start_span(
                 format!("awf.step {state}"),
                 SpanKind::Internal,
@@ -117,15 +119,16 @@ impl RunTrace {
         });
         let traceparent = match &span {
             Some(s) => traceparent_of(s),
-            None => crate::proxy::new_traceparent(self.parent.as_deref()),
+            None => crate::proxy::new_traceparent(parent),
         };
         StepTrace { span, traceparent }
     }
 
     /// Ends the root span with the run's exit code and status, and exports what is
     /// pending; called once at the end of the run.
-    pub fn end(mut self, exit_code: u8, error: Option<&str>) {
-        if let Some(mut root) = self.root.take() {
+    pub fn end(&self, exit_code: u8, error: Option<&str>) {
+        let root = self.root.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut root) = root {
             root.set_attribute(KeyValue::new("awf.run.exit_code", i64::from(exit_code)));
             root.set_attribute(KeyValue::new(
                 "awf.run.status",

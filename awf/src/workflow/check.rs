@@ -109,6 +109,50 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     texts.push((join(&path, "dir"), dir.clone(), s.line_of("dir"), false));
                 }
             }
+            StateKind::Parallel(par) => {
+                targets.push(("on_success", &par.on_success));
+                targets.push(("on_failure", &par.on_failure));
+                let runnable: Vec<&str> = wf
+                    .states
+                    .iter()
+                    .filter(|b| matches!(b.kind, StateKind::Agent(_) | StateKind::Step(_)))
+                    .map(|b| b.name.as_str())
+                    .collect();
+                for (i, b) in par.branches.iter().enumerate() {
+                    let bpath = format!("{}[{i}]", join(&path, "parallel"));
+                    let line = s.line_of("parallel");
+                    match wf.state(b).map(|st| &st.kind) {
+                        Some(StateKind::Agent(_) | StateKind::Step(_)) => {}
+                        Some(other) => push(
+                            codes::INVALID_VALUE,
+                            bpath,
+                            line,
+                            format!(
+                                "branch {b:?} of parallel state {:?} is a {} state: a branch is an agent or a step",
+                                s.name,
+                                other.type_name()
+                            ),
+                            format!("name agent or step states: {}", runnable.join(", ")),
+                        ),
+                        None => push(
+                            codes::UNKNOWN_STATE,
+                            bpath,
+                            line,
+                            format!("branch {b:?} of parallel state {:?} is not defined", s.name),
+                            format!("name agent or step states: {}", runnable.join(", ")),
+                        ),
+                    }
+                    if par.branches[..i].contains(b) {
+                        push(
+                            codes::INVALID_VALUE,
+                            format!("{}[{i}]", join(&path, "parallel")),
+                            line,
+                            format!("branch {b:?} is listed twice"),
+                            "list each branch once".into(),
+                        );
+                    }
+                }
+            }
             StateKind::Terminal(t) => {
                 if let Some(m) = &t.message {
                     texts.push((
@@ -216,6 +260,37 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
     let graph_errors = d
         .iter()
         .any(|x| x.code == codes::UNKNOWN_STATE || x.code == codes::MISSING_FIELD);
+    for s in &wf.states {
+        let StateKind::Parallel(p) = &s.kind else {
+            continue;
+        };
+        for b in &p.branches {
+            let Some(branch) = wf.state(b) else { continue };
+            let (on_success, on_failure) = match &branch.kind {
+                StateKind::Agent(a) => (&a.on_success, &a.on_failure),
+                StateKind::Step(st) => (&st.on_success, &st.on_failure),
+                _ => continue,
+            };
+            if on_success.is_some() || on_failure.is_some() {
+                d.push(Diagnostic {
+                    severity: Severity::Warning,
+                    code: codes::BRANCH_TRANSITIONS,
+                    message: format!(
+                        "state {b:?} runs as a branch of the parallel state {:?}: its \
+                         on_success/on_failure are not followed there",
+                        s.name
+                    ),
+                    path: join(&join("states", b), "on_success"),
+                    line: Some(branch.line),
+                    hint: format!(
+                        "the parallel state's own on_success/on_failure decide what comes after \
+                         {:?}",
+                        s.name
+                    ),
+                });
+            }
+        }
+    }
     if let Some(start) = wf.state(&wf.initial)
         && !graph_errors
         && !terminal_reachable(wf, start)
@@ -257,6 +332,7 @@ fn terminal_reachable(wf: &Workflow, start: &State) -> bool {
             StateKind::Terminal(_) => return true,
             StateKind::Agent(a) => (&a.on_success, &a.on_failure),
             StateKind::Step(st) => (&st.on_success, &st.on_failure),
+            StateKind::Parallel(p) => (&p.on_success, &p.on_failure),
         };
         for next in [on_success, on_failure].into_iter().flatten() {
             if let Some(next) = wf.state(next)

@@ -145,6 +145,31 @@ pub enum StateKind {
     Agent(Box<AgentState>),
     Step(StepState),
     Terminal(TerminalState),
+    Parallel(ParallelState),
+}
+
+/// A `parallel` state: its branches (agent and step states, named) run at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParallelState {
+    pub branches: Vec<String>,
+    pub strategy: Strategy,
+    /// At most this many branches run at once (default: all).
+    pub max_concurrent: Option<usize>,
+    pub timeout: Option<Duration>,
+    pub on_success: Option<String>,
+    pub on_failure: Option<String>,
+}
+
+/// When a `parallel` state succeeds, and which branches it stops early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// Every branch must succeed; the first failure cancels the others.
+    #[default]
+    AllSucceed,
+    /// One success is enough; the first success cancels the others.
+    AnySucceed,
+    /// Every branch runs to its end; the state succeeds whatever they do.
+    BestEffort,
 }
 
 impl StateKind {
@@ -153,6 +178,7 @@ impl StateKind {
             StateKind::Agent(_) => "agent",
             StateKind::Step(_) => "step",
             StateKind::Terminal(_) => "terminal",
+            StateKind::Parallel(_) => "parallel",
         }
     }
 }

@@ -24,6 +24,16 @@ const AGENT_KEYS: &[&str] = &[
     "on_success",
     "on_failure",
 ];
+const PARALLEL_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "parallel",
+    "strategy",
+    "max_concurrent",
+    "timeout",
+    "on_success",
+    "on_failure",
+];
 const STEP_KEYS: &[&str] = &[
     "type",
     "description",
@@ -474,13 +484,14 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
         Some("agent") => AGENT_KEYS,
         Some("step") => STEP_KEYS,
         Some("terminal") => TERMINAL_KEYS,
+        Some("parallel") => PARALLEL_KEYS,
         _ => {
             cx.push(
                 codes::INVALID_VALUE,
                 &join(path, "type"),
                 ty.line,
                 format!("state {name:?} has the unknown type {}", ty.describe()),
-                "use agent, step or terminal",
+                "use agent, step, parallel or terminal",
             );
             return None;
         }
@@ -586,6 +597,68 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 on_success: str_field(cx, "on_success"),
                 on_failure: str_field(cx, "on_failure"),
             }))
+        }
+        Some("parallel") => {
+            let ppath = join(path, "parallel");
+            let mut branches = Vec::new();
+            match get("parallel").map(|n| (n, &n.kind)) {
+                Some((_, Kind::Seq(items))) if !items.is_empty() => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let Some(b) = cx.string(item, &format!("{ppath}[{i}]")) {
+                            branches.push(b);
+                        }
+                    }
+                }
+                other => cx.push(
+                    codes::MISSING_FIELD,
+                    &ppath,
+                    other.map_or(node.line, |(n, _)| n.line),
+                    format!("parallel state {name:?} names no branch"),
+                    "list the states to run at once: `parallel: [security, tests, style]`",
+                ),
+            }
+            let strategy = match get("strategy").map(|v| (v, v.as_str())) {
+                None => Strategy::AllSucceed,
+                Some((_, Some("all_succeed"))) => Strategy::AllSucceed,
+                Some((_, Some("any_succeed"))) => Strategy::AnySucceed,
+                Some((_, Some("best_effort"))) => Strategy::BestEffort,
+                Some((v, _)) => {
+                    cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, "strategy"),
+                        v.line,
+                        format!("strategy {} is not known", v.describe()),
+                        "use all_succeed (the default), any_succeed or best_effort",
+                    );
+                    Strategy::AllSucceed
+                }
+            };
+            let max_concurrent = get("max_concurrent").and_then(|v| {
+                match v.as_str().and_then(|s| s.parse::<usize>().ok()) {
+                    Some(n) if n >= 1 => Some(n),
+                    _ => {
+                        cx.push(
+                            codes::INVALID_VALUE,
+                            &join(path, "max_concurrent"),
+                            v.line,
+                            format!(
+                                "max_concurrent must be a whole number from 1, found {}",
+                                v.describe()
+                            ),
+                            "write e.g. `max_concurrent: 3` (the default: every branch at once)",
+                        );
+                        None
+                    }
+                }
+            });
+            StateKind::Parallel(ParallelState {
+                branches,
+                strategy,
+                max_concurrent,
+                timeout,
+                on_success: str_field(cx, "on_success"),
+                on_failure: str_field(cx, "on_failure"),
+            })
         }
         Some("step") => StateKind::Step(StepState {
             command: require(cx, "command", "add `command: <shell command>`").unwrap_or_default(),
