@@ -388,3 +388,156 @@ fn validate_names_unknown_branches_terminal_branches_and_ignored_transitions() {
     );
     assert_eq!(out.status.code(), Some(2), "{v:#}");
 }
+
+#[test]
+fn for_each_runs_its_body_per_item_with_the_loop_variables() {
+    let c = case("each");
+    let wf = c.workflow(
+        r#"  review:
+    type: step
+    command: "echo '[\"x\", \"y z\", \"$(touch PWNED)\"]'"
+    on_success: each
+  each:
+    type: for_each
+    items: "{{.states.review.Output}}"
+    body: [show, upper]
+    on_complete: done
+  show:
+    type: step
+    command: "echo {{.loop.Index1}}/{{.loop.Length}} {{.loop.Item}} first={{.loop.First}} last={{.loop.Last}} index={{.loop.Index}}"
+    on_success: done
+  upper:
+    type: step
+    command: "echo {{.states.show.Output}} | tr a-z A-Z"
+    on_success: done
+  done:
+    type: terminal
+    message: "{{.states.each.Output}}"
+"#,
+    );
+    let (code, s) = c.run(&wf);
+    assert_eq!(code, 0, "{s:#}");
+    let shows: Vec<&Value> = s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["state"] == "show")
+        .collect();
+    assert_eq!(shows.len(), 3, "{s:#}");
+    assert_eq!(shows[0]["output"], "1/3 x first=true last=false index=0");
+    assert_eq!(shows[1]["output"], "2/3 y z first=false last=false index=1");
+    // An item is text, never shell code.
+    assert_eq!(
+        shows[2]["output"],
+        "3/3 $(touch PWNED) first=false last=true index=2"
+    );
+    assert!(!c.work.join("PWNED").exists());
+    assert_eq!(shows[2]["iteration"], 2);
+    // Each iteration's output is its last body state's; the next body state saw this
+    // iteration's result.
+    let out: Value =
+        serde_json::from_str(summary_state(&s, "each")["output"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        out,
+        json!([
+            "1/3 X FIRST=TRUE LAST=FALSE INDEX=0",
+            "2/3 Y Z FIRST=FALSE LAST=FALSE INDEX=1",
+            "3/3 $(TOUCH PWNED) FIRST=FALSE LAST=TRUE INDEX=2"
+        ])
+    );
+}
+
+#[test]
+fn for_each_over_a_literal_list_respects_max_concurrent_and_stops_at_a_failure() {
+    let c = case("each-max");
+    let running = c.dir.join("running");
+    std::fs::create_dir_all(&running).unwrap();
+    let seen = c.dir.join("seen");
+    let wf = c.workflow(&format!(
+        r#"  review:
+    type: for_each
+    items: [a, b, c, d, e, f]
+    max_concurrent: 3
+    body: [work]
+    on_complete: done
+  work:
+    type: step
+    command: "mkdir {r}/{{{{.loop.Item}}}}; ls {r} | wc -l >> {seen}; sleep 0.3; ls {r} | wc -l >> {seen}; rmdir {r}/{{{{.loop.Item}}}}"
+    on_success: done
+  done:
+    type: terminal
+"#,
+        r = running.display(),
+        seen = seen.display()
+    ));
+    let (code, s) = c.run(&wf);
+    assert_eq!(code, 0, "{s:#}");
+    let counts: Vec<usize> = std::fs::read_to_string(&seen)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 12, "{counts:?}");
+    assert!(counts.iter().all(|&n| n <= 3), "{counts:?}");
+    assert!(
+        counts.iter().any(|&n| n >= 2),
+        "never two at once: {counts:?}"
+    );
+
+    // One after another (the default), a failure stops the iterations after it.
+    let wf = c.workflow(
+        r#"  review:
+    type: for_each
+    items: '[1, 2, 3, 4]'
+    body: [work]
+    on_complete: done
+    on_failure: failed
+  work:
+    type: step
+    command: "test {{.loop.Item}} -lt 2"
+    on_success: done
+  done:
+    type: terminal
+  failed:
+    type: terminal
+    status: failure
+"#,
+    );
+    let (code, s) = c.run(&wf);
+    assert_ne!(code, 0, "{s:#}");
+    let works: Vec<&str> = s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["state"] == "work")
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        works,
+        ["success", "failure", "cancelled", "cancelled"],
+        "{s:#}"
+    );
+    let review = summary_state(&s, "review");
+    assert!(
+        review["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("work (item 2) failure"),
+        "{review:#}"
+    );
+
+    // Too many items for max_iterations: refused before any runs.
+    let wf = c.workflow(
+        "  review:\n    type: for_each\n    items: [1, 2, 3]\n    max_iterations: 2\n    body: [work]\n    on_complete: done\n    on_failure: done\n  work:\n    type: step\n    command: \"true\"\n    on_success: done\n  done:\n    type: terminal\n",
+    );
+    let (_, s) = c.run(&wf);
+    let review = summary_state(&s, "review");
+    assert_eq!(review["status"], "failure", "{s:#}");
+    assert!(
+        review["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over its max_iterations of 2"),
+        "{review:#}"
+    );
+}

@@ -215,7 +215,7 @@ pub(super) fn json_lines(stdout: &str) -> impl Iterator<Item = Value> + '_ {
 }
 
 /// The last 600 characters of a text, on one line, for error messages.
-pub(super) fn excerpt(text: &str) -> String {
+pub(crate) fn excerpt(text: &str) -> String {
     let t = text.trim();
     let chars: Vec<char> = t.chars().collect();
     let start = chars.len().saturating_sub(600);

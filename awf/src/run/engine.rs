@@ -33,6 +33,31 @@ pub(super) struct Runner<'a> {
     pub(super) relay: Arc<std::sync::Mutex<Option<crate::relay::Relay>>>,
     /// The last step id's number (states and branches alike: `<n>-<state>`).
     pub(super) ids: Arc<std::sync::atomic::AtomicUsize>,
+    /// In an iteration of a for_each: `{{.loop.*}}`.
+    pub(super) loop_vars: Option<LoopVars>,
+}
+
+/// What `{{.loop.Item}}`, `.Index`, `.Index1`, `.First`, `.Last` and `.Length` give in an
+/// iteration of a for_each.
+#[derive(Debug, Clone)]
+pub(super) struct LoopVars {
+    pub item: String,
+    pub index: usize,
+    pub index1: usize,
+    pub length: usize,
+}
+
+impl LoopVars {
+    fn get(&self, field: &str) -> String {
+        match field {
+            "Item" => self.item.clone(),
+            "Index" => self.index.to_string(),
+            "Index1" => self.index1.to_string(),
+            "First" => (self.index == 0).to_string(),
+            "Last" => (self.index1 == self.length).to_string(),
+            _ => self.length.to_string(),
+        }
+    }
 }
 
 impl Runner<'_> {
@@ -50,6 +75,11 @@ impl Runner<'_> {
     fn value(&self, r: &Ref) -> String {
         match r {
             Ref::Input(n) => self.inputs.get(n).cloned().unwrap_or_default(),
+            Ref::Loop(f) => self
+                .loop_vars
+                .as_ref()
+                .map(|v| v.get(f))
+                .unwrap_or_default(),
             Ref::State(s, f) => self
                 .results
                 .iter()
@@ -140,6 +170,17 @@ impl Runner<'_> {
                         &a.on_success
                     } else {
                         &a.on_failure
+                    };
+                    (r, next.clone())
+                }
+                StateKind::ForEach(f) => {
+                    let (iterations, r) =
+                        self.run_for_each(&state.name, f, t0, &step_trace.traceparent);
+                    self.results.extend(iterations);
+                    let next = if r.status == Status::Success {
+                        &f.on_complete
+                    } else {
+                        &f.on_failure
                     };
                     (r, next.clone())
                 }

@@ -114,6 +114,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         step_traceparent: String::new(),
         relay: Arc::default(),
         ids: Arc::default(),
+        loop_vars: None,
         plugins: InstalledPlugins::new(&workdir),
         workdir,
         started: Instant::now(),

@@ -1,27 +1,50 @@
-//! `parallel` states: the named branches (agent and step states) run at once, each in a
-//! thread of its own with a runner of its own (its own step id, tool proxy, audit file,
-//! private temp dir, sandbox and span, the span a child of the parallel state's), at most
-//! `max_concurrent` at a time. The strategy decides when the state succeeds and which
-//! branches it stops early: `all_succeed` stops the others at the first failure,
-//! `any_succeed` at the first success, `best_effort` never. A branch is stopped the way an
-//! interrupt stops a state (SIGTERM to its process group, the grace period, SIGKILL; its
-//! `awf mcp-serve` and plugins with it) and ends `cancelled`; Ctrl-C, SIGTERM and the
-//! state's `timeout` stop every branch. The branches' own transitions are not followed.
+//! `parallel` and `for_each` states: units of work run at once, each in a thread of its
+//! own with a runner of its own. A unit is a branch of a `parallel` state (one agent or
+//! step state) or an iteration of a `for_each` (its `body` states in order, with
+//! `{{.loop.*}}` set). Every state a unit runs is a step of its own (its own step id, tool
+//! proxy, audit file, private temp dir, sandbox and span, the span a child of the
+//! parallel or for_each state's), at most `max_concurrent` units at a time.
+//!
+//! A `parallel` state's strategy decides when it succeeds and which branches it stops
+//! early: `all_succeed` stops the others at the first failure, `any_succeed` at the first
+//! success, `best_effort` never; a `for_each` stops the other iterations at the first
+//! failure. A unit is stopped the way an interrupt stops a state (SIGTERM to its process
+//! group, the grace period, SIGKILL; its `awf mcp-serve` and plugins with it) and ends
+//! `cancelled`; Ctrl-C, SIGTERM and the state's `timeout` stop every unit. The states'
+//! own transitions are not followed.
 
-use super::engine::Runner;
+use super::engine::{LoopVars, Runner};
 use super::report::{ErrorJson, StateResult, Status};
 use crate::error::codes;
 use crate::plugins::InstalledPlugins;
-use crate::workflow::{ParallelState, StateKind, Strategy};
+use crate::workflow::{ForEachState, ParallelState, StateKind, Strategy};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// One unit of work: the states it runs in order, and its loop variables.
+struct Unit {
+    states: Vec<String>,
+    vars: Option<LoopVars>,
+}
+
+/// How a set of units ended.
+struct Ran {
+    /// Each unit's results, in the units' order (empty for one that never started).
+    units: Vec<Vec<StateResult>>,
+    interrupted: bool,
+    timed_out: bool,
+}
+
+fn unit_ok(results: &[StateResult]) -> bool {
+    !results.is_empty() && results.iter().all(|r| r.status == Status::Success)
+}
+
 impl Runner<'_> {
-    /// A runner for one branch: the run's shared parts, and a stop flag of its own in
-    /// place of the run's interrupt (which the parallel state passes on).
-    fn branch(&self, stop: Arc<AtomicBool>, traceparent: String) -> Runner<'_> {
+    /// A runner for one unit: the run's shared parts, and a stop flag of its own in place
+    /// of the run's interrupt (which the parent state passes on).
+    fn unit_runner(&self, stop: Arc<AtomicBool>, vars: Option<LoopVars>) -> Runner<'_> {
         Runner {
             wf: self.wf,
             inputs: self.inputs.clone(),
@@ -32,61 +55,41 @@ impl Runner<'_> {
             workdir: self.workdir.clone(),
             started: self.started,
             trace: self.trace.clone(),
-            step_traceparent: traceparent,
+            step_traceparent: String::new(),
             relay: self.relay.clone(),
             ids: self.ids.clone(),
+            loop_vars: vars,
         }
     }
 
-    /// Runs the branches of `p`; returns their results (in the listed order) and the
-    /// parallel state's own.
-    pub(super) fn run_parallel(
-        &mut self,
-        name: &str,
-        p: &ParallelState,
-        t0: Instant,
+    /// Runs `units`, at most `limit` at once, until they end, `stops_all` says a unit's
+    /// results end the rest, the deadline passes or the run is interrupted.
+    fn run_units(
+        &self,
+        parent: &str,
         traceparent: &str,
-    ) -> (Vec<StateResult>, StateResult) {
-        let n = p.branches.len();
-        let limit = p.max_concurrent.unwrap_or(n).max(1);
-        let deadline = p.timeout.map(|t| t0 + t);
+        units: Vec<Unit>,
+        limit: usize,
+        deadline: Option<Instant>,
+        stops_all: &dyn Fn(&[StateResult]) -> bool,
+    ) -> Ran {
+        let n = units.len();
         let stops: Vec<Arc<AtomicBool>> = (0..n).map(|_| Arc::default()).collect();
-        let mut done: Vec<Option<StateResult>> = vec![None; n];
+        let mut done: Vec<Vec<StateResult>> = vec![Vec::new(); n];
         let (mut interrupted, mut timed_out) = (false, false);
-        let this = &*self;
+        let mut queue = units.into_iter().enumerate();
         std::thread::scope(|scope| {
-            let (tx, rx) = mpsc::channel::<(usize, StateResult)>();
-            let (mut next, mut running, mut stopping) = (0, 0, false);
+            let (tx, rx) = mpsc::channel::<(usize, Vec<StateResult>)>();
+            let (mut running, mut stopping) = (0, false);
             loop {
-                while running < limit && next < n && !stopping {
-                    let i = next;
-                    next += 1;
+                while running < limit.max(1) && !stopping {
+                    let Some((i, unit)) = queue.next() else { break };
                     running += 1;
-                    let state = this.wf.state(&p.branches[i]).expect("validated").clone();
-                    let seq = this.next_id();
-                    let trace = this.trace.step_under(
-                        Some(traceparent),
-                        &state.name,
-                        state.kind.type_name(),
-                        &format!("{seq}-{}", state.name),
-                    );
-                    let mut runner = this.branch(stops[i].clone(), trace.traceparent.clone());
+                    let mut runner = self.unit_runner(stops[i].clone(), unit.vars);
                     let tx = tx.clone();
-                    eprintln!(
-                        "awf: [{:>6.1}s] → {} ({}, branch of {name})",
-                        this.started.elapsed().as_secs_f64(),
-                        state.name,
-                        state.kind.type_name()
-                    );
                     scope.spawn(move || {
-                        let t = Instant::now();
-                        let r = match &state.kind {
-                            StateKind::Agent(a) => runner.run_agent(&state.name, seq, a, t),
-                            StateKind::Step(s) => runner.run_step(&state.name, s, t),
-                            _ => unreachable!("a branch is an agent or a step (validated)"),
-                        };
-                        trace.end(&r);
-                        let _ = tx.send((i, r));
+                        let results = runner.run_unit(parent, traceparent, &unit.states);
+                        let _ = tx.send((i, results));
                     });
                 }
                 if running == 0 {
@@ -99,36 +102,24 @@ impl Runner<'_> {
                     }
                 };
                 match rx.recv_timeout(Duration::from_millis(100)) {
-                    Ok((i, mut r)) => {
+                    Ok((i, mut results)) => {
                         running -= 1;
-                        if r.status == Status::Interrupted
-                            && stops[i].load(Ordering::SeqCst)
-                            && !interrupted
-                            && !timed_out
-                        {
-                            r.status = Status::Cancelled;
+                        if stops[i].load(Ordering::SeqCst) && !interrupted && !timed_out {
+                            for r in &mut results {
+                                if r.status == Status::Interrupted {
+                                    r.status = Status::Cancelled;
+                                }
+                            }
                         }
-                        eprintln!(
-                            "awf: [{:>6.1}s] ← {} {} in {:.1}s (branch of {name})",
-                            this.started.elapsed().as_secs_f64(),
-                            r.state,
-                            r.status,
-                            r.duration_ms as f64 / 1000.0
-                        );
-                        let ends = match p.strategy {
-                            Strategy::AllSucceed => r.status != Status::Success,
-                            Strategy::AnySucceed => r.status == Status::Success,
-                            Strategy::BestEffort => false,
-                        };
-                        if ends && !stopping {
+                        if !stopping && stops_all(&results) {
                             stop_all(&mut stopping);
                         }
-                        done[i] = Some(r);
+                        done[i] = results;
                     }
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 }
-                if this.interrupt.load(Ordering::SeqCst) && !interrupted {
+                if self.interrupt.load(Ordering::SeqCst) && !interrupted {
                     interrupted = true;
                     stop_all(&mut stopping);
                 }
@@ -138,81 +129,300 @@ impl Runner<'_> {
                 }
             }
         });
-        let branches: Vec<StateResult> = done
-            .into_iter()
-            .zip(&p.branches)
-            .map(|(r, b)| {
-                r.unwrap_or_else(|| {
-                    let kind = self.wf.state(b).map_or("step", |s| s.kind.type_name());
-                    StateResult {
-                        status: Status::Cancelled,
-                        ..StateResult::new(b, kind)
-                    }
-                })
+        Ran {
+            units: done,
+            interrupted,
+            timed_out,
+        }
+    }
+
+    /// One unit in its thread: its states in order, each a step with its span under the
+    /// parent state's, until one does not succeed.
+    fn run_unit(&mut self, parent: &str, traceparent: &str, states: &[String]) -> Vec<StateResult> {
+        let mut results = Vec::new();
+        for name in states {
+            let state = self.wf.state(name).expect("validated").clone();
+            let seq = self.next_id();
+            let trace = self.trace.step_under(
+                Some(traceparent),
+                &state.name,
+                state.kind.type_name(),
+                &format!("{seq}-{}", state.name),
+            );
+            self.step_traceparent = trace.traceparent.clone();
+            let of = match &self.loop_vars {
+                Some(v) => format!("item {} of {parent}", v.index1),
+                None => format!("branch of {parent}"),
+            };
+            eprintln!(
+                "awf: [{:>6.1}s] → {} ({}, {of})",
+                self.started.elapsed().as_secs_f64(),
+                state.name,
+                state.kind.type_name()
+            );
+            let t = Instant::now();
+            let mut r = match &state.kind {
+                StateKind::Agent(a) => self.run_agent(&state.name, seq, a, t),
+                StateKind::Step(s) => self.run_step(&state.name, s, t),
+                _ => unreachable!("a unit runs agent and step states (validated)"),
+            };
+            r.iteration = self.loop_vars.as_ref().map(|v| v.index);
+            trace.end(&r);
+            eprintln!(
+                "awf: [{:>6.1}s] ← {} {} in {:.1}s ({of})",
+                self.started.elapsed().as_secs_f64(),
+                r.state,
+                r.status,
+                r.duration_ms as f64 / 1000.0
+            );
+            let ok = r.status == Status::Success;
+            // The next state of the iteration sees this one's result.
+            self.results.push(r.clone());
+            results.push(r);
+            if !ok {
+                break;
+            }
+        }
+        results
+    }
+
+    /// Runs the branches of `p`; returns their results (in the listed order) and the
+    /// parallel state's own.
+    pub(super) fn run_parallel(
+        &mut self,
+        name: &str,
+        p: &ParallelState,
+        t0: Instant,
+        traceparent: &str,
+    ) -> (Vec<StateResult>, StateResult) {
+        let units = p
+            .branches
+            .iter()
+            .map(|b| Unit {
+                states: vec![b.clone()],
+                vars: None,
             })
             .collect();
-        let mut r = StateResult::new(name, "parallel");
+        let strategy = p.strategy;
+        let ran = self.run_units(
+            name,
+            traceparent,
+            units,
+            p.max_concurrent.unwrap_or(p.branches.len()),
+            p.timeout.map(|t| t0 + t),
+            &|results| match strategy {
+                Strategy::AllSucceed => !unit_ok(results),
+                Strategy::AnySucceed => unit_ok(results),
+                Strategy::BestEffort => false,
+            },
+        );
+        let branches: Vec<StateResult> = ran
+            .units
+            .iter()
+            .zip(&p.branches)
+            .map(|(r, b)| r.first().cloned().unwrap_or_else(|| self.never_started(b)))
+            .collect();
         let ok = |s: &StateResult| s.status == Status::Success;
         let succeeded = match p.strategy {
             Strategy::AllSucceed => branches.iter().all(ok),
             Strategy::AnySucceed => branches.iter().any(ok),
             Strategy::BestEffort => true,
         };
-        r.status = if interrupted {
-            Status::Interrupted
-        } else if timed_out {
-            Status::Timeout
-        } else if succeeded {
-            Status::Success
-        } else {
-            Status::Failure
-        };
-        r.output = serde_json::Value::Object(
+        let output = serde_json::Value::Object(
             branches
                 .iter()
                 .map(|b| (b.state.clone(), serde_json::Value::String(b.output.clone())))
                 .collect(),
-        )
-        .to_string();
-        for b in &branches {
-            for (tool, n) in &b.tool_calls {
-                *r.tool_calls.entry(tool.clone()).or_default() += n;
-            }
-        }
-        r.error = match r.status {
-            Status::Success => None,
-            Status::Timeout => Some(ErrorJson {
-                code: codes::RUN_TIMEOUT,
-                message: format!(
-                    "parallel state {name:?} timed out after {:?}; its branches were stopped",
-                    p.timeout.unwrap_or_default()
-                ),
-            }),
-            Status::Interrupted => Some(ErrorJson {
-                code: codes::INTERRUPTED,
-                message: format!("parallel state {name:?} was interrupted"),
-            }),
-            _ => {
-                let failed: Vec<String> = branches
-                    .iter()
-                    .filter(|b| !matches!(b.status, Status::Success | Status::Cancelled))
-                    .map(|b| format!("{} {}", b.state, b.status))
-                    .collect();
-                Some(ErrorJson {
-                    code: codes::STATE_FAILED,
-                    message: format!(
-                        "parallel state {name:?} ({}) failed: {}",
-                        match p.strategy {
-                            Strategy::AllSucceed => "all_succeed",
-                            Strategy::AnySucceed => "any_succeed",
-                            Strategy::BestEffort => "best_effort",
-                        },
-                        failed.join(", ")
-                    ),
-                })
-            }
+        );
+        let strategy = match p.strategy {
+            Strategy::AllSucceed => "all_succeed",
+            Strategy::AnySucceed => "any_succeed",
+            Strategy::BestEffort => "best_effort",
         };
-        r.duration_ms = t0.elapsed().as_millis() as u64;
+        let r = summarise(
+            name, "parallel", strategy, &ran, &branches, succeeded, output, p.timeout, t0,
+        );
         (branches, r)
     }
+
+    /// Runs the iterations of `f` over its items; returns every body state's result of
+    /// every iteration (in the items' order) and the for_each state's own.
+    pub(super) fn run_for_each(
+        &mut self,
+        name: &str,
+        f: &ForEachState,
+        t0: Instant,
+        traceparent: &str,
+    ) -> (Vec<StateResult>, StateResult) {
+        let mut r = StateResult::new(name, "for_each");
+        let items = match self.loop_items(name, f) {
+            Ok(items) => items,
+            Err(e) => {
+                r.status = Status::Failure;
+                r.error = Some(ErrorJson {
+                    code: codes::STATE_FAILED,
+                    message: e,
+                });
+                r.duration_ms = t0.elapsed().as_millis() as u64;
+                return (Vec::new(), r);
+            }
+        };
+        let length = items.len();
+        let units = items
+            .into_iter()
+            .enumerate()
+            .map(|(index, item)| Unit {
+                states: f.body.clone(),
+                vars: Some(LoopVars {
+                    item,
+                    index,
+                    index1: index + 1,
+                    length,
+                }),
+            })
+            .collect();
+        let ran = self.run_units(
+            name,
+            traceparent,
+            units,
+            f.max_concurrent,
+            f.timeout.map(|t| t0 + t),
+            &|results| !unit_ok(results),
+        );
+        let succeeded = ran.units.iter().all(|u| unit_ok(u));
+        // Each iteration's output is that of its last body state.
+        let output = serde_json::Value::Array(
+            ran.units
+                .iter()
+                .map(|u| {
+                    serde_json::Value::String(u.last().map_or(String::new(), |r| r.output.clone()))
+                })
+                .collect(),
+        );
+        // An iteration that never started is listed too, cancelled.
+        let all: Vec<StateResult> = ran
+            .units
+            .iter()
+            .enumerate()
+            .flat_map(|(i, u)| {
+                if u.is_empty() {
+                    let mut r = self.never_started(&f.body[0]);
+                    r.iteration = Some(i);
+                    vec![r]
+                } else {
+                    u.clone()
+                }
+            })
+            .collect();
+        let r = summarise(
+            name, "for_each", "for_each", &ran, &all, succeeded, output, f.timeout, t0,
+        );
+        (all, r)
+    }
+
+    /// The items of a for_each: its `items` rendered, read as a JSON list; each item the
+    /// text `{{.loop.Item}}` gives (a string as it is, anything else as JSON).
+    fn loop_items(&self, name: &str, f: &ForEachState) -> Result<Vec<String>, String> {
+        let text = self.render(&f.items);
+        let value: serde_json::Value = serde_json::from_str(text.trim()).map_err(|e| {
+            format!(
+                "the items of for_each {name:?} are not a JSON list ({e}): {}",
+                crate::providers::claude::excerpt(&text)
+            )
+        })?;
+        let Some(list) = value.as_array() else {
+            return Err(format!(
+                "the items of for_each {name:?} are {}, not a JSON list",
+                crate::providers::claude::excerpt(&text)
+            ));
+        };
+        if list.len() > f.max_iterations {
+            return Err(format!(
+                "for_each {name:?} has {} items, over its max_iterations of {}; raise \
+                 max_iterations (at most {}) or give fewer items",
+                list.len(),
+                f.max_iterations,
+                crate::workflow::MAX_ITERATIONS_LIMIT
+            ));
+        }
+        Ok(list
+            .iter()
+            .map(|v| match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect())
+    }
+
+    fn never_started(&self, state: &str) -> StateResult {
+        let kind = self.wf.state(state).map_or("step", |s| s.kind.type_name());
+        StateResult {
+            status: Status::Cancelled,
+            ..StateResult::new(state, kind)
+        }
+    }
+}
+
+/// The parallel or for_each state's own result, from its units'.
+#[allow(clippy::too_many_arguments)]
+fn summarise(
+    name: &str,
+    kind: &'static str,
+    rule: &str,
+    ran: &Ran,
+    results: &[StateResult],
+    succeeded: bool,
+    output: serde_json::Value,
+    timeout: Option<Duration>,
+    t0: Instant,
+) -> StateResult {
+    let mut r = StateResult::new(name, kind);
+    r.status = if ran.interrupted {
+        Status::Interrupted
+    } else if ran.timed_out {
+        Status::Timeout
+    } else if succeeded {
+        Status::Success
+    } else {
+        Status::Failure
+    };
+    r.output = output.to_string();
+    for b in results {
+        for (tool, n) in &b.tool_calls {
+            *r.tool_calls.entry(tool.clone()).or_default() += n;
+        }
+    }
+    r.error = match r.status {
+        Status::Success => None,
+        Status::Timeout => Some(ErrorJson {
+            code: codes::RUN_TIMEOUT,
+            message: format!(
+                "{kind} state {name:?} timed out after {:?}; its units were stopped",
+                timeout.unwrap_or_default()
+            ),
+        }),
+        Status::Interrupted => Some(ErrorJson {
+            code: codes::INTERRUPTED,
+            message: format!("{kind} state {name:?} was interrupted"),
+        }),
+        _ => {
+            let failed: Vec<String> = results
+                .iter()
+                .filter(|b| !matches!(b.status, Status::Success | Status::Cancelled))
+                .map(|b| match b.iteration {
+                    Some(i) => format!("{} (item {}) {}", b.state, i + 1, b.status),
+                    None => format!("{} {}", b.state, b.status),
+                })
+                .collect();
+            Some(ErrorJson {
+                code: codes::STATE_FAILED,
+                message: format!(
+                    "{kind} state {name:?} ({rule}) failed: {}",
+                    failed.join(", ")
+                ),
+            })
+        }
+    };
+    r.duration_ms = t0.elapsed().as_millis() as u64;
+    r
 }

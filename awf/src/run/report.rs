@@ -41,6 +41,9 @@ impl fmt::Display for Status {
 #[derive(Debug, Clone, Serialize)]
 pub struct StateResult {
     pub state: String,
+    /// The iteration of a for_each this result is of (from 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<usize>,
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub status: Status,
@@ -70,6 +73,7 @@ impl StateResult {
     pub fn new(state: &str, kind: &'static str) -> Self {
         StateResult {
             state: state.to_string(),
+            iteration: None,
             kind,
             status: Status::Success,
             output: String::new(),

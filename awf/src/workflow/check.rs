@@ -109,49 +109,21 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     texts.push((join(&path, "dir"), dir.clone(), s.line_of("dir"), false));
                 }
             }
+            StateKind::ForEach(f) => {
+                targets.push(("on_complete", &f.on_complete));
+                targets.push(("on_failure", &f.on_failure));
+                texts.push((
+                    join(&path, "items"),
+                    f.items.clone(),
+                    s.line_of("items"),
+                    false,
+                ));
+                check_units(wf, s, "body", &f.body, &mut push);
+            }
             StateKind::Parallel(par) => {
                 targets.push(("on_success", &par.on_success));
                 targets.push(("on_failure", &par.on_failure));
-                let runnable: Vec<&str> = wf
-                    .states
-                    .iter()
-                    .filter(|b| matches!(b.kind, StateKind::Agent(_) | StateKind::Step(_)))
-                    .map(|b| b.name.as_str())
-                    .collect();
-                for (i, b) in par.branches.iter().enumerate() {
-                    let bpath = format!("{}[{i}]", join(&path, "parallel"));
-                    let line = s.line_of("parallel");
-                    match wf.state(b).map(|st| &st.kind) {
-                        Some(StateKind::Agent(_) | StateKind::Step(_)) => {}
-                        Some(other) => push(
-                            codes::INVALID_VALUE,
-                            bpath,
-                            line,
-                            format!(
-                                "branch {b:?} of parallel state {:?} is a {} state: a branch is an agent or a step",
-                                s.name,
-                                other.type_name()
-                            ),
-                            format!("name agent or step states: {}", runnable.join(", ")),
-                        ),
-                        None => push(
-                            codes::UNKNOWN_STATE,
-                            bpath,
-                            line,
-                            format!("branch {b:?} of parallel state {:?} is not defined", s.name),
-                            format!("name agent or step states: {}", runnable.join(", ")),
-                        ),
-                    }
-                    if par.branches[..i].contains(b) {
-                        push(
-                            codes::INVALID_VALUE,
-                            format!("{}[{i}]", join(&path, "parallel")),
-                            line,
-                            format!("branch {b:?} is listed twice"),
-                            "list each branch once".into(),
-                        );
-                    }
-                }
+                check_units(wf, s, "parallel", &par.branches, &mut push);
             }
             StateKind::Terminal(t) => {
                 if let Some(m) = &t.message {
@@ -165,15 +137,16 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
             }
         }
         if !matches!(s.kind, StateKind::Terminal(_)) && targets[0].1.is_none() {
+            let key = targets[0].0;
             push(
                 codes::MISSING_FIELD,
-                join(&path, "on_success"),
+                join(&path, key),
                 s.line,
                 format!(
-                    "state {:?} has no on_success: the run would not know where to go",
+                    "state {:?} has no {key}: the run would not know where to go",
                     s.name
                 ),
-                format!("add `on_success: <state>`; states: {list}"),
+                format!("add `{key}: <state>`; states: {list}"),
             );
         }
         for (key, target) in targets {
@@ -216,6 +189,11 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                             codes::TEMPLATE,
                             format!("{{{{.states.{st}...}}}} names no state"),
                             format!("name one of the states: {list}"),
+                        )),
+                        Ref::Loop(f) if !template::LOOP_FIELDS.contains(&f.as_str()) => Some((
+                            codes::TEMPLATE,
+                            format!("{{{{.loop.{f}}}}}: a loop has no field {f:?}"),
+                            format!("use one of {}", template::LOOP_FIELDS.join(", ")),
                         )),
                         Ref::State(st, f) if !template::STATE_FIELDS.contains(&f.as_str()) => {
                             Some((
@@ -261,10 +239,12 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
         .iter()
         .any(|x| x.code == codes::UNKNOWN_STATE || x.code == codes::MISSING_FIELD);
     for s in &wf.states {
-        let StateKind::Parallel(p) = &s.kind else {
-            continue;
+        let units = match &s.kind {
+            StateKind::Parallel(p) => &p.branches,
+            StateKind::ForEach(f) => &f.body,
+            _ => continue,
         };
-        for b in &p.branches {
+        for b in units {
             let Some(branch) = wf.state(b) else { continue };
             let (on_success, on_failure) = match &branch.kind {
                 StateKind::Agent(a) => (&a.on_success, &a.on_failure),
@@ -276,15 +256,16 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     severity: Severity::Warning,
                     code: codes::BRANCH_TRANSITIONS,
                     message: format!(
-                        "state {b:?} runs as a branch of the parallel state {:?}: its \
-                         on_success/on_failure are not followed there",
+                        "state {b:?} runs inside the {} state {:?}: its on_success/on_failure \
+                         are not followed there",
+                        s.kind.type_name(),
                         s.name
                     ),
                     path: join(&join("states", b), "on_success"),
                     line: Some(branch.line),
                     hint: format!(
-                        "the parallel state's own on_success/on_failure decide what comes after \
-                         {:?}",
+                        "the {} state's own transitions decide what comes after {:?}",
+                        s.kind.type_name(),
                         s.name
                     ),
                 });
@@ -333,6 +314,7 @@ fn terminal_reachable(wf: &Workflow, start: &State) -> bool {
             StateKind::Agent(a) => (&a.on_success, &a.on_failure),
             StateKind::Step(st) => (&st.on_success, &st.on_failure),
             StateKind::Parallel(p) => (&p.on_success, &p.on_failure),
+            StateKind::ForEach(f) => (&f.on_complete, &f.on_failure),
         };
         for next in [on_success, on_failure].into_iter().flatten() {
             if let Some(next) = wf.state(next)
@@ -429,6 +411,63 @@ fn d_extend_proxy(
                     }
                 }
             }
+        }
+    }
+}
+
+/// The states a parallel or for_each state runs (`key`: `parallel` or `body`): each an
+/// agent or a step, each once.
+fn check_units(
+    wf: &Workflow,
+    s: &State,
+    key: &str,
+    units: &[String],
+    push: &mut dyn FnMut(&'static str, String, usize, String, String),
+) {
+    let runnable: Vec<&str> = wf
+        .states
+        .iter()
+        .filter(|b| matches!(b.kind, StateKind::Agent(_) | StateKind::Step(_)))
+        .map(|b| b.name.as_str())
+        .collect();
+    let path = join(&join("states", &s.name), key);
+    let line = s.line_of(key);
+    for (i, b) in units.iter().enumerate() {
+        let bpath = format!("{path}[{i}]");
+        match wf.state(b).map(|st| &st.kind) {
+            Some(StateKind::Agent(_) | StateKind::Step(_)) => {}
+            Some(other) => push(
+                codes::INVALID_VALUE,
+                bpath.clone(),
+                line,
+                format!(
+                    "{b:?} in {} state {:?} is a {} state: only agent and step states run there",
+                    s.kind.type_name(),
+                    s.name,
+                    other.type_name()
+                ),
+                format!("name agent or step states: {}", runnable.join(", ")),
+            ),
+            None => push(
+                codes::UNKNOWN_STATE,
+                bpath.clone(),
+                line,
+                format!(
+                    "{b:?} in {} state {:?} is not defined",
+                    s.kind.type_name(),
+                    s.name
+                ),
+                format!("name agent or step states: {}", runnable.join(", ")),
+            ),
+        }
+        if units[..i].contains(b) {
+            push(
+                codes::INVALID_VALUE,
+                bpath,
+                line,
+                format!("{b:?} is listed twice"),
+                "list each state once".into(),
+            );
         }
     }
 }

@@ -146,6 +146,26 @@ pub enum StateKind {
     Step(StepState),
     Terminal(TerminalState),
     Parallel(ParallelState),
+    ForEach(ForEachState),
+}
+
+/// The most iterations a for_each may be allowed (`max_iterations`).
+pub const MAX_ITERATIONS_LIMIT: usize = 10_000;
+/// A for_each's `max_iterations` unless it says otherwise.
+pub const DEFAULT_MAX_ITERATIONS: usize = 100;
+
+/// A `for_each` state: its `body` states run in order once per item of `items`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForEachState {
+    /// A JSON list, or a template that gives one.
+    pub items: String,
+    pub body: Vec<String>,
+    pub max_iterations: usize,
+    /// Iterations at once (default 1: one after another).
+    pub max_concurrent: usize,
+    pub timeout: Option<Duration>,
+    pub on_complete: Option<String>,
+    pub on_failure: Option<String>,
 }
 
 /// A `parallel` state: its branches (agent and step states, named) run at once.
@@ -179,6 +199,7 @@ impl StateKind {
             StateKind::Step(_) => "step",
             StateKind::Terminal(_) => "terminal",
             StateKind::Parallel(_) => "parallel",
+            StateKind::ForEach(_) => "for_each",
         }
     }
 }

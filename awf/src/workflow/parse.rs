@@ -34,6 +34,17 @@ const PARALLEL_KEYS: &[&str] = &[
     "on_success",
     "on_failure",
 ];
+const FOR_EACH_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "items",
+    "body",
+    "max_iterations",
+    "max_concurrent",
+    "timeout",
+    "on_complete",
+    "on_failure",
+];
 const STEP_KEYS: &[&str] = &[
     "type",
     "description",
@@ -485,13 +496,14 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
         Some("step") => STEP_KEYS,
         Some("terminal") => TERMINAL_KEYS,
         Some("parallel") => PARALLEL_KEYS,
+        Some("for_each") => FOR_EACH_KEYS,
         _ => {
             cx.push(
                 codes::INVALID_VALUE,
                 &join(path, "type"),
                 ty.line,
                 format!("state {name:?} has the unknown type {}", ty.describe()),
-                "use agent, step, parallel or terminal",
+                "use agent, step, parallel, for_each or terminal",
             );
             return None;
         }
@@ -597,6 +609,84 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 on_success: str_field(cx, "on_success"),
                 on_failure: str_field(cx, "on_failure"),
             }))
+        }
+        Some("for_each") => {
+            let bpath = join(path, "body");
+            let mut body = Vec::new();
+            match get("body").map(|n| (n, &n.kind)) {
+                Some((_, Kind::Seq(items))) if !items.is_empty() => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let Some(b) = cx.string(item, &format!("{bpath}[{i}]")) {
+                            body.push(b);
+                        }
+                    }
+                }
+                other => cx.push(
+                    codes::MISSING_FIELD,
+                    &bpath,
+                    other.map_or(node.line, |(n, _)| n.line),
+                    format!("for_each state {name:?} has no body"),
+                    "list the states each iteration runs: `body: [review_one]`",
+                ),
+            }
+            let items = match get("items") {
+                Some(v) if matches!(v.kind, Kind::Seq(_)) => Some(v.to_json().to_string()),
+                Some(v) => cx.string(v, &join(path, "items")),
+                None => {
+                    cx.push(
+                        codes::MISSING_FIELD,
+                        &join(path, "items"),
+                        node.line,
+                        format!("for_each state {name:?} has no items"),
+                        "write `items: [a, b]`, `items: '[\"a\", \"b\"]'` or a template giving \
+                         a JSON list: `items: \"{{.states.list.Output}}\"`",
+                    );
+                    None
+                }
+            };
+            let count = |cx: &mut Ctx, key: &str, max: usize, default: usize, example: &str| {
+                get(key).map_or(default, |v| {
+                    match v.as_str().and_then(|s| s.parse::<usize>().ok()) {
+                        Some(n) if (1..=max).contains(&n) => n,
+                        _ => {
+                            cx.push(
+                                codes::INVALID_VALUE,
+                                &join(path, key),
+                                v.line,
+                                format!(
+                                    "{key} must be a whole number from 1 to {max}, found {}",
+                                    v.describe()
+                                ),
+                                example,
+                            );
+                            default
+                        }
+                    }
+                })
+            };
+            let max_iterations = count(
+                cx,
+                "max_iterations",
+                MAX_ITERATIONS_LIMIT,
+                DEFAULT_MAX_ITERATIONS,
+                "write e.g. `max_iterations: 500` (the default is 100, the limit 10000)",
+            );
+            let max_concurrent = count(
+                cx,
+                "max_concurrent",
+                MAX_ITERATIONS_LIMIT,
+                1,
+                "write e.g. `max_concurrent: 4` (the default 1 runs iterations one after another)",
+            );
+            StateKind::ForEach(ForEachState {
+                items: items.unwrap_or_default(),
+                body,
+                max_iterations,
+                max_concurrent,
+                timeout,
+                on_complete: str_field(cx, "on_complete"),
+                on_failure: str_field(cx, "on_failure"),
+            })
         }
         Some("parallel") => {
             let ppath = join(path, "parallel");

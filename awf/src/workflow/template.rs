@@ -17,6 +17,8 @@
 pub enum Ref {
     Input(String),
     State(String, String),
+    /// `{{.loop.FIELD}}` in an iteration of a for_each.
+    Loop(String),
 }
 
 /// One `{{ }}` expression: what it reads and whether it is pasted raw into a command.
@@ -37,6 +39,8 @@ pub enum ExprError {
 
 /// Fields of a state a template may read.
 pub const STATE_FIELDS: &[&str] = &["Output", "ExitCode", "Status"];
+/// What `{{.loop.FIELD}}` may name.
+pub const LOOP_FIELDS: &[&str] = &["Item", "Index", "Index1", "First", "Last", "Length"];
 
 /// Prefix of the environment variables that carry values into a step command.
 pub const VALUE_VAR_PREFIX: &str = "AWF_VALUE_";
@@ -470,6 +474,7 @@ fn parse_ref(expr: &str) -> Option<Ref> {
     };
     match parts.as_slice() {
         ["inputs", name] if ident(name) => Some(Ref::Input(name.to_string())),
+        ["loop", field] if ident(field) => Some(Ref::Loop(field.to_string())),
         ["states", state, field] if ident(state) && ident(field) => {
             Some(Ref::State(state.to_string(), field.to_string()))
         }
@@ -494,6 +499,7 @@ mod tests {
         let out = render(text, &|r| match r {
             Ref::Input(n) => format!("<{n}>"),
             Ref::State(s, f) => format!("[{s}.{f}]"),
+            Ref::Loop(f) => format!("({f})"),
         });
         assert_eq!(out, "fix <file> using [plan.Output]; {{.bogus}}");
         assert_eq!(
@@ -542,6 +548,7 @@ mod tests {
         render_command(text, &|r| match r {
             Ref::Input(n) => format!("<{n}>"),
             Ref::State(s, f) => format!("[{s}.{f}]"),
+            Ref::Loop(f) => format!("({f})"),
         })
         .unwrap()
     }
