@@ -68,6 +68,9 @@ pub struct ServeConfig {
     /// `confine::DEFAULT_PROCESSES`.
     #[serde(default)]
     pub processes: Option<u32>,
+    /// What the kernel allows Bash's jail, as `awf run` probed it; absent: probed here.
+    #[serde(default)]
+    pub confine_support: Option<confine::Support>,
     /// Variables set in Bash's environment.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
@@ -103,6 +106,7 @@ impl ServeConfig {
             readable_paths: Vec::new(),
             hidden_paths: Vec::new(),
             processes: None,
+            confine_support: None,
             env: Default::default(),
             env_passthrough: Vec::new(),
             tools: ToolPolicy::default(),
@@ -302,6 +306,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             readable: cfg.readable_paths.clone(),
             hidden: cfg.hidden_paths.clone(),
             processes: cfg.processes,
+            support: cfg.confine_support,
         };
         let confinement = confine::Confinement::new(
             &policy,

@@ -72,6 +72,7 @@ fn sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Val
                     readable: sb.readable.clone(),
                     hidden: sb.hidden.clone(),
                     processes: sb.processes,
+                    support: None,
                 };
                 let stated =
                     policy.stated(path.as_deref(), home.as_deref(), &|n| std::env::var(n).ok());

@@ -124,6 +124,9 @@ pub struct Policy {
     /// Processes and threads one call may have alive at once (`processes:`); None:
     /// [`DEFAULT_PROCESSES`].
     pub processes: Option<u32>,
+    /// What the kernel allows, when it was probed already (by `awf run`); None: probed
+    /// here.
+    pub support: Option<Support>,
 }
 
 impl Policy {
@@ -287,7 +290,9 @@ impl Confinement {
             ));
         }
         // Secret locations are hidden and processes apart with Landlock switched off too.
-        let support = namespaces::support(shell, root);
+        let support = policy
+            .support
+            .unwrap_or_else(|| namespaces::support(shell, root));
         if let Some((h, w)) = policy
             .hidden
             .iter()

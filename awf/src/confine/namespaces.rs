@@ -28,8 +28,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-/// What the kernel lets this process do, found out once by a child that does it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the kernel lets this process do, found out once by a child that does it (and
+/// handed by `awf run` to the `awf mcp-serve` of each step in its private config, so that
+/// 200 steps at once do not probe 200 times).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Support {
     /// User and mount namespaces (read-only mounts, covers).
     pub mounts: bool,

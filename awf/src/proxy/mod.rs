@@ -246,6 +246,11 @@ impl ToolProxyService {
             "hidden_paths": cfg.hidden_paths,
             "network": cfg.network.as_ref().map(crate::confine::Network::to_json),
             "processes": cfg.processes,
+            // Probed once per run (a child that enters the namespaces), not once per step.
+            "confine_support": crate::confine::namespaces::support(
+                std::path::Path::new(crate::builtins::bash::shell()),
+                &self.root,
+            ),
             "env": cfg.env,
             "env_passthrough": cfg.env_passthrough,
         });

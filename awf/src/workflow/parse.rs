@@ -487,7 +487,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
             &join(path, "type"),
             node.line,
             format!("state {name:?} has no `type`"),
-            "add `type: agent`, `type: step` or `type: terminal`",
+            "add `type: agent`, `type: step`, `type: parallel`, `type: for_each` or `type: terminal`",
         );
         return None;
     };
