@@ -7,6 +7,9 @@
 mod common;
 #[path = "fake_model/mod.rs"]
 mod fake_model;
+#[path = "fake_model/agent_harness.rs"]
+#[allow(dead_code)]
+mod harness;
 mod otlp_receiver;
 
 use common::*;
@@ -539,5 +542,90 @@ fn for_each_over_a_literal_list_respects_max_concurrent_and_stops_at_a_failure()
             .unwrap()
             .contains("over its max_iterations of 2"),
         "{review:#}"
+    );
+}
+
+#[test]
+fn three_claude_branches_edit_their_own_files_and_ctrl_c_leaves_nothing() {
+    let Some(program) = harness::agent_cli("claude") else {
+        return;
+    };
+    let c = case("claude");
+    let models: Vec<FakeModel> = ["one", "two", "three"]
+        .iter()
+        .map(|n| {
+            FakeModel::start(Script::new().call(
+                "Write",
+                json!({"path": format!("{n}.txt"), "content": format!("{n}\n")}),
+            ))
+        })
+        .collect();
+    let workflow = |models: &[FakeModel]| {
+        let mut states = String::from(
+            "  review:\n    type: parallel\n    parallel: [one, two, three]\n    on_success: done\n",
+        );
+        for (n, m) in ["one", "two", "three"].iter().zip(models) {
+            let opts = harness::model_options("claude", Some(&program), m);
+            states.push_str(&format!(
+                "  {n}:\n    type: agent\n    provider: claude\n    prompt: Write {n}.txt\n    options: {opts}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n"
+            ));
+        }
+        states.push_str("  done:\n    type: terminal\n");
+        c.workflow(&states)
+    };
+    let wf = workflow(&models);
+    let out = c
+        .command(&wf)
+        .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    let s = run_summary(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for n in ["one", "two", "three"] {
+        assert_eq!(
+            std::fs::read_to_string(c.work.join(format!("{n}.txt"))).unwrap(),
+            format!("{n}\n")
+        );
+        assert_eq!(summary_state(&s, n)["tool_calls"]["Write"], 1, "{s:#}");
+    }
+    let audits = std::fs::read_dir(c.dir.join("audit"))
+        .unwrap()
+        .flatten()
+        .count();
+    assert_eq!(audits, 3);
+
+    // Models that never answer: the three CLIs hang until Ctrl-C, then nothing is left.
+    let hanging: Vec<FakeModel> = (0..3)
+        .map(|_| FakeModel::start(Script::new().endless()))
+        .collect();
+    let wf = workflow(&hanging);
+    let mut child = c
+        .command(&wf)
+        .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let root = child.id() as i32;
+    assert!(
+        eventually(|| hanging.iter().all(|m| !m.requests().is_empty())),
+        "the three CLIs never asked their models"
+    );
+    let config_dir = c.dir.join("state").display().to_string();
+    let (st, s) = interrupt_run(&mut child);
+    assert_eq!(st.code(), Some(3), "{s:#}");
+    assert_eq!(status(&s, "review"), "interrupted", "{s:#}");
+    let _ = root;
+    assert!(
+        eventually(|| pids_with_arg(&config_dir).is_empty()),
+        "processes of the run outlived Ctrl-C: {:?}",
+        pids_with_arg(&config_dir)
     );
 }
