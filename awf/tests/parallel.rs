@@ -8,7 +8,6 @@ mod common;
 #[path = "fake_model/mod.rs"]
 mod fake_model;
 #[path = "fake_model/agent_harness.rs"]
-#[allow(dead_code)]
 mod harness;
 mod otlp_receiver;
 
