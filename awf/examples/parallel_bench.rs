@@ -6,7 +6,10 @@
 //!   `options.command`) that starts `awf mcp-serve` from the config it is given, calls Read
 //!   once, holds, and ends;
 //! - `openai_compatible`: the in-process loop against a model server in this program that
-//!   asks for one Read, then answers after HOLD ms.
+//!   asks for one Read, then answers after HOLD ms;
+//! - `claude`: the real Claude Code CLI (from `AWF_TOOLS_DIR`, default `.tools`) against
+//!   the tests' fake model, one Read each, at most 20 at once (N capped at 20): the CLI's
+//!   own cost apart from awf's.
 //!
 //! Printed per case: wall time against the HOLD floor, peak PSS of awf's processes (awf run
 //! and every `awf mcp-serve`) over the peak number of steps at once, the stand-ins' PSS
@@ -14,6 +17,9 @@
 //!
 //! `cargo build --release -p awf --bin awf --example parallel_bench &&
 //! target/release/examples/parallel_bench [N] [HOLD_MS]`
+
+#[path = "../tests/fake_model/mod.rs"]
+mod fake_model;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -63,12 +69,34 @@ fn main() {
         "", "", "", "at once", "PSS min→peak", "PSS KiB", "PSS KiB", "KiB/step", "peak", ""
     );
     let model = model_server(hold);
-    for case in ["cli", "openai_compatible"] {
+    let tools = std::env::var_os("AWF_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
+    let claude = tools.join("agents/node_modules/.bin/claude");
+    let fake = fake_model::FakeModel::start(
+        fake_model::Script::new().call("Read", json!({"path": "input.txt"})),
+    );
+    let mut cases = vec!["cli", "openai_compatible"];
+    if claude.exists() {
+        cases.push("claude");
+    } else {
+        println!(
+            "(no claude CLI at {}: that case is skipped)",
+            claude.display()
+        );
+    }
+    for case in cases {
+        let n = if case == "claude" { n.min(20) } else { n };
         let dir = base.join(case);
         let work = dir.join("work");
         std::fs::create_dir_all(&work).unwrap();
         std::fs::write(work.join("input.txt"), "input\n").unwrap();
         let body = match case {
+            "claude" => format!(
+                "    type: agent\n    provider: claude\n    prompt: Read input.txt\n    options: {{command: \"{}\", base_url: \"{}\", model: claude-sonnet-4-5, api_key_env: AWF_BENCH_KEY}}\n",
+                claude.display(),
+                fake.base_url()
+            ),
             "cli" => format!(
                 "    type: agent\n    provider: claude\n    prompt: Read input.txt\n    options: {{command: \"{}\"}}\n",
                 exe.display()
@@ -96,6 +124,7 @@ fn main() {
             .current_dir(&work)
             .env("XDG_STATE_HOME", dir.join("state"))
             .env(STAND_IN, hold.to_string())
+            .env("AWF_BENCH_KEY", "bench-key")
             .env("AWF_LOG", "warn")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .stdout(Stdio::piped())
@@ -121,7 +150,8 @@ fn main() {
                 if exe_of == awf && *pid != root && cmdline(*pid).contains("mcp-serve") {
                     serve_pss += pss_kib(*pid);
                     steps += 1;
-                } else if exe_of == exe {
+                } else if exe_of == exe || (case == "claude" && exe_of != awf) {
+                    // The stand-in, or the real CLI (node) and whatever it runs.
                     stand_pss += pss_kib(*pid);
                 }
             }
