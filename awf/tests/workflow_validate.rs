@@ -44,7 +44,11 @@ struct Validated {
 }
 
 fn validate(name: &str, plugins: Option<&Path>) -> Validated {
-    let cwd = scratch(name.trim_end_matches(".yaml"));
+    // A directory per call: tests validating the same fixture at once must not remove
+    // each other's working directory.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let cwd = scratch(&format!("{}-{n}", name.trim_end_matches(".yaml")));
     let empty = cwd.join("no-plugins");
     std::fs::create_dir_all(&empty).unwrap();
     let plugins = plugins.map_or(empty, Path::to_path_buf);

@@ -34,6 +34,17 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
             format!("name one of the states: {list}"),
         );
     }
+    // States run only as branches or loop bodies need no transitions of their own.
+    let units: Vec<&str> = wf
+        .states
+        .iter()
+        .flat_map(|s| match &s.kind {
+            StateKind::Parallel(p) => p.branches.as_slice(),
+            StateKind::ForEach(f) => f.body.as_slice(),
+            _ => &[],
+        })
+        .map(String::as_str)
+        .collect();
     for s in &wf.states {
         let path = join("states", &s.name);
         // (path, text, line, whether the text is a shell command)
@@ -136,7 +147,10 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 }
             }
         }
-        if !matches!(s.kind, StateKind::Terminal(_)) && targets[0].1.is_none() {
+        if !matches!(s.kind, StateKind::Terminal(_))
+            && targets[0].1.is_none()
+            && !units.contains(&s.name.as_str())
+        {
             let key = targets[0].0;
             push(
                 codes::MISSING_FIELD,
