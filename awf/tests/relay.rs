@@ -222,13 +222,7 @@ fn a_spent_request_budget_ends_the_step_with_execution_budget() {
     let step = Step::new("relay-budget");
     let mut opts = model_options("claude", Some(&program), &fake);
     opts["relay"] = json!(true);
-    let run = run_workflow_with(
-        &step,
-        "claude",
-        &opts,
-        "{enable: true}",
-        "budget: {requests: 1}",
-    );
+    let run = run_workflow_with(&step, "claude", &opts, "budget: {requests: 1}", &[]);
     let work = run.state("work");
     assert_eq!(work["status"], "failure", "{work:#}\n{}", run.stderr);
     assert_eq!(work["error"]["code"], "EXECUTION.BUDGET", "{work:#}");
@@ -280,7 +274,7 @@ fn openai_compatible_goes_through_the_relay_with_its_key_spans_and_budget() {
     // Asked: both, on each turn.
     let receiver = otlp_receiver::Receiver::start();
     let step = Step::new("relay-openai-content");
-    let run = run_workflow_full_env(
+    let run = run_workflow_with(
         &step,
         "openai_compatible",
         &opts,
@@ -303,8 +297,8 @@ fn openai_compatible_goes_through_the_relay_with_its_key_spans_and_budget() {
         &step,
         "openai_compatible",
         &opts,
-        "{enable: true}",
         "budget: {tokens: 10}",
+        &[],
     );
     let work = run.state("work");
     assert_eq!(work["error"]["code"], "EXECUTION.BUDGET", "{work:#}");

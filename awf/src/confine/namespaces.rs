@@ -570,6 +570,17 @@ pub fn support(shell: &Path, root: &Path) -> Support {
             pid_max: false,
             net: false,
         };
+        // One probe where the kernel has it all (the usual case); one per layer else, to
+        // say which is missing.
+        let all = Support {
+            mounts: true,
+            pids: true,
+            pid_max: true,
+            net: true,
+        };
+        if probe(shell, root, all).is_ok() {
+            return all;
+        }
         let mounts = Support {
             mounts: true,
             ..none

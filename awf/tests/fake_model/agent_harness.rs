@@ -433,18 +433,6 @@ pub fn run_workflow_with(
     step: &Step,
     provider: &str,
     options: &Value,
-    mcp_proxy: &str,
-    state_extra: &str,
-) -> WorkflowRun {
-    run_workflow_full(step, provider, options, mcp_proxy, None, &[], state_extra)
-}
-
-/// [`run_workflow_with`] with more environment for `awf run`.
-#[allow(dead_code)]
-pub fn run_workflow_full_env(
-    step: &Step,
-    provider: &str,
-    options: &Value,
     state_extra: &str,
     extra_env: &[(&str, String)],
 ) -> WorkflowRun {
