@@ -115,68 +115,24 @@ fn main() {
             ),
         )
         .unwrap();
-        let t = Instant::now();
-        let mut child = Command::new(&awf)
-            .arg("run")
-            .arg(&wf)
-            .args(["--output", "json", "--audit-dir"])
-            .arg(dir.join("audit"))
-            .current_dir(&work)
-            .env("XDG_STATE_HOME", dir.join("state"))
-            .env(STAND_IN, hold.to_string())
-            .env("AWF_BENCH_KEY", "bench-key")
-            .env("AWF_LOG", "warn")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let root = child.id() as i32;
-        let mut stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stdout.read_to_string(&mut s);
-            s
-        });
-        let (mut peak_awf, mut peak_serve, mut peak_stand, mut peak_steps, mut peak_fds) =
-            (0u64, 0u64, 0u64, 0usize, 0usize);
-        let (mut run_min, mut run_peak) = (u64::MAX, 0u64);
-        while child.try_wait().unwrap().is_none() {
-            let tree = tree_of(root);
-            let (mut serve_pss, mut stand_pss, mut steps) = (0u64, 0u64, 0usize);
-            let run_pss = pss_kib(root);
-            for pid in &tree {
-                let exe_of = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-                if exe_of == awf && *pid != root && cmdline(*pid).contains("mcp-serve") {
-                    serve_pss += pss_kib(*pid);
-                    steps += 1;
-                } else if exe_of == exe || (case == "claude" && exe_of != awf) {
-                    // The stand-in, or the real CLI (node) and whatever it runs.
-                    stand_pss += pss_kib(*pid);
-                }
-            }
-            if case == "openai_compatible" {
-                // Tools in-process: a step at once is a conversation the model holds.
-                steps = model_holding();
-            }
-            if run_pss > 0 {
-                run_min = run_min.min(run_pss);
-                run_peak = run_peak.max(run_pss);
-            }
-            if steps >= peak_steps {
-                peak_steps = steps;
-                peak_awf = peak_awf.max(run_pss + serve_pss);
-                peak_serve = peak_serve.max(serve_pss);
-                peak_stand = peak_stand.max(stand_pss);
-            }
-            let fds = std::fs::read_dir(format!("/proc/{root}/fd")).map_or(0, |d| d.count());
-            peak_fds = peak_fds.max(fds);
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let wall = t.elapsed().as_secs_f64();
-        let summary: Value = serde_json::from_str(&reader.join().unwrap()).unwrap_or(Value::Null);
-        let ok = summary["status"] == "success";
+        // Timed alone: the sampler below reads every process's smaps_rollup ten times a
+        // second, which on 2 cores would slow the run it measures.
+        let timed = run_case(&awf, case, &wf, &dir, &work, hold, None);
         let left = leftovers(&dir);
+        let mut m = Sampled::default();
+        let sampled = run_case(&awf, case, &wf, &dir, &work, hold, Some((&mut m, &exe)));
+        let wall = timed.wall;
+        let ok = timed.ok && sampled.ok;
+        let left = left + leftovers(&dir);
+        let Sampled {
+            peak_awf,
+            peak_serve,
+            peak_stand,
+            peak_steps,
+            peak_fds,
+            run_min,
+            run_peak,
+        } = m;
         let per = |kib: u64| {
             if peak_steps > 0 {
                 kib as f64 / peak_steps as f64
@@ -205,6 +161,109 @@ fn main() {
         );
     }
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Peaks seen by the sampler over one run.
+#[derive(Default)]
+struct Sampled {
+    peak_awf: u64,
+    peak_serve: u64,
+    peak_stand: u64,
+    peak_steps: usize,
+    peak_fds: usize,
+    run_min: u64,
+    run_peak: u64,
+}
+
+struct Outcome {
+    wall: f64,
+    ok: bool,
+}
+
+/// One `awf run` of the case's workflow; with `sample`, its process tree is sampled every
+/// 100 ms (`exe`: the stand-in's executable, told apart from awf's).
+fn run_case(
+    awf: &Path,
+    case: &str,
+    wf: &Path,
+    dir: &Path,
+    work: &Path,
+    hold: u64,
+    sample: Option<(&mut Sampled, &PathBuf)>,
+) -> Outcome {
+    let _ = std::fs::remove_dir_all(dir.join("audit"));
+    let _ = std::fs::remove_dir_all(dir.join("state"));
+    let t = Instant::now();
+    let mut child = Command::new(awf)
+        .arg("run")
+        .arg(wf)
+        .args(["--output", "json", "--audit-dir"])
+        .arg(dir.join("audit"))
+        .current_dir(work)
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env(STAND_IN, hold.to_string())
+        .env("AWF_BENCH_KEY", "bench-key")
+        .env("AWF_LOG", "warn")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let root = child.id() as i32;
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let Some((m, exe)) = sample else {
+        let _ = child.wait();
+        let wall = t.elapsed().as_secs_f64();
+        let summary: Value = serde_json::from_str(&reader.join().unwrap()).unwrap_or(Value::Null);
+        return Outcome {
+            wall,
+            ok: summary["status"] == "success",
+        };
+    };
+    m.run_min = u64::MAX;
+    while child.try_wait().unwrap().is_none() {
+        let tree = tree_of(root);
+        let (mut serve_pss, mut stand_pss, mut steps) = (0u64, 0u64, 0usize);
+        let run_pss = pss_kib(root);
+        for pid in &tree {
+            let exe_of = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+            if exe_of == awf && *pid != root && cmdline(*pid).contains("mcp-serve") {
+                serve_pss += pss_kib(*pid);
+                steps += 1;
+            } else if exe_of == *exe || (case == "claude" && exe_of != awf) {
+                // The stand-in, or the real CLI (node) and whatever it runs.
+                stand_pss += pss_kib(*pid);
+            }
+        }
+        if case == "openai_compatible" {
+            // Tools in-process: a step at once is a conversation the model holds.
+            steps = model_holding();
+        }
+        if run_pss > 0 {
+            m.run_min = m.run_min.min(run_pss);
+            m.run_peak = m.run_peak.max(run_pss);
+        }
+        if steps >= m.peak_steps {
+            m.peak_steps = steps;
+            m.peak_awf = m.peak_awf.max(run_pss + serve_pss);
+            m.peak_serve = m.peak_serve.max(serve_pss);
+            m.peak_stand = m.peak_stand.max(stand_pss);
+        }
+        let fds = std::fs::read_dir(format!("/proc/{root}/fd")).map_or(0, |d| d.count());
+        m.peak_fds = m.peak_fds.max(fds);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let wall = t.elapsed().as_secs_f64();
+    let summary: Value = serde_json::from_str(&reader.join().unwrap()).unwrap_or(Value::Null);
+    Outcome {
+        wall,
+        ok: summary["status"] == "success",
+    }
 }
 
 /// `pid` and its descendants.

@@ -36,6 +36,10 @@ pub struct ServeConfig {
     /// JSONL audit file (appended); none means no audit trail.
     #[serde(default)]
     pub audit_path: Option<PathBuf>,
+    /// The step's server registry ([`crate::proxy::servers`]): this server registers there
+    /// before it serves, and stops at once if the step is closed already.
+    #[serde(default)]
+    pub servers_dir: Option<PathBuf>,
     #[serde(default)]
     pub run_id: Option<String>,
     #[serde(default)]
@@ -95,6 +99,7 @@ impl ServeConfig {
             plugin_tools: Vec::new(),
             origin: "--root".into(),
             audit_path: None,
+            servers_dir: None,
             run_id: None,
             step_id: None,
             traceparent: None,
@@ -142,6 +147,7 @@ impl ServeConfig {
         };
         cfg.root = abs(&cfg.root);
         cfg.audit_path = cfg.audit_path.as_deref().map(abs);
+        cfg.servers_dir = cfg.servers_dir.as_deref().map(abs);
         cfg.writable_paths = cfg.writable_paths.iter().map(|p| abs(p)).collect();
         cfg.readable_paths = cfg.readable_paths.iter().map(|p| abs(p)).collect();
         cfg.hidden_paths = cfg.hidden_paths.iter().map(|p| abs(p)).collect();
@@ -595,6 +601,28 @@ pub fn fast_serve_args(args: &[std::ffi::OsString]) -> Option<FastServeArgs> {
 
 /// Runs `awf mcp-serve` to completion. Returns Ok on every clean stop.
 pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
+    if let Some(dir) = &cfg.servers_dir {
+        let open = crate::proxy::servers::register(dir).map_err(|e| {
+            AwfError::new(
+                codes::IO,
+                format!(
+                    "cannot register in the step's server directory {} ({e}): {} was written \
+                     by `awf run` for one step; start the server while that step runs",
+                    dir.display(),
+                    cfg.origin
+                ),
+            )
+        })?;
+        if !open {
+            return Err(AwfError::new(
+                codes::SERVER_FAILED,
+                format!(
+                    "the step {} was written for has ended: nothing to serve",
+                    cfg.origin
+                ),
+            ));
+        }
+    }
     // Processes that escape a Bash command's group are re-parented here, to be killed.
     process::become_subreaper();
     let prepared = prepare(&cfg)?;

@@ -6,12 +6,18 @@
 //! and `awf mcp-serve` are child subreapers ([`become_subreaper`]), so such a process is
 //! re-parented to them instead of to init: it becomes an *adopted* child, one that no
 //! `ProcessGroup` owns. [`kill_orphans`] kills every adopted child with all its descendants
-//! and reaps them; [`reap_orphans`] only reaps the adopted children that already exited.
-//! Both tell owned from adopted children by the set of pids the live `ProcessGroup`s hold.
-//! That set is kept for the whole process, because children are a property of the
-//! process (as the subreaper flag is); it follows that in a subreaper every child must be
-//! started through `ProcessGroup`, or it would be taken for an orphan. Outside a subreaper
-//! both functions do nothing: there, every child is some `std::process::Child`'s own.
+//! and reaps them; ending a group reaps the members it adopted. Both tell owned from
+//! adopted children by the set of pids the live `ProcessGroup`s hold. That set is kept for
+//! the whole process, because children are a property of the process (as the subreaper
+//! flag is); it follows that in a subreaper every child must be started through
+//! `ProcessGroup`, or it would be taken for an orphan. Outside a subreaper, and in a
+//! process that never started a child, [`kill_orphans`] does nothing: there, every child is
+//! some `std::process::Child`'s own, or there is none.
+//!
+//! The costs are kept off the common path: ending a group asks the kernel whether the group
+//! still has a member (`kill(-pgid, 0)`) and reads `/proc` only for one that outlived its
+//! grace; [`kill_orphans`] reads every process's `/proc/<pid>/stat`, so callers at once
+//! share one pass.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -47,6 +53,10 @@ impl Shutdown {
         self.0.load(Ordering::SeqCst)
     }
 }
+
+/// Set when this process first starts a child: before, it has no descendants, so none can
+/// have been re-parented to it.
+static SPAWNED: AtomicBool = AtomicBool::new(false);
 
 /// Pids of the children the live `ProcessGroup`s own (not yet reaped).
 fn owned() -> MutexGuard<'static, HashSet<i32>> {
@@ -132,48 +142,11 @@ fn group_members(pgid: i32) -> Vec<i32> {
         .collect()
 }
 
-/// Pids whose command line contains `needle` (e.g. a step's private config path).
-pub fn pids_with_arg(needle: &str) -> Vec<i32> {
-    let me = my_pid();
-    processes()
-        .into_iter()
-        .filter(|p| p.pid != me && p.state != 'Z')
-        .filter(|p| {
-            std::fs::read(format!("/proc/{}/cmdline", p.pid))
-                .map(|c| {
-                    c.split(|b| *b == 0).any(|a| {
-                        a == needle.as_bytes() || String::from_utf8_lossy(a).contains(needle)
-                    })
-                })
-                .unwrap_or(false)
-        })
-        .map(|p| p.pid)
-        .collect()
-}
-
 fn signal(pid: i32, sig: i32) {
     // SAFETY: kill(2) with a pid or negative group id; no memory involved.
     unsafe {
         libc::kill(pid, sig);
     }
-}
-
-/// Reaps the adopted children of this subreaper that already exited; never a child a
-/// `ProcessGroup` owns (its exit status is its owner's to read). Returns how many.
-pub fn reap_orphans() -> usize {
-    if !is_subreaper() {
-        return 0;
-    }
-    let owned = owned();
-    let me = my_pid();
-    let mut reaped = 0;
-    for p in processes() {
-        if p.ppid == me && p.state == 'Z' && !owned.contains(&p.pid) {
-            reap(p.pid);
-            reaped += 1;
-        }
-    }
-    reaped
 }
 
 fn reap(pid: i32) {
@@ -184,13 +157,71 @@ fn reap(pid: i32) {
     }
 }
 
+/// [`kill_orphans`] passes, run one at a time: `started` counts those begun, `done` is the
+/// number of the last one finished, `killed` what it killed, `last` when the last began.
+struct Passes {
+    started: u64,
+    done: u64,
+    killed: Vec<i32>,
+    last: Option<Instant>,
+}
+
+static PASSES: Mutex<Passes> = Mutex::new(Passes {
+    started: 0,
+    done: 0,
+    killed: Vec::new(),
+    last: None,
+});
+/// Passes of [`kill_orphans`] begin at least this far apart.
+const PASS_GAP: Duration = Duration::from_millis(25);
+static PASS: Mutex<()> = Mutex::new(());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section here leaves the data consistent: a panic in one changes nothing.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Kills every adopted child of this subreaper and all its descendants with SIGKILL (they
 /// left their group, so no grace is owed), and reaps them. Children a `ProcessGroup` owns,
-/// and everything below them, are left alone. Returns the pids killed.
+/// and everything below them, are left alone. Returns the pids killed by the pass that
+/// served this call.
+///
+/// A pass reads all of `/proc`, so callers at once share one: a caller is served by the
+/// first pass that *starts* after it asked (whatever it wants gone was adopted by then),
+/// and passes begin at least [`PASS_GAP`] apart. A lone caller waits for nothing; 200
+/// steps ending within a second share a few dozen scans instead of making 200.
 pub fn kill_orphans() -> Vec<i32> {
-    if !is_subreaper() {
+    if !SPAWNED.load(Ordering::SeqCst) || !is_subreaper() {
         return Vec::new();
     }
+    let asked = lock(&PASSES).started;
+    let _one_at_a_time = lock(&PASS);
+    let last = {
+        let p = lock(&PASSES);
+        if p.done > asked {
+            // A pass that started after we asked ended while we waited for our turn.
+            return p.killed.clone();
+        }
+        p.last
+    };
+    // Who asks while this one waits is served by it.
+    if let Some(wait) = last.and_then(|t| PASS_GAP.checked_sub(t.elapsed())) {
+        std::thread::sleep(wait);
+    }
+    let number = {
+        let mut p = lock(&PASSES);
+        p.started += 1;
+        p.last = Some(Instant::now());
+        p.started
+    };
+    let killed = kill_orphans_pass();
+    let mut p = lock(&PASSES);
+    p.done = number;
+    p.killed = killed.clone();
+    killed
+}
+
+fn kill_orphans_pass() -> Vec<i32> {
     let me = my_pid();
     let mut killed: Vec<i32> = Vec::new();
     for _ in 0..KILL_ROUNDS {
@@ -341,6 +372,7 @@ impl ProcessGroup {
 
     fn start(cmd: &mut Command) -> io::Result<ProcessGroup> {
         cmd.process_group(0);
+        SPAWNED.store(true, Ordering::SeqCst);
         // Registered under the lock before anyone can see the child as an orphan.
         let mut owned = owned();
         let child = cmd.spawn()?;
@@ -493,26 +525,62 @@ impl Drop for ProcessGroup {
     }
 }
 
+/// True while a member of `g`'s group may be alive: its leader runs, or, once the members
+/// adopted here are reaped, the kernel still finds the group (a member elsewhere, or a
+/// zombie its parent has not reaped yet).
+fn group_left(g: &mut ProcessGroup) -> bool {
+    if !matches!(g.try_wait(), Ok(Some(_))) {
+        return true;
+    }
+    reap_adopted_in(g.pgid);
+    // SAFETY: kill(2) with signal 0 only checks; no memory involved.
+    let r = unsafe { libc::kill(-g.pgid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Reaps this process's exited children in group `pgid` that no `ProcessGroup` owns: the
+/// members re-parented here. Asked once the group's leader is reaped; an owned child is
+/// never in another's group (each leads its own), and is left alone should one be found.
+fn reap_adopted_in(pgid: i32) {
+    loop {
+        // SAFETY: waitid writes into a zeroed siginfo_t we own; WNOWAIT only looks.
+        let pid = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            if libc::waitid(libc::P_PGID, pgid as libc::id_t, &mut info, flags) != 0 {
+                return;
+            }
+            info.si_pid()
+        };
+        if pid <= 0 || owned().contains(&pid) {
+            return;
+        }
+        reap(pid);
+    }
+}
+
+/// Reaps `pid` if it is an adopted child that exited (a stray server re-parented here).
+fn reap_if_adopted(pid: i32) {
+    if !owned().contains(&pid) {
+        reap(pid);
+    }
+}
+
 /// Ends a group and some extra pids: SIGTERM, up to `grace` for them to go, then SIGKILL.
-/// The group's leader is reaped, and so are adopted children that exit meanwhile. Returns
-/// the pids that needed SIGKILL.
+/// The group's leader is reaped, and so are the adopted members and extras that exit
+/// meanwhile. Returns the pids that needed SIGKILL.
 pub fn terminate(group: Option<&mut ProcessGroup>, extra: &[i32], grace: Duration) -> Vec<i32> {
     let mut group = group;
     let pgid = group.as_ref().map(|g| g.pgid);
-    let mut left = || -> Vec<i32> {
-        if let Some(g) = group.as_mut() {
-            let _ = g.try_wait();
-        }
-        reap_orphans();
-        let mut v: Vec<i32> = pgid.map(group_members).unwrap_or_default();
-        for p in extra {
-            if alive(*p) && !v.contains(p) {
-                v.push(*p);
-            }
-        }
-        v
+    let mut left = || -> bool {
+        let members = group.as_mut().is_some_and(|g| group_left(g));
+        let extras = extra.iter().fold(false, |any, p| {
+            reap_if_adopted(*p);
+            alive(*p) || any
+        });
+        members || extras
     };
-    if left().is_empty() {
+    if !left() {
         return Vec::new();
     }
     if let Some(g) = pgid {
@@ -522,20 +590,32 @@ pub fn terminate(group: Option<&mut ProcessGroup>, extra: &[i32], grace: Duratio
         signal(*p, libc::SIGTERM);
     }
     let end = Instant::now() + grace;
-    let mut stubborn = left();
-    while !stubborn.is_empty() && Instant::now() < end {
+    let mut waiting = left();
+    while waiting && Instant::now() < end {
         std::thread::sleep(POLL);
-        stubborn = left();
+        waiting = left();
     }
-    if !stubborn.is_empty() {
+    // Past the grace only: which processes live (a zombie left for its parent does not).
+    let stubborn = || -> Vec<i32> {
+        let mut v: Vec<i32> = pgid.map(group_members).unwrap_or_default();
+        for p in extra {
+            if alive(*p) && !v.contains(p) {
+                v.push(*p);
+            }
+        }
+        v
+    };
+    let killed = if waiting { stubborn() } else { Vec::new() };
+    if !killed.is_empty() {
         if let Some(g) = pgid {
             signal(-g, libc::SIGKILL);
         }
-        for p in &stubborn {
+        for p in &killed {
             signal(*p, libc::SIGKILL);
         }
         for _ in 0..200 {
-            if left().is_empty() {
+            left();
+            if stubborn().is_empty() {
                 break;
             }
             std::thread::sleep(POLL);
@@ -543,9 +623,9 @@ pub fn terminate(group: Option<&mut ProcessGroup>, extra: &[i32], grace: Duratio
     }
     if let Some(g) = group {
         let _ = g.wait();
+        reap_adopted_in(g.pgid);
     }
-    reap_orphans();
-    stubborn
+    killed
 }
 
 #[cfg(test)]

@@ -83,6 +83,40 @@ fn config_errors_exit_1_with_a_message_and_nothing_on_stdout() {
     }
 }
 
+/// The step's registry (`servers_dir`): a serving server is listed there by pid; once the
+/// step is closed, a server started late stops before it serves or records a session.
+#[test]
+fn a_server_registers_for_its_step_and_one_started_after_the_step_closed_stops() {
+    let (base, root, _o) = workspace("registry");
+    let servers = base.join("servers");
+    std::fs::create_dir(&servers).unwrap();
+    let audit = base.join("audit.jsonl");
+    let cfg = write_config(
+        &base,
+        &json!({"root": root, "audit_path": audit, "servers_dir": servers}),
+    );
+    let mut s = Server::start(&["mcp-serve", "--config", cfg.to_str().unwrap()], &[]);
+    s.initialize();
+    assert!(
+        servers.join(s.pid().to_string()).exists(),
+        "the serving server is not registered"
+    );
+    s.finish();
+    std::fs::write(servers.join("closed"), "").unwrap();
+    let sessions = || {
+        audit_lines(&audit)
+            .iter()
+            .filter(|r| r["type"] == "session.start")
+            .count()
+    };
+    assert_eq!(sessions(), 1);
+    let (code, stdout, stderr) = serve_fails(&["mcp-serve", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(stderr.contains("has ended: nothing to serve"), "{stderr}");
+    assert_eq!(sessions(), 1, "the late server recorded a session");
+}
+
 #[test]
 fn mcp_serve_is_hidden_from_help() {
     let (code, stdout, _) = serve_fails(&["--help"]);

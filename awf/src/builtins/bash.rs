@@ -157,7 +157,11 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
         .jail(&cwd)
         .map_err(|e| format!("cannot prepare the sandbox for the command: {e}"))?;
     let mut bridge = None;
+    // Without a PID namespace of its own, what the command starts may leave its group and be
+    // re-parented here: the orphan sweep runs after it.
+    let mut may_leave_orphans = true;
     if let Some((jail, b)) = jail {
+        may_leave_orphans = !jail.own_pids();
         jail.install(&mut cmd);
         bridge = b;
     }
@@ -219,7 +223,9 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     // Whatever the end, the group goes, and so does every process the command started
     // that left the group (re-parented to this server, a subreaper): pipes get closed.
     group.kill();
-    process::kill_orphans();
+    if may_leave_orphans {
+        process::kill_orphans();
+    }
     if let Some(serving) = serving {
         serving.stop(Duration::from_secs(2));
     }

@@ -151,6 +151,13 @@ impl Jail {
     /// Registers [`enter`](Self::enter) as a `pre_exec` step of `cmd`. It must come after
     /// any step meant for the spawned process itself (the waiter): the shell runs in a
     /// grandchild of it.
+    /// True when the command gets a PID namespace of its own: then nothing it starts can
+    /// outlive the namespace's init, which dies with the spawned process (so no orphan of
+    /// the command is ever re-parented outside).
+    pub fn own_pids(&self) -> bool {
+        self.pids
+    }
+
     pub fn install(mut self, cmd: &mut Command) {
         // SAFETY: `enter` only makes syscalls on memory allocated before fork; on failure
         // it returns an errno without allocating.

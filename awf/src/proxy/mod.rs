@@ -20,6 +20,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub mod servers;
+
 /// Per-run settings of the service.
 #[derive(Clone)]
 pub struct ToolProxyService {
@@ -224,6 +226,8 @@ impl ToolProxyService {
         let traceparent = traceparent.to_string();
         let cfg = self.serve_config(state, seq, proxy, &audit_path, &traceparent);
         let config_path = step_dir.join("mcp-serve.json");
+        let servers_dir = step_dir.join("servers");
+        private_dir(&servers_dir)?;
         let json = serde_json::json!({
             "root": cfg.root,
             "intercept_builtins": cfg.intercept_builtins,
@@ -236,6 +240,7 @@ impl ToolProxyService {
                 .collect::<Vec<_>>(),
             "tools": {"deny": proxy.tools.deny, "read_only": proxy.tools.read_only},
             "audit_path": audit_path,
+            "servers_dir": servers_dir,
             "run_id": cfg.run_id,
             "step_id": cfg.step_id,
             "traceparent": traceparent,
@@ -321,13 +326,12 @@ impl ToolProxyService {
     /// Tears the step down: the agent's group (`leader`, when there is one)
     /// and any `awf mcp-serve` still running with this step's config, then the files.
     pub fn close(&self, session: ProxySession, leader: Option<&mut ProcessGroup>) -> ProxyReport {
-        let needle = session.config_path.display().to_string();
-        let strays = process::pids_with_arg(&needle);
+        // Closed first: a server registering from here on stops by itself.
+        let strays = servers::close(
+            &session.injection.step_dir.join("servers"),
+            &session.config_path.display().to_string(),
+        );
         let killed = process::terminate(leader, &strays, process::GRACE);
-        // Servers that escaped the group and were started after the scan above.
-        let late = process::pids_with_arg(&needle);
-        let mut killed = killed;
-        killed.extend(process::terminate(None, &late, process::GRACE));
         // Anything else that left the agent's group and was re-parented to this subreaper.
         process::kill_orphans();
         let mut report = summarise_audit(&session.audit_path);
