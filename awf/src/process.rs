@@ -142,6 +142,30 @@ fn group_members(pgid: i32) -> Vec<i32> {
         .collect()
 }
 
+/// A pidfd of `pid` (readable once the process exits); `None` where the kernel has none.
+fn pidfd_of(pid: libc::pid_t) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags; on success the fd is ours alone.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
+    // SAFETY: fd is a fresh descriptor returned to us above.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Waits up to `limit` for `fd` to become readable (or for a signal).
+fn wait_readable(fd: &std::os::fd::OwnedFd, limit: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = limit.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+    // SAFETY: one pollfd we own, for the call's duration.
+    unsafe {
+        libc::poll(&mut pfd, 1, ms);
+    }
+}
+
 fn signal(pid: i32, sig: i32) {
     // SAFETY: kill(2) with a pid or negative group id; no memory involved.
     unsafe {
@@ -443,34 +467,17 @@ impl ProcessGroup {
     }
 
     /// Waits until the leader exits, `deadline` passes or `interrupt` (asked about every
-    /// `poll`) says stop. The exit is noticed at once, not at the next poll. Does not kill:
-    /// the caller ends the group.
+    /// `poll`) says stop. The exit is noticed at once, not at the next poll: the wait is a
+    /// poll(2) on a pidfd of the leader (no thread). Does not kill: the caller ends the
+    /// group.
     pub fn supervise(
         &mut self,
         deadline: Option<Instant>,
         poll: Duration,
         interrupt: &mut dyn FnMut() -> bool,
     ) -> io::Result<Ended> {
-        let pid = self.child.id() as libc::id_t;
-        let (tx, exited) = mpsc::channel::<()>();
-        // Waits for the exit without reaping it (WNOWAIT): the zombie keeps the pid ours
-        // until try_wait below reaps it.
-        let waiter = std::thread::Builder::new()
-            .name("awf-wait".into())
-            .spawn(move || {
-                loop {
-                    // SAFETY: waitid writes into a zeroed siginfo_t we own.
-                    let r = unsafe {
-                        let mut info: libc::siginfo_t = std::mem::zeroed();
-                        libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
-                    };
-                    if r == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                        break;
-                    }
-                }
-                let _ = tx.send(());
-            });
-        let mut notified = waiter.is_ok();
+        // The leader is our unreaped child, so the pid is its own until try_wait reaps it.
+        let pidfd = pidfd_of(self.child.id() as libc::pid_t);
         loop {
             if let Some(status) = self.try_wait()? {
                 return Ok(Ended::Exited(status));
@@ -483,12 +490,9 @@ impl ProcessGroup {
                 return Ok(Ended::TimedOut);
             }
             let wait = deadline.map_or(poll, |d| poll.min(d - now));
-            if notified {
-                if let Err(mpsc::RecvTimeoutError::Disconnected) = exited.recv_timeout(wait) {
-                    notified = false;
-                }
-            } else {
-                std::thread::sleep(wait);
+            match &pidfd {
+                Some(fd) => wait_readable(fd, wait),
+                None => std::thread::sleep(wait),
             }
         }
     }

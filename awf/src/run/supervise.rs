@@ -8,8 +8,9 @@ use crate::error::{AwfError, codes};
 use crate::process::{self, ProcessGroup};
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{ChildStderr, ChildStdout, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -52,8 +53,7 @@ impl Runner<'_> {
                 format!("cannot start {:?}: {e}", cmd.get_program()),
             )
         })?;
-        let out = reader(child.take_stdout());
-        let err = reader(child.take_stderr());
+        let readers = drain(child.take_stdout(), child.take_stderr());
         let mut progress = Progress::new(name, audit);
         let interrupt = self.interrupt.clone();
         let ended = child
@@ -76,7 +76,7 @@ impl Runner<'_> {
                 exit_status,
                 stdout: String::new(),
                 stderr: String::new(),
-                readers: Some((out, err)),
+                readers: Some(readers),
             },
             child,
         ))
@@ -89,39 +89,79 @@ pub(super) struct Waited {
     pub(super) exit_status: Option<std::process::ExitStatus>,
     pub(super) stdout: String,
     pub(super) stderr: String,
-    readers: Option<(
-        std::thread::JoinHandle<String>,
-        std::thread::JoinHandle<String>,
-    )>,
+    readers: Option<std::thread::JoinHandle<(String, String)>>,
 }
 
 impl Waited {
     /// Joins the output readers; call after teardown (a surviving grandchild would keep
     /// the pipes open).
     pub(super) fn collect(&mut self) {
-        if let Some((o, e)) = self.readers.take() {
-            self.stdout = o.join().unwrap_or_default();
-            self.stderr = e.join().unwrap_or_default();
+        if let Some(r) = self.readers.take() {
+            (self.stdout, self.stderr) = r.join().unwrap_or_default();
         }
     }
 }
 
-fn reader<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<String> {
+/// One thread drains both pipes to their ends (each kept up to `OUTPUT_CAP`): neither can
+/// fill up and block the process while the other is read.
+fn drain(
+    out: Option<ChildStdout>,
+    err: Option<ChildStderr>,
+) -> std::thread::JoinHandle<(String, String)> {
+    let open = |r: Box<dyn Read + Send>, fd: i32| Some((r, fd));
+    // Index 0 is stdout, 1 stderr; `None` once at its end.
+    let mut pipes: [Option<(Box<dyn Read + Send>, i32)>; 2] = [
+        out.and_then(|o| {
+            let fd = o.as_raw_fd();
+            open(Box::new(o), fd)
+        }),
+        err.and_then(|e| {
+            let fd = e.as_raw_fd();
+            open(Box::new(e), fd)
+        }),
+    ];
     std::thread::spawn(move || {
-        let Some(mut r) = r else {
-            return String::new();
-        };
-        let mut buf = Vec::new();
+        let mut kept: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
         let mut chunk = [0u8; 8192];
-        while let Ok(n) = r.read(&mut chunk) {
-            if n == 0 {
+        loop {
+            let open: Vec<usize> = (0..2).filter(|i| pipes[*i].is_some()).collect();
+            if open.is_empty() {
                 break;
             }
-            if buf.len() < OUTPUT_CAP {
-                buf.extend_from_slice(&chunk[..n]);
+            let mut set: Vec<libc::pollfd> = open
+                .iter()
+                .filter_map(|i| pipes[*i].as_ref())
+                .map(|(_, fd)| libc::pollfd {
+                    fd: *fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            // SAFETY: the pollfds are ours for the call; their fds stay open meanwhile.
+            let r = unsafe { libc::poll(set.as_mut_ptr(), set.len() as libc::nfds_t, -1) };
+            if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                break;
+            }
+            for (i, f) in open.into_iter().zip(&set) {
+                if f.revents == 0 {
+                    continue;
+                }
+                let Some((reader, _)) = pipes[i].as_mut() else {
+                    continue;
+                };
+                match reader.read(&mut chunk) {
+                    // At its end: no longer polled.
+                    Ok(0) | Err(_) => pipes[i] = None,
+                    Ok(n) if kept[i].len() < OUTPUT_CAP => kept[i].extend_from_slice(&chunk[..n]),
+                    Ok(_) => {}
+                }
             }
         }
-        String::from_utf8_lossy(&buf).into_owned()
+        let [o, e] = kept;
+        (
+            String::from_utf8_lossy(&o).into_owned(),
+            String::from_utf8_lossy(&e).into_owned(),
+        )
     })
 }
 

@@ -4,6 +4,7 @@
 //! server crashed or was killed). Each record is one `write(2)` to a file opened with
 //! O_APPEND, so several processes can share the file without interleaving lines.
 
+use regex::bytes::{Captures, Regex};
 use serde_json::{Map, Value};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -188,10 +189,11 @@ const SHAPE_WINDOW: usize = 8192;
 /// Well-known token shapes, masked whatever the environment holds: PEM and PGP private
 /// keys (one that runs past the searched window is masked to its end), GitHub, GitLab,
 /// OpenAI-style, Slack, AWS access key ids and Google API keys.
-fn token_shapes() -> &'static regex::Regex {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+fn token_shapes() -> &'static Regex {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {
-        regex::Regex::new(concat!(
+        Regex::new(concat!(
+            "(?-u)",
             r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
             r"|-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*$",
             r"|\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}",
@@ -205,14 +207,15 @@ fn token_shapes() -> &'static regex::Regex {
 /// Credentials in command lines and URLs, each with the part to keep first and the
 /// secret second: `--password X`, `--password=X` (not `--password-file`), `-pX` after
 /// mysql, `curl -u user:X`, `scheme://user:X@host`.
-fn credential_forms() -> &'static regex::Regex {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+fn credential_forms() -> &'static Regex {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {
-        regex::Regex::new(concat!(
-            r"(?i)(--?(?:password|passwd|pass|secret|token|api[-_]key)(?:=|\s+))([^\s'\x22]+)",
+        Regex::new(concat!(
+            "(?-u)",
+            r"(?i:(--?(?:password|passwd|pass|secret|token|api[-_]key)(?:=|\s+))([^\s'\x22]+)",
             r"|(\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;&]*?\s-p)([^\s'\x22]+)",
             r"|((?:\s|^)(?:-u|--user)(?:=|\s+)[^\s:'\x22]+:)([^\s'\x22]+)",
-            r"|(\b[a-z][a-z0-9+.-]*://[^/\s:@'\x22]+:)([^/\s@'\x22]+)@",
+            r"|(\b[a-z][a-z0-9+.-]*://[^/\s:@'\x22]+:)([^/\s@'\x22]+)@)",
         ))
         .expect("credential forms compile")
     })
@@ -221,13 +224,14 @@ fn credential_forms() -> &'static regex::Regex {
 /// `Authorization: Bearer x` and `NAME=value` / `name: "value"` forms: the value goes
 /// when the name looks secret (`AWS_SECRET_ACCESS_KEY=…`, `password=…`, `DB_PASS=…`); a
 /// quoted value goes whole, spaces and all.
-fn assignments() -> &'static regex::Regex {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+fn assignments() -> &'static Regex {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {
-        regex::Regex::new(concat!(
-            r#"(?i)(\bauthorization["']?\s*[:=]\s*["']?(?:bearer|basic|token)?\s*)[^\s"',;]+"#,
+        Regex::new(concat!(
+            "(?-u)",
+            r#"(?i:(\bauthorization["']?\s*[:=]\s*["']?(?:bearer|basic|token)?\s*)[^\s"',;]+"#,
             r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[:=]\s*)("(?:[^"\\\n]|\\.)*"|'[^'\n]*')"#,
-            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[:=]\s*["']?)[^\s"',;&]+"#,
+            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[:=]\s*["']?)[^\s"',;&]+)"#,
         ))
         .expect("assignment forms compile")
     })
@@ -246,32 +250,41 @@ fn secret_assignment(name: &str) -> bool {
 
 /// `text` with token shapes, credentials and secret-looking assignments replaced by
 /// [`MASK`].
+///
+/// The forms are ASCII, and so are the patterns (`(?-u)`: ASCII classes, word boundaries
+/// and case), matched over the text's bytes: their tables are a fraction of the Unicode
+/// ones in every server's memory. Each match starts and ends at an ASCII byte or at an end
+/// of the text, so what is kept stays valid UTF-8; non-ASCII letters count as non-word, so
+/// a form next to one is masked, not passed over.
 fn mask_shapes(text: &str) -> String {
-    let text = token_shapes().replace_all(text, MASK);
-    let text = credential_forms().replace_all(&text, |c: &regex::Captures<'_>| {
+    let text = token_shapes().replace_all(text.as_bytes(), MASK.as_bytes());
+    let text = credential_forms().replace_all(&text, |c: &Captures<'_>| {
         let keep = [1, 3, 5, 7].into_iter().find_map(|i| c.get(i));
-        let at = if c.get(7).is_some() { "@" } else { "" };
-        format!("{}{MASK}{at}", keep.map_or("", |k| k.as_str()))
+        let at: &[u8] = if c.get(7).is_some() { b"@" } else { b"" };
+        [keep.map_or(&b""[..], |k| k.as_bytes()), MASK.as_bytes(), at].concat()
     });
-    assignments()
-        .replace_all(&text, |c: &regex::Captures<'_>| {
-            if let Some(auth) = c.get(1) {
-                return format!("{}{MASK}", auth.as_str());
+    let text = assignments().replace_all(&text, |c: &Captures<'_>| {
+        if let Some(auth) = c.get(1) {
+            return [auth.as_bytes(), MASK.as_bytes()].concat();
+        }
+        let (name, sep, quoted) = match (c.get(2), c.get(5)) {
+            (Some(name), _) => (name, c.get(3), c.get(4)),
+            (None, Some(name)) => (name, c.get(6), None),
+            _ => return c[0].to_vec(),
+        };
+        match sep {
+            Some(sep) if secret_assignment(&String::from_utf8_lossy(name.as_bytes())) => {
+                let q = quoted.map_or(&b""[..], |q| &q.as_bytes()[..1]);
+                [name.as_bytes(), sep.as_bytes(), q, MASK.as_bytes(), q].concat()
             }
-            let (name, sep, quoted) = match (c.get(2), c.get(5)) {
-                (Some(name), _) => (name, c.get(3), c.get(4)),
-                (None, Some(name)) => (name, c.get(6), None),
-                _ => return c[0].to_string(),
-            };
-            match sep {
-                Some(sep) if secret_assignment(name.as_str()) => {
-                    let q = quoted.map_or("", |q| &q.as_str()[..1]);
-                    format!("{}{}{q}{MASK}{q}", name.as_str(), sep.as_str())
-                }
-                _ => c[0].to_string(),
-            }
-        })
-        .into_owned()
+            _ => c[0].to_vec(),
+        }
+    });
+    // Valid by the boundaries above; lossy all the same, never a panic in the audit path.
+    match String::from_utf8(text.into_owned()) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
 }
 
 /// Now as RFC 3339 UTC with milliseconds, e.g. `2026-12-02T12:44:04.123Z`.
@@ -361,6 +374,21 @@ mod tests {
         // In a Write's content too.
         let got = m.mask(&json!({"path": "env.sh", "content": "GITHUB_TOKEN=abcdef\n"}));
         assert_eq!(got["content"], "GITHUB_TOKEN=***\n");
+    }
+
+    #[test]
+    fn text_around_and_inside_a_masked_form_may_be_any_unicode() {
+        let m = Masker::new([], 4096);
+        for (input, want) in [
+            ("café password=sëcrét naïve", "café password=*** naïve"),
+            // A non-ASCII letter is no word character: the name after it still counts.
+            ("éAPI_TOKEN=abc ü", "éAPI_TOKEN=*** ü"),
+            ("日本 --password 秘密の鍵 終", "日本 --password *** 終"),
+            ("ключ sk-abcdefghijklmnopqrstuvwx конец", "ключ *** конец"),
+            ("PASSWORD: \"a\\\"é b\" ok", "PASSWORD: \"***\" ok"),
+        ] {
+            assert_eq!(m.mask_text(input), want, "{input}");
+        }
     }
 
     #[test]
