@@ -186,22 +186,171 @@ impl Masker {
 /// Bytes past the cut still searched for token shapes (a PEM private key fits).
 const SHAPE_WINDOW: usize = 8192;
 
-/// Well-known token shapes, masked whatever the environment holds: PEM and PGP private
-/// keys (one that runs past the searched window is masked to its end), GitHub, GitLab,
-/// OpenAI-style, Slack, AWS access key ids and Google API keys.
-fn token_shapes() -> &'static Regex {
+/// PEM and PGP private keys (one that runs past the searched window is masked to its end).
+fn private_keys() -> &'static Regex {
     static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(concat!(
-            "(?-u)",
-            r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
-            r"|-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*$",
-            r"|\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}",
-            r"|glpat-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}",
-            r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35})",
+            r"(?-u)-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----",
+            r"(?:[\s\S]*?-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*$)",
         ))
-        .expect("token shapes compile")
+        .expect("private key forms compile")
     })
+}
+
+/// Well-known token shapes, masked whatever the environment holds: a prefix at the start of
+/// a word, then a run of the shape's characters: at least `min` of them, or exactly `min`
+/// where `exact`. Found by a scan, not a regex: a pattern with these counted runs takes a
+/// regex engine some 70 KiB in every server.
+struct TokenShape {
+    prefix: &'static [u8],
+    body: fn(u8) -> bool,
+    min: usize,
+    exact: bool,
+}
+
+const TOKEN_SHAPES: &[TokenShape] = &[
+    // GitHub: ghp_, gho_, ghu_, ghs_, ghr_ and fine-grained tokens.
+    TokenShape {
+        prefix: b"ghp_",
+        body: alnum,
+        min: 20,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"gho_",
+        body: alnum,
+        min: 20,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"ghu_",
+        body: alnum,
+        min: 20,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"ghs_",
+        body: alnum,
+        min: 20,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"ghr_",
+        body: alnum,
+        min: 20,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"github_pat_",
+        body: word,
+        min: 20,
+        exact: false,
+    },
+    // GitLab, OpenAI-style, Slack.
+    TokenShape {
+        prefix: b"glpat-",
+        body: word_or_dash,
+        min: 20,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"sk-",
+        body: word_or_dash,
+        min: 20,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"xoxa-",
+        body: alnum_or_dash,
+        min: 10,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"xoxb-",
+        body: alnum_or_dash,
+        min: 10,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"xoxp-",
+        body: alnum_or_dash,
+        min: 10,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"xoxr-",
+        body: alnum_or_dash,
+        min: 10,
+        exact: false,
+    },
+    TokenShape {
+        prefix: b"xoxs-",
+        body: alnum_or_dash,
+        min: 10,
+        exact: false,
+    },
+    // AWS access key ids, Google API keys.
+    TokenShape {
+        prefix: b"AKIA",
+        body: upper_or_digit,
+        min: 16,
+        exact: true,
+    },
+    TokenShape {
+        prefix: b"AIza",
+        body: word_or_dash,
+        min: 35,
+        exact: true,
+    },
+];
+
+fn alnum(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+}
+fn word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+fn word_or_dash(b: u8) -> bool {
+    word(b) || b == b'-'
+}
+fn alnum_or_dash(b: u8) -> bool {
+    alnum(b) || b == b'-'
+}
+fn upper_or_digit(b: u8) -> bool {
+    b.is_ascii_uppercase() || b.is_ascii_digit()
+}
+
+/// The end of the token shape that starts at `at` of `text`, if one does.
+fn token_at(text: &[u8], at: usize) -> Option<usize> {
+    let rest = &text[at..];
+    TOKEN_SHAPES.iter().find_map(|t| {
+        let body = rest.strip_prefix(t.prefix)?;
+        let run = body.iter().take_while(|b| (t.body)(**b)).count();
+        let len = if t.exact { t.min } else { run };
+        (run >= t.min).then_some(at + t.prefix.len() + len)
+    })
+}
+
+/// `text` with every token shape replaced by [`MASK`]; a shape starts a word (what comes
+/// before it is no ASCII letter, digit or `_`).
+fn mask_tokens(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        let starts_word = i == 0 || !word(text[i - 1]);
+        match starts_word.then(|| token_at(text, i)).flatten() {
+            Some(end) => {
+                out.extend_from_slice(MASK.as_bytes());
+                i = end;
+            }
+            None => {
+                out.push(text[i]);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Credentials in command lines and URLs, each with the part to keep first and the
@@ -257,7 +406,8 @@ fn secret_assignment(name: &str) -> bool {
 /// of the text, so what is kept stays valid UTF-8; non-ASCII letters count as non-word, so
 /// a form next to one is masked, not passed over.
 fn mask_shapes(text: &str) -> String {
-    let text = token_shapes().replace_all(text.as_bytes(), MASK.as_bytes());
+    let text = private_keys().replace_all(text.as_bytes(), MASK.as_bytes());
+    let text = mask_tokens(&text);
     let text = credential_forms().replace_all(&text, |c: &Captures<'_>| {
         let keep = [1, 3, 5, 7].into_iter().find_map(|i| c.get(i));
         let at: &[u8] = if c.get(7).is_some() { b"@" } else { b"" };
@@ -374,6 +524,66 @@ mod tests {
         // In a Write's content too.
         let got = m.mask(&json!({"path": "env.sh", "content": "GITHUB_TOKEN=abcdef\n"}));
         assert_eq!(got["content"], "GITHUB_TOKEN=***\n");
+    }
+
+    /// The scan finds what the regex of the shapes (counted runs and all) finds, on texts
+    /// built from the shapes' prefixes and characters around their edges.
+    #[test]
+    fn the_token_scan_masks_exactly_what_the_shapes_regex_matches() {
+        let shapes = Regex::new(concat!(
+            r"(?-u)\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}",
+            r"|glpat-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}",
+            r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35})",
+        ))
+        .unwrap();
+        let pieces: &[&str] = &[
+            "ghp_",
+            "ghs_",
+            "gha_",
+            "github_pat_",
+            "glpat-",
+            "sk-",
+            "xoxb-",
+            "xoxz-",
+            "AKIA",
+            "AIza",
+            "a",
+            "Z",
+            "7",
+            "_",
+            "-",
+            " ",
+            ".",
+            "é",
+            "=",
+            "0123456789",
+            "ABCDEFGHIJ",
+            "abcdefghij",
+            "-_-_-",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut masked = 0;
+        for _ in 0..20_000 {
+            let n = 1 + (next() % 12) as usize;
+            let text: String = (0..n)
+                .map(|_| pieces[(next() % pieces.len() as u64) as usize])
+                .collect();
+            let want = shapes.replace_all(text.as_bytes(), MASK.as_bytes());
+            masked += usize::from(shapes.is_match(text.as_bytes()));
+            assert_eq!(
+                String::from_utf8_lossy(&mask_tokens(text.as_bytes())),
+                String::from_utf8_lossy(&want),
+                "{text}"
+            );
+        }
+        // The texts reach the shapes often, not only their near misses.
+        assert!(masked > 1_000, "{masked} of 20000 texts hold a token");
     }
 
     #[test]
