@@ -11,9 +11,12 @@
 //!   the tests' fake model, one Read each, at most 20 at once (N capped at 20): the CLI's
 //!   own cost apart from awf's.
 //!
-//! Printed per case: wall time against the HOLD floor, peak PSS of awf's processes (awf run
-//! and every `awf mcp-serve`) over the peak number of steps at once, the stand-ins' PSS
-//! apart, peak open descriptors of `awf run`, and the processes left afterwards (0).
+//! Each case runs twice: timed alone (the wall time, against the HOLD floor), then with the
+//! sampler reading every process's memory ten times a second (its wall time is printed
+//! too: on 2 cores the sampler slows what it measures). Printed per case: peak PSS of
+//! awf's processes (awf run and every `awf mcp-serve`) over the peak number of steps at
+//! once, the stand-ins' PSS apart, peak open descriptors of `awf run`, and the processes
+//! left after both runs (0).
 //!
 //! `cargo build --release -p awf --bin awf --example parallel_bench &&
 //! target/release/examples/parallel_bench [N] [HOLD_MS]`
@@ -52,10 +55,11 @@ fn main() {
         .join(format!("awf-parallel-bench-{}", std::process::id()));
     println!("{n} proxied agent steps at once, each holding {hold} ms");
     println!(
-        "{:<18} {:>7} {:>7} {:>6} {:>15} {:>10} {:>10} {:>10} {:>5} {:>5}",
+        "{:<18} {:>7} {:>7} {:>8} {:>6} {:>15} {:>10} {:>10} {:>10} {:>5} {:>5}",
         "case",
         "wall s",
         "× floor",
+        "sampled",
         "steps",
         "awf run MiB",
         "serve/step",
@@ -65,8 +69,18 @@ fn main() {
         "left"
     );
     println!(
-        "{:<18} {:>7} {:>7} {:>6} {:>15} {:>10} {:>10} {:>10} {:>5} {:>5}",
-        "", "", "", "at once", "PSS min→peak", "PSS KiB", "PSS KiB", "KiB/step", "peak", ""
+        "{:<18} {:>7} {:>7} {:>8} {:>6} {:>15} {:>10} {:>10} {:>10} {:>5} {:>5}",
+        "",
+        "",
+        "",
+        "wall s",
+        "at once",
+        "PSS min→peak",
+        "PSS KiB",
+        "PSS KiB",
+        "KiB/step",
+        "peak",
+        ""
     );
     let model = model_server(hold);
     let tools = std::env::var_os("AWF_TOOLS_DIR")
@@ -141,10 +155,11 @@ fn main() {
             }
         };
         println!(
-            "{:<18} {:>7.2} {:>7.2} {:>6} {:>15} {:>10.0} {:>10.0} {:>10.0} {:>5} {:>5}{}",
+            "{:<18} {:>7.2} {:>7.2} {:>8.2} {:>6} {:>15} {:>10.0} {:>10.0} {:>10.0} {:>5} {:>5}{}",
             case,
             wall,
             wall / (hold as f64 / 1000.0),
+            sampled.wall,
             peak_steps,
             format!(
                 "{:.1}→{:.1}",
