@@ -10,7 +10,9 @@
 //! the kernel carries the bytes over two TCP connections instead of one, and
 //! on 2 cores three busy parties (server, proxy, client) share two, so the
 //! ratio there says what the proxy costs in CPU, not what a user's download
-//! loses; the paced one says that.
+//! loses; the paced one says that. A bare relay (accept, connect, copy; nothing
+//! parsed or checked) is measured in the same turns as the yardstick for any
+//! relay on this machine.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -23,7 +25,7 @@ use awf::confine::egress::rules::AllowList;
 const REQUESTS: usize = 200;
 const WARMUP: usize = 20;
 const BIG: u64 = 100_000_000;
-const DOWNLOADS: usize = 5;
+const DOWNLOADS: usize = 9;
 /// Bytes per second of the paced download.
 const PACED: f64 = 125e6;
 
@@ -99,6 +101,31 @@ fn proxy(server_port: u16) -> SocketAddr {
     addr
 }
 
+/// The least a relay can do, as a yardstick: accept, connect to the server, copy both ways
+/// (`std::io::copy`, which splices between sockets too); no request is read or checked.
+fn bare_relay(server_port: u16) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            std::thread::spawn(move || {
+                let upstream = TcpStream::connect(("127.0.0.1", server_port)).unwrap();
+                let (mut c2, mut u2) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+                let up = std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c2, &mut u2);
+                    let _ = u2.shutdown(std::net::Shutdown::Write);
+                });
+                let (mut c, mut u) = (client, upstream);
+                let _ = std::io::copy(&mut u, &mut c);
+                let _ = c.shutdown(std::net::Shutdown::Write);
+                let _ = up.join();
+            });
+        }
+    });
+    addr
+}
+
 /// One GET on a new connection, read to the end; returns the bytes read.
 fn get(to: SocketAddr, target: &str, host: &str) -> u64 {
     let mut s = TcpStream::connect(to).unwrap();
@@ -116,7 +143,8 @@ fn get(to: SocketAddr, target: &str, host: &str) -> u64 {
 }
 
 /// CPU seconds (user + system) of each live thread of this process whose name starts with
-/// `egress` (the proxy's connection and relay threads), by thread id.
+/// `egress-` (the proxy's connection and relay threads; unnamed threads carry this program's
+/// name, `egress_bench`), by thread id.
 fn proxy_cpu_by_thread() -> Vec<(String, f64)> {
     // SAFETY: sysconf reads a constant.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
@@ -128,7 +156,7 @@ fn proxy_cpu_by_thread() -> Vec<(String, f64)> {
         let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
             continue;
         };
-        if !stat[open + 1..close].starts_with("egress") {
+        if !stat[open + 1..close].starts_with("egress-") {
             continue;
         }
         let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
@@ -209,16 +237,21 @@ fn main() {
             *cpu.lock().unwrap() = seen.values().sum();
         })
     };
+    let bare = bare_relay(port);
     let (mut direct_runs, mut proxy_runs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut bare_runs, mut bare_ratios) = (Vec::new(), Vec::new());
     let mut proxied_wall = 0.0;
     for _ in 0..DOWNLOADS {
         let d = once(direct, "/big");
         let t = Instant::now();
         let p = once(via, &url("/big"));
         proxied_wall += t.elapsed().as_secs_f64();
+        let b = once(bare, "/big");
         direct_runs.push(d);
         proxy_runs.push(p);
         ratios.push(p / d);
+        bare_runs.push(b);
+        bare_ratios.push(b / d);
     }
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     sampler.join().unwrap();
@@ -232,6 +265,11 @@ fn main() {
     println!(
         "  ratio  {:>8.2} (median of the pairs' ratios)",
         mid(ratios)
+    );
+    println!(
+        "  a bare relay (no parsing, no checks: the yardstick) {:.0} MB/s, ratio {:.2}",
+        mid(bare_runs),
+        mid(bare_ratios)
     );
     println!(
         "  the proxy's own CPU: {:.2} s for {} MB ({:.2} s per GB), {:.0}% of one core over the proxied downloads",
