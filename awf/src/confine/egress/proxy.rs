@@ -657,7 +657,11 @@ fn splice_all(from: &TcpStream, to: &TcpStream) -> Option<(u64, bool)> {
     // SAFETY: fcntl on the pipe just made.
     unsafe { libc::fcntl(tx, libc::F_SETPIPE_SZ, SPLICE_PIPE as libc::c_int) };
     let (src, dst) = (from.as_raw_fd(), to.as_raw_fd());
-    let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_MORE;
+    // Never SPLICE_F_MORE: it corks the socket, so the tail of every message (a segment
+    // short of full) would wait for more bytes up to the kernel's 200 ms ceiling, on each
+    // hop of each exchange (a TLS handshake, an HTTP/2 request). The kernel sets MORE by
+    // itself while the pipe still holds bytes for the socket.
+    let flags = libc::SPLICE_F_MOVE;
     let null = std::ptr::null_mut();
     let mut total = 0u64;
     let outcome = 'copy: loop {
