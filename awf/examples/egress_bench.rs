@@ -35,17 +35,22 @@ const DOWNLOADS: usize = 9;
 /// Bytes per second of the paced download.
 const PACED: f64 = 125e6;
 
-/// An HTTP server: `/big` sends BIG bytes, anything else a short body.
-fn server() -> u16 {
+/// A server on a loopback port that runs `handle` on each connection in a thread of its own.
+fn listen(handle: fn(TcpStream)) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
-            std::thread::spawn(move || answer(conn));
+            std::thread::spawn(move || handle(conn));
         }
     });
     port
+}
+
+/// An HTTP server: `/big` sends BIG bytes, anything else a short body.
+fn server() -> u16 {
+    listen(answer)
 }
 
 fn answer(mut conn: TcpStream) {
@@ -94,23 +99,11 @@ const EXCHANGES: usize = 50;
 
 /// A server that sends back every message of EXCHANGE bytes it gets, on each connection.
 fn echo_server() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            std::thread::spawn(move || {
-                let _ = conn.set_nodelay(true);
-                let mut buf = vec![0u8; EXCHANGE];
-                while conn.read_exact(&mut buf).is_ok() {
-                    if conn.write_all(&buf).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
+    listen(|mut conn| {
+        let _ = conn.set_nodelay(true);
+        let mut buf = vec![0u8; EXCHANGE];
+        while conn.read_exact(&mut buf).is_ok() && conn.write_all(&buf).is_ok() {}
+    })
 }
 
 /// Median round trip of EXCHANGES messages on `s`, which leads to the echo server.
