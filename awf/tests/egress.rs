@@ -681,3 +681,168 @@ states:
     assert!(text.contains(&format!("network: {a}×2")), "{text}");
     assert!(text.contains(&format!("network denied: {o} ×1")), "{text}");
 }
+
+/// An upload site on the host's loopback: reads one request per connection, its body
+/// framed by Content-Length or chunked, records the request line and the body, answers
+/// with the body's length, and then reads on until the proxy closes, so anything else
+/// sent on the connection is recorded as a request too.
+struct UploadSite {
+    port: u16,
+    seen: Arc<Mutex<Vec<Received>>>,
+}
+
+/// A request line and the body that came with it.
+type Received = (String, Vec<u8>);
+
+impl UploadSite {
+    fn start() -> UploadSite {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let mut conn = conn;
+                    while let Some((line, body)) = read_request(&mut reader) {
+                        let reply = format!("got {} bytes\n", body.len());
+                        log.lock().unwrap().push((line, body));
+                        let _ = write!(
+                            conn,
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{reply}",
+                            reply.len()
+                        );
+                    }
+                });
+            }
+        });
+        UploadSite { port, seen }
+    }
+}
+
+/// One request from `r`: its request line and its body; None at the end of input.
+fn read_request(r: &mut impl BufRead) -> Option<Received> {
+    let line = |r: &mut dyn BufRead| {
+        let mut l = String::new();
+        (r.read_line(&mut l).ok()? > 0).then(|| l.trim_end().to_string())
+    };
+    let request = line(r)?;
+    let (mut length, mut chunked) = (0usize, false);
+    loop {
+        let h = line(r)?;
+        if h.is_empty() {
+            break;
+        }
+        let (name, value) = h.split_once(':')?;
+        match name.to_ascii_lowercase().as_str() {
+            "content-length" => length = value.trim().parse().ok()?,
+            "transfer-encoding" => chunked = value.trim().eq_ignore_ascii_case("chunked"),
+            _ => {}
+        }
+    }
+    let mut body = Vec::new();
+    if !chunked {
+        body.resize(length, 0);
+        r.read_exact(&mut body).ok()?;
+        return Some((request, body));
+    }
+    loop {
+        let size_line = line(r)?;
+        let size = usize::from_str_radix(size_line.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            while !line(r)?.is_empty() {}
+            return Some((request, body));
+        }
+        let start = body.len();
+        body.resize(start + size + 2, 0);
+        r.read_exact(&mut body[start..]).ok()?;
+        body.truncate(start + size);
+    }
+}
+
+#[test]
+fn uploads_pass_whole_and_a_request_pipelined_behind_one_is_dropped_and_recorded() {
+    if !python_available() {
+        return;
+    }
+    let (base, root, _o) = workspace("egress-uploads");
+    let site = UploadSite::start();
+    let p = site.port;
+    let (mut s, audit) = serve(
+        &base,
+        &root,
+        json!({"allow": [format!("host.awf.internal:{p}")]}),
+        &[],
+    );
+    if !isolated(&mut s) {
+        return;
+    }
+    let data: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(root.join("data.txt"), &data).unwrap();
+
+    // Content-Length (curl --data-binary), and chunked (curl -T - reads standard input).
+    let out = bash(
+        &mut s,
+        &format!(
+            "curl -sS --data-binary @data.txt http://host.awf.internal:{p}/cl && \
+             cat data.txt | curl -sS -T - http://host.awf.internal:{p}/chunked"
+        ),
+    );
+    let want = format!("got {} bytes\n", data.len());
+    assert_eq!(out.matches(&want).count(), 2, "{out}");
+
+    // A client that sends a second request behind the first on one connection, then
+    // half-closes (the site reads on until its client does: it would answer a second
+    // request if one came).
+    let script = format!(
+        "import socket\n\
+         c = socket.create_connection(('127.0.0.1', 3128))\n\
+         c.sendall(b'GET http://host.awf.internal:{p}/first HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'\n\
+                   b'GET http://elsewhere.example/second HTTP/1.1\\r\\nHost: elsewhere.example\\r\\n\\r\\n')\n\
+         c.shutdown(socket.SHUT_WR)\n\
+         reply = b''\n\
+         while True:\n\
+         \x20   b = c.recv(65536)\n\
+         \x20   if not b: break\n\
+         \x20   reply += b\n\
+         print(reply.decode())\n"
+    );
+    std::fs::write(root.join("pipeline.py"), script).unwrap();
+    let out = bash(&mut s, "python3 pipeline.py");
+    assert!(out.contains("got 0 bytes"), "{out}");
+    let call = last_bash_call_id(&audit);
+    s.finish();
+
+    let seen = site.seen.lock().unwrap().clone();
+    let lines: Vec<&str> = seen.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(
+        lines,
+        [
+            "POST /cl HTTP/1.1",
+            "PUT /chunked HTTP/1.1",
+            "GET /first HTTP/1.1"
+        ],
+        "the site saw exactly these requests"
+    );
+    assert!(seen[0].1 == data.as_bytes() && seen[1].1 == data.as_bytes());
+
+    let records = net_records(&audit);
+    let piped = records
+        .iter()
+        .find(|r| r["call_id"] == call.as_str())
+        .unwrap_or_else(|| panic!("no net.connect of {call}: {records:#?}"));
+    assert_eq!(piped["decision"], "allowed", "{piped}");
+    let second = "GET http://elsewhere.example/second HTTP/1.1\r\nHost: elsewhere.example\r\n\r\n";
+    assert_eq!(piped["bytes_dropped"], second.len() as u64, "{piped}");
+    let uploads: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["call_id"] != call.as_str())
+        .collect();
+    assert_eq!(uploads.len(), 2, "{records:#?}");
+    for r in uploads {
+        assert!(r["bytes_up"].as_u64().unwrap() > data.len() as u64, "{r}");
+        assert!(r.get("bytes_dropped").is_none(), "{r}");
+    }
+}

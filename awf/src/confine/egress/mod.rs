@@ -10,6 +10,7 @@
 //! (its audit record and span event name the call), and a tool that ignores the proxy
 //! variables finds no route at all.
 
+pub mod body;
 pub mod proxy;
 pub mod rules;
 
@@ -232,6 +233,9 @@ impl proxy::Attempt {
         }
         m.insert("bytes_up".into(), self.bytes_up.into());
         m.insert("bytes_down".into(), self.bytes_down.into());
+        if self.bytes_dropped > 0 {
+            m.insert("bytes_dropped".into(), self.bytes_dropped.into());
+        }
         m.insert(
             "duration_ms".into(),
             serde_json::json!((self.duration.as_secs_f64() * 1e6).round() / 1000.0),

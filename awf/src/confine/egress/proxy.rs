@@ -11,6 +11,7 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use super::body::Body;
 use super::rules::{self, AllowList, Host, is_public};
 
 /// Largest request head the proxy reads.
@@ -73,6 +74,9 @@ pub struct Attempt {
     pub bytes_up: u64,
     /// Bytes relayed from upstream to the client.
     pub bytes_down: u64,
+    /// Bytes the client sent after its plain HTTP request's body (a pipelined
+    /// request, say), read and not sent upstream: one request per connection.
+    pub bytes_dropped: u64,
     /// The whole client connection.
     pub duration: Duration,
     /// "CONNECT" or "HTTP".
@@ -111,6 +115,7 @@ impl Proxy {
             reason: None,
             bytes_up: 0,
             bytes_down: 0,
+            bytes_dropped: 0,
             duration: Duration::ZERO,
             method: "HTTP",
         };
@@ -139,6 +144,11 @@ impl Proxy {
         let target = parse_target(&request)?;
         attempt.host = target.host.clone();
         attempt.port = target.port;
+        // A tunnel's bytes are the client's; a request's body is framed by its head.
+        let body = match target.connect {
+            true => None,
+            false => Some(Body::of(&request.headers).map_err(|why| Stop::bad(400, why))?),
+        };
 
         let Some(rule) = self.allow.find(&target.host, target.port) else {
             let shown = host_port(&target.host, target.port);
@@ -152,14 +162,17 @@ impl Proxy {
         let addresses = self.addresses(&rule.host, &target, attempt)?;
         attempt.decision = Decision::Allowed;
 
-        if target.connect {
-            self.tunnel(client, &target, &addresses, extra.to_vec(), attempt)
-        } else {
-            let mut upstream_head = rewrite_head(&request, &target);
-            upstream_head.extend_from_slice(extra);
-            let upstream =
-                connect(&addresses, attempt).map_err(|e| Stop::reply(502, e.clone(), e))?;
-            relay(client, &upstream, &upstream_head, attempt)
+        match body {
+            None => self.tunnel(client, &target, &addresses, extra.to_vec(), attempt),
+            Some(mut body) => {
+                let mut upstream_head = rewrite_head(&request, &target);
+                let keep = body.take(extra).map_err(|why| Stop::bad(400, why))?;
+                upstream_head.extend_from_slice(&extra[..keep]);
+                attempt.bytes_dropped = (extra.len() - keep) as u64;
+                let upstream =
+                    connect(&addresses, attempt).map_err(|e| Stop::reply(502, e.clone(), e))?;
+                relay(client, &upstream, &upstream_head, Some(body), attempt)
+            }
         }
     }
 
@@ -279,7 +292,7 @@ impl Proxy {
         }
 
         let upstream = connect(addresses, attempt).map_err(Stop::quiet)?;
-        relay(client, &upstream, &first, attempt)
+        relay(client, &upstream, &first, None, attempt)
     }
 }
 
@@ -520,8 +533,9 @@ fn host_port(host: &str, port: u16) -> String {
 }
 
 /// The request head as sent upstream: origin-form, hop-by-hop headers of
-/// the proxy hop dropped, Host from the URL, and one request per
-/// connection so later bytes cannot become a request to another host.
+/// the proxy hop dropped, Host from the URL, and `Connection: close`: one
+/// request per connection (the proxy passes on nothing after its body, see
+/// [`Body`]), so later bytes cannot become a request to another host.
 fn rewrite_head(req: &Request, target: &Target) -> Vec<u8> {
     let mut out = Vec::with_capacity(512);
     out.extend_from_slice(req.method.as_bytes());
@@ -575,11 +589,13 @@ fn connect(addresses: &[SocketAddr], attempt: &mut Attempt) -> Result<TcpStream,
 }
 
 /// Sends `first` upstream, then copies both ways until both sides have
-/// ended, half-closing each direction as its source ends.
+/// ended, half-closing each direction as its source ends. With a request's
+/// `body`, only the rest of that body goes upstream.
 fn relay(
     client: &TcpStream,
     upstream: &TcpStream,
     first: &[u8],
+    body: Option<Body>,
     attempt: &mut Attempt,
 ) -> Result<(), Stop> {
     let _ = client.set_read_timeout(None);
@@ -592,27 +608,52 @@ fn relay(
     let (up, down) = std::thread::scope(|s| {
         let up = std::thread::Builder::new()
             .name("egress-up".into())
-            .spawn_scoped(s, || pump(client, upstream));
+            .spawn_scoped(s, || pump(client, upstream, body));
         match up {
             Ok(up) => {
-                let down = pump(upstream, client);
-                (up.join().unwrap_or(0), down)
+                let down = pump(upstream, client, None);
+                (up.join().unwrap_or_default(), down)
             }
-            Err(_) => (0, 0),
+            Err(_) => Default::default(),
         }
     });
-    attempt.bytes_up += up;
-    attempt.bytes_down = down;
+    attempt.bytes_up += up.bytes;
+    attempt.bytes_dropped += up.dropped;
+    attempt.bytes_down = down.bytes;
+    if let Some(fault) = up.fault {
+        attempt.reason = Some(fault);
+    }
     let _ = upstream.shutdown(Shutdown::Both);
     Ok(())
 }
 
-/// Copies one direction; on a clean end passes the half-close on, on an
-/// error tears both sockets down so the other direction ends too.
-fn pump(from: &TcpStream, to: &TcpStream) -> u64 {
-    let (total, clean) = match splice_all(from, to) {
-        Some(done) => done,
-        None => copy_all(from, to),
+/// What one direction of a relay moved.
+#[derive(Default)]
+struct Moved {
+    bytes: u64,
+    /// Read and not passed on: past the end of a request's body.
+    dropped: u64,
+    /// Why the request's body could not be followed.
+    fault: Option<String>,
+}
+
+/// Copies one direction (with a request's `body`, that body and no more);
+/// on a clean end passes the half-close on, on an error tears both sockets
+/// down so the other direction ends too.
+fn pump(from: &TcpStream, to: &TcpStream, body: Option<Body>) -> Moved {
+    let spliced = match body {
+        Some(_) => None,
+        None => splice_all(from, to),
+    };
+    let (moved, clean) = match spliced {
+        Some((bytes, clean)) => (
+            Moved {
+                bytes,
+                ..Moved::default()
+            },
+            clean,
+        ),
+        None => copy_all(from, to, body),
     };
     if clean {
         let _ = to.shutdown(Shutdown::Write);
@@ -620,24 +661,35 @@ fn pump(from: &TcpStream, to: &TcpStream) -> u64 {
         let _ = from.shutdown(Shutdown::Both);
         let _ = to.shutdown(Shutdown::Both);
     }
-    total
+    moved
 }
 
-/// The copy through a buffer of ours: bytes moved, and whether `from` ended cleanly.
-fn copy_all(mut from: &TcpStream, mut to: &TcpStream) -> (u64, bool) {
+/// The copy through a buffer of ours (with a request's `body`, only what is
+/// still that body is passed on; the rest is read and dropped): what moved,
+/// and whether `from` ended cleanly.
+fn copy_all(mut from: &TcpStream, mut to: &TcpStream, mut body: Option<Body>) -> (Moved, bool) {
     let mut buf = vec![0u8; RELAY_BUFFER];
-    let mut total = 0u64;
+    let mut moved = Moved::default();
     loop {
         match from.read(&mut buf) {
-            Ok(0) => return (total, true),
+            Ok(0) => return (moved, true),
             Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    return (total, false);
+                let keep = match body.as_mut().map(|b| b.take(&buf[..n])) {
+                    None => n,
+                    Some(Ok(keep)) => keep,
+                    Some(Err(why)) => {
+                        moved.fault = Some(why);
+                        return (moved, false);
+                    }
+                };
+                if keep > 0 && to.write_all(&buf[..keep]).is_err() {
+                    return (moved, false);
                 }
-                total += n as u64;
+                moved.bytes += keep as u64;
+                moved.dropped += (n - keep) as u64;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return (total, false),
+            Err(_) => return (moved, false),
         }
     }
 }
@@ -1333,6 +1385,176 @@ mod tests {
             a.reason.as_deref(),
             Some("the request head is larger than 64 KiB")
         );
+    }
+
+    /// Through the proxy to a server that reads everything it is sent until the proxy
+    /// half-closes, then answers `ok`: the client writes each of `parts(port)` on its own
+    /// (a pause between them, so later ones come after the head was read), then
+    /// half-closes. Returns what the server got, the reply, and the attempt.
+    fn through(parts: impl Fn(u16) -> Vec<String>) -> (String, String, Attempt) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut got = Vec::new();
+            let _ = conn.read_to_end(&mut got);
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            String::from_utf8(got).unwrap()
+        });
+        let (addr, attempts) = start(proxy(&[&format!("host.awf.internal:{port}")]));
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_nodelay(true).unwrap();
+        for part in parts(port) {
+            c.write_all(part.as_bytes()).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        c.shutdown(Shutdown::Write).unwrap();
+        let reply = String::from_utf8_lossy(&read_all(&mut c)).into_owned();
+        let upstream = server.join().unwrap();
+        (upstream, reply, attempts.recv().unwrap())
+    }
+
+    /// The writes a client makes, given the upstream's port.
+    type Parts<'a> = &'a dyn Fn(u16) -> Vec<String>;
+
+    const ELSEWHERE: &str =
+        "GET http://elsewhere.example/ HTTP/1.1\r\nHost: elsewhere.example\r\n\r\n";
+
+    #[test]
+    fn a_request_pipelined_behind_an_allowed_one_never_reaches_the_upstream() {
+        let get =
+            |port| format!("GET http://host.awf.internal:{port}/a HTTP/1.1\r\nHost: x\r\n\r\n");
+        // In the head's packet, and after it.
+        let cases: [&dyn Fn(u16) -> Vec<String>; 2] =
+            [&|port| vec![format!("{}{ELSEWHERE}", get(port))], &|port| {
+                vec![get(port), ELSEWHERE.to_string()]
+            }];
+        for parts in cases {
+            let (upstream, reply, a) = through(parts);
+            assert!(upstream.starts_with("GET /a HTTP/1.1\r\n"), "{upstream}");
+            assert!(
+                upstream.ends_with("Connection: close\r\n\r\n"),
+                "{upstream}"
+            );
+            assert!(!upstream.contains("elsewhere"), "{upstream}");
+            assert!(reply.ends_with("\r\n\r\nok"), "{reply}");
+            assert_eq!(a.decision, Decision::Allowed);
+            assert_eq!(a.bytes_up, upstream.len() as u64);
+            assert_eq!(a.bytes_dropped, ELSEWHERE.len() as u64);
+            assert_eq!(a.reason, None);
+            assert_eq!(a.record()["bytes_dropped"], ELSEWHERE.len() as u64);
+        }
+    }
+
+    #[test]
+    fn a_request_body_goes_upstream_whole_and_nothing_after_it() {
+        let post = |port: u16, framing: &str| {
+            format!("POST http://host.awf.internal:{port}/up HTTP/1.1\r\nHost: x\r\n{framing}\r\n")
+        };
+        let chunked = "4;ext=1\r\nbody\r\n6\r\n more \r\n0\r\nTrailer: t\r\n\r\n";
+        let cases: [(Parts, &str); 4] = [
+            (
+                &|port| {
+                    vec![
+                        format!("{}bo", post(port, "Content-Length: 5\r\n")),
+                        format!("dy!{ELSEWHERE}"),
+                    ]
+                },
+                "body!",
+            ),
+            (
+                &|port| {
+                    vec![
+                        post(port, "Content-Length: 7\r\n"),
+                        "body!".into(),
+                        format!("!!{ELSEWHERE}"),
+                    ]
+                },
+                "body!!!",
+            ),
+            (
+                &|port| {
+                    vec![
+                        format!(
+                            "{}4;ext=1\r\nbo",
+                            post(port, "Transfer-Encoding: chunked\r\n")
+                        ),
+                        "dy\r\n6\r\n more \r\n0\r\nTrailer: t".into(),
+                        format!("\r\n\r\n{ELSEWHERE}"),
+                    ]
+                },
+                chunked,
+            ),
+            (
+                &|port| {
+                    vec![
+                        post(port, "Transfer-Encoding: chunked\r\n"),
+                        format!("{chunked}{ELSEWHERE}"),
+                    ]
+                },
+                chunked,
+            ),
+        ];
+        for (parts, body) in cases {
+            let (upstream, reply, a) = through(parts);
+            let (head, sent) = upstream.split_once("\r\n\r\n").unwrap();
+            assert!(head.starts_with("POST /up HTTP/1.1\r\n"), "{upstream}");
+            assert_eq!(sent, body, "{upstream}");
+            assert!(reply.ends_with("\r\n\r\nok"), "{reply}");
+            assert_eq!(a.bytes_dropped, ELSEWHERE.len() as u64, "{upstream}");
+            assert_eq!(a.reason, None);
+        }
+    }
+
+    #[test]
+    fn a_malformed_chunked_body_ends_the_connection_where_it_goes_wrong() {
+        let (upstream, _reply, a) = through(|port| {
+            vec![
+                format!(
+                    "POST http://host.awf.internal:{port}/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n"
+                ),
+                format!("5\r\nabcdefgh\r\n0\r\n\r\n{ELSEWHERE}"),
+            ]
+        });
+        assert!(upstream.ends_with("\r\n\r\n3\r\nabc\r\n"), "{upstream}");
+        assert!(!upstream.contains("elsewhere"), "{upstream}");
+        let why = a.reason.unwrap();
+        assert!(why.contains("chunk data longer than its size"), "{why}");
+    }
+
+    #[test]
+    fn a_head_framed_two_ways_gets_400_and_the_upstream_is_never_contacted() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (addr, attempts) = start(proxy(&[&format!("host.awf.internal:{port}")]));
+        for (framing, words) in [
+            (
+                "Content-Length: 3\r\nTransfer-Encoding: chunked",
+                "both Content-Length and Transfer-Encoding",
+            ),
+            (
+                "Transfer-Encoding: chunked, gzip",
+                "does not end in chunked",
+            ),
+            (
+                "Content-Length: 3\r\nContent-Length: 4",
+                "differing Content-Length",
+            ),
+        ] {
+            let mut c = TcpStream::connect(addr).unwrap();
+            write!(
+                c,
+                "POST http://host.awf.internal:{port}/ HTTP/1.1\r\n{framing}\r\n\r\nabc"
+            )
+            .unwrap();
+            let reply = String::from_utf8_lossy(&read_all(&mut c)).into_owned();
+            assert!(reply.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{reply}");
+            assert!(reply.contains(words), "{reply}");
+            let a = attempts.recv().unwrap();
+            assert_eq!(a.decision, Decision::Denied);
+            assert!(a.reason.unwrap().contains(words));
+        }
+        assert!(!was_contacted(&listener));
     }
 
     #[test]
