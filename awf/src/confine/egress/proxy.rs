@@ -28,8 +28,9 @@ const SERVER_FIRST_WAIT: Duration = Duration::from_secs(2);
 const MAX_HELLO: usize = 16 * 1024;
 /// Largest run of TLS records carrying that ClientHello.
 const MAX_HELLO_RECORDS: usize = MAX_HELLO + 8 * 1024;
-/// Relay buffer per direction.
-const RELAY_BUFFER: usize = 64 * 1024;
+/// Relay buffer per direction, where bytes are copied (a request's body, or where the
+/// kernel cannot splice): on the relay thread's stack, so a connection costs no heap.
+const RELAY_BUFFER: usize = 16 * 1024;
 /// Bytes one splice moves at most (the pipe's size, where the kernel grants it).
 const SPLICE_PIPE: usize = 1024 * 1024;
 /// The setting that holds the allow list, named in refusals.
@@ -668,7 +669,7 @@ fn pump(from: &TcpStream, to: &TcpStream, body: Option<Body>) -> Moved {
 /// still that body is passed on; the rest is read and dropped): what moved,
 /// and whether `from` ended cleanly.
 fn copy_all(mut from: &TcpStream, mut to: &TcpStream, mut body: Option<Body>) -> (Moved, bool) {
-    let mut buf = vec![0u8; RELAY_BUFFER];
+    let mut buf = [0u8; RELAY_BUFFER];
     let mut moved = Moved::default();
     loop {
         match from.read(&mut buf) {
