@@ -846,3 +846,56 @@ fn uploads_pass_whole_and_a_request_pipelined_behind_one_is_dropped_and_recorded
         assert!(r.get("bytes_dropped").is_none(), "{r}");
     }
 }
+
+#[test]
+fn curl_through_socks5_reaches_the_listed_server_and_is_refused_another_port() {
+    let (base, root, _o) = workspace("egress-socks");
+    let dir = base.join("site");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hello.txt"), "hello over socks\n").unwrap();
+    let (allowed, other) = (Site::start(&dir), Site::start(&dir));
+    let (mut s, audit) = serve(
+        &base,
+        &root,
+        json!({"allow": [format!("host.awf.internal:{}", allowed.port)]}),
+        &[],
+    );
+    if !isolated(&mut s) {
+        return;
+    }
+    let socks = "curl -sS --proxy socks5h://127.0.0.1:3128";
+    let out = bash(
+        &mut s,
+        &format!(
+            "{socks} http://host.awf.internal:{}/hello.txt; {socks} http://host.awf.internal:{}/hello.txt; echo exit $?",
+            allowed.port, other.port
+        ),
+    );
+    assert!(out.contains("hello over socks"), "{out}");
+    assert!(
+        out.contains("exit 97"),
+        "curl's code for a refused SOCKS request: {out}"
+    );
+    s.finish();
+    assert_eq!(allowed.seen(), ["GET /hello.txt HTTP/1.1"]);
+    assert!(other.seen().is_empty(), "{:?}", other.seen());
+    let records = net_records(&audit);
+    let summary: Vec<(String, u64, String)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap().to_string(),
+                r["port"].as_u64().unwrap(),
+                r["decision"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("SOCKS5".into(), allowed.port as u64, "allowed".into()),
+            ("SOCKS5".into(), other.port as u64, "denied".into()),
+        ],
+        "{records:#?}"
+    );
+}

@@ -579,7 +579,8 @@ impl Confinement {
             }
             NetStatus::Hosts => format!(
                 "network: only {}, through the proxy at http://127.0.0.1:{} (HTTP_PROXY, \
-                 HTTPS_PROXY and ALL_PROXY are set; a tool that ignores them has no network; \
+                 HTTPS_PROXY and ALL_PROXY are set; SOCKS5 on the same port as socks5h://; a tool \
+                 that ignores them has no network; \
                  the host's own loopback is {} with a listed port); anything else is refused \
                  with 403, and every connection is audited",
                 self.egress.as_ref().map_or(String::new(), |e| e.describe()),

@@ -13,6 +13,7 @@
 pub mod body;
 pub mod proxy;
 pub mod rules;
+pub mod socks;
 
 use std::io;
 use std::net::TcpListener;

@@ -1,6 +1,7 @@
 //! The egress proxy: the sandbox's only way out. It serves HTTP proxy
-//! requests (CONNECT tunnels and absolute-form plain HTTP), lets through
-//! those whose host the allow list names, and reports every attempt.
+//! requests (CONNECT tunnels and absolute-form plain HTTP) and SOCKS5
+//! CONNECT ([`socks`]) on one port, lets through those whose host the allow
+//! list names, and reports every attempt.
 //!
 //! Checks happen before anything reaches the upstream: the proxy resolves
 //! the name itself and connects to an address it has checked, and for a
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::body::Body;
 use super::rules::{self, AllowList, Host, is_public};
+use super::socks;
 
 /// Largest request head the proxy reads.
 const MAX_HEAD: usize = 64 * 1024;
@@ -80,7 +82,7 @@ pub struct Attempt {
     pub bytes_dropped: u64,
     /// The whole client connection.
     pub duration: Duration,
-    /// "CONNECT" or "HTTP".
+    /// "CONNECT", "HTTP" or "SOCKS5".
     pub method: &'static str,
 }
 
@@ -121,8 +123,12 @@ impl Proxy {
             method: "HTTP",
         };
         if let Err(stop) = self.run(&client, &mut attempt) {
-            if let Some((status, body)) = &stop.reply {
-                refuse(&client, *status, body);
+            match &stop.reply {
+                Some((status, _)) if attempt.method == "SOCKS5" => {
+                    let _ = (&client).write_all(&socks::reply_for(*status));
+                }
+                Some((status, body)) => refuse(&client, *status, body),
+                None => {}
             }
             attempt.reason = Some(stop.reason);
         }
@@ -136,19 +142,37 @@ impl Proxy {
         // Nagle: the proxy's added latency is mostly that.
         let _ = client.set_nodelay(true);
         let _ = client.set_write_timeout(Some(CLIENT_TIMEOUT));
-        let (buf, head_len) = read_head(client)?;
-        let request = parse_request(&buf[..head_len])?;
-        let extra = &buf[head_len..];
-        if request.method == "CONNECT" {
-            attempt.method = "CONNECT";
-        }
-        let target = parse_target(&request)?;
+        let deadline = Instant::now() + CLIENT_TIMEOUT;
+        let (target, extra, request) = match read_head(client, deadline)? {
+            Opening::Socks(first) => {
+                attempt.method = "SOCKS5";
+                let c =
+                    socks::handshake(client, first, deadline).map_err(|f| Stop::quiet(f.reason))?;
+                let target = Target {
+                    connect: true,
+                    host: c.host,
+                    port: c.port,
+                    path: String::new(),
+                };
+                (target, c.rest, None)
+            }
+            Opening::Http(mut buf, head_len) => {
+                let request = parse_request(&buf[..head_len])?;
+                if request.method == "CONNECT" {
+                    attempt.method = "CONNECT";
+                }
+                let target = parse_target(&request)?;
+                (target, buf.split_off(head_len), Some(request))
+            }
+        };
         attempt.host = target.host.clone();
         attempt.port = target.port;
         // A tunnel's bytes are the client's; a request's body is framed by its head.
-        let body = match target.connect {
-            true => None,
-            false => Some(Body::of(&request.headers).map_err(|why| Stop::bad(400, why))?),
+        let body = match &request {
+            Some(request) if !target.connect => {
+                Some(Body::of(&request.headers).map_err(|why| Stop::bad(400, why))?)
+            }
+            _ => None,
         };
 
         let Some(rule) = self.allow.find(&target.host, target.port) else {
@@ -163,16 +187,22 @@ impl Proxy {
         let addresses = self.addresses(&rule.host, &target, attempt)?;
         attempt.decision = Decision::Allowed;
 
-        match body {
-            None => self.tunnel(client, &target, &addresses, extra.to_vec(), attempt),
-            Some(mut body) => {
+        match (request, body) {
+            (Some(request), Some(mut body)) => {
                 let mut upstream_head = rewrite_head(&request, &target);
-                let keep = body.take(extra).map_err(|why| Stop::bad(400, why))?;
+                let keep = body.take(&extra).map_err(|why| Stop::bad(400, why))?;
                 upstream_head.extend_from_slice(&extra[..keep]);
                 attempt.bytes_dropped = (extra.len() - keep) as u64;
                 let upstream =
                     connect(&addresses, attempt).map_err(|e| Stop::reply(502, e.clone(), e))?;
                 relay(client, &upstream, &upstream_head, Some(body), attempt)
+            }
+            (request, _) => {
+                let established: &[u8] = match request {
+                    Some(_) => b"HTTP/1.1 200 Connection established\r\n\r\n",
+                    None => &socks::SUCCEEDED,
+                };
+                self.tunnel(client, &target, &addresses, established, extra, attempt)
             }
         }
     }
@@ -227,18 +257,20 @@ impl Proxy {
         }
     }
 
-    /// A CONNECT tunnel: 200, then the client's first bytes are checked
-    /// before the upstream is contacted at all.
+    /// A tunnel (HTTP CONNECT or SOCKS5): `established` (the protocol's
+    /// success), then the client's first bytes are checked before the upstream
+    /// is contacted at all.
     fn tunnel(
         &self,
         client: &TcpStream,
         target: &Target,
         addresses: &[SocketAddr],
+        established: &[u8],
         mut first: Vec<u8>,
         attempt: &mut Attempt,
     ) -> Result<(), Stop> {
         (&*client)
-            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .write_all(established)
             .map_err(|e| Stop::quiet(format!("client gone: {e}")))?;
 
         let started = Instant::now();
@@ -326,10 +358,16 @@ impl Stop {
     }
 }
 
-/// Reads the request head; returns the bytes read and the head's length
-/// (bytes past it are the start of a body or of the tunnel).
-fn read_head(client: &TcpStream) -> Result<(Vec<u8>, usize), Stop> {
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
+/// How a client opens: an HTTP request head (the bytes read and the head's
+/// length; bytes past it are the start of a body or of a tunnel), or a SOCKS5
+/// greeting (the bytes read so far).
+enum Opening {
+    Http(Vec<u8>, usize),
+    Socks(Vec<u8>),
+}
+
+/// Reads the request head, or the first bytes of a SOCKS5 greeting.
+fn read_head(client: &TcpStream, deadline: Instant) -> Result<Opening, Stop> {
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 8192];
     loop {
@@ -354,9 +392,12 @@ fn read_head(client: &TcpStream) -> Result<(Vec<u8>, usize), Stop> {
             Err(e) => return Err(Stop::quiet(format!("client gone: {e}"))),
         };
         buf.extend_from_slice(&chunk[..n]);
+        if buf[0] == socks::VERSION {
+            return Ok(Opening::Socks(buf));
+        }
         let mut headers = [httparse::EMPTY_HEADER; 128];
         match httparse::Request::new(&mut headers).parse(&buf) {
-            Ok(httparse::Status::Complete(len)) => return Ok((buf, len)),
+            Ok(httparse::Status::Complete(len)) => return Ok(Opening::Http(buf, len)),
             Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
                 return Err(Stop::bad(
                     431,
@@ -378,7 +419,8 @@ fn read_head(client: &TcpStream) -> Result<(Vec<u8>, usize), Stop> {
 /// A short explanation of bytes that are not an HTTP request.
 fn not_http(buf: &[u8], e: httparse::Error) -> String {
     match buf.first() {
-        Some(4 | 5) => "this is an HTTP proxy, not SOCKS: use it as an http:// proxy".to_string(),
+        Some(4) => "SOCKS4 is not served: use socks5h://127.0.0.1:3128, or an http:// proxy"
+            .to_string(),
         Some(0x16) => "this proxy is reached over plain HTTP: use an http:// proxy URL (https targets still work, through CONNECT)".to_string(),
         _ => format!("not an HTTP request ({e})"),
     }
@@ -1350,7 +1392,11 @@ mod tests {
                 "400 Bad Request",
                 "needs a port",
             ),
-            (b"\x05\x01\x00", "400 Bad Request", "not SOCKS"),
+            (
+                b"\x04\x01\x00\x50",
+                "400 Bad Request",
+                "SOCKS4 is not served",
+            ),
             (
                 b"\x16\x03\x01\x00\x05hello",
                 "400 Bad Request",
@@ -1555,6 +1601,66 @@ mod tests {
             assert_eq!(a.decision, Decision::Denied);
             assert!(a.reason.unwrap().contains(words));
         }
+        assert!(!was_contacted(&listener));
+    }
+
+    /// A SOCKS5 CONNECT to `host:port` through `proxy`: the stream and the reply.
+    fn socks_through(proxy: SocketAddr, host: &str, port: u16) -> (TcpStream, [u8; 10]) {
+        let mut s = TcpStream::connect(proxy).unwrap();
+        s.write_all(&[5, 1, 0]).unwrap();
+        let mut method = [0u8; 2];
+        s.read_exact(&mut method).unwrap();
+        assert_eq!(method, [5, 0]);
+        let mut request = vec![5, 1, 0, 3, host.len() as u8];
+        request.extend_from_slice(host.as_bytes());
+        request.extend_from_slice(&port.to_be_bytes());
+        s.write_all(&request).unwrap();
+        let mut reply = [0u8; 10];
+        s.read_exact(&mut reply).unwrap();
+        (s, reply)
+    }
+
+    #[test]
+    fn socks5_connect_is_allowed_checked_and_relayed_as_a_tunnel() {
+        let (port, _listener) = echo_server();
+        let (addr, attempts) = start(proxy(&[&format!("host.awf.internal:{port}")]));
+        let (mut c, reply) = socks_through(addr, "Host.AWF.internal", port);
+        assert_eq!(reply, socks::SUCCEEDED);
+        c.write_all(b"ping over socks").unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(read_all(&mut c), b"ping over socks");
+        let a = attempts.recv().unwrap();
+        assert_eq!(a.method, "SOCKS5");
+        assert_eq!(a.decision, Decision::Allowed);
+        assert_eq!((a.host.as_str(), a.port), ("host.awf.internal", port));
+        assert_eq!(
+            a.rule.as_deref(),
+            Some(format!("host.awf.internal:{port}").as_str())
+        );
+        assert_eq!((a.bytes_up, a.bytes_down), (15, 15));
+        assert_eq!(a.record()["method"], "SOCKS5");
+    }
+
+    #[test]
+    fn socks5_to_a_host_not_listed_is_not_allowed_and_never_contacted() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let other = listener.local_addr().unwrap().port();
+        let (addr, attempts) = start(proxy(&["host.awf.internal:1"]));
+        let (mut c, reply) = socks_through(addr, "host.awf.internal", other);
+        assert_eq!(reply[..2], [5, socks::reply::NOT_ALLOWED]);
+        assert!(read_all(&mut c).is_empty());
+        let a = attempts.recv().unwrap();
+        assert_eq!((a.method, a.decision), ("SOCKS5", Decision::Denied));
+        assert_eq!(a.reason.as_deref(), Some("not in the allow list"));
+        assert!(!was_contacted(&listener));
+        // A name that resolves to this machine is refused as over HTTP.
+        let mut p = proxy(&[&format!("internal.example:{other}")]);
+        p.resolver = Box::new(FixedResolver(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        let (addr, attempts) = start(p);
+        let (_c, reply) = socks_through(addr, "internal.example", other);
+        assert_eq!(reply[..2], [5, socks::reply::NOT_ALLOWED]);
+        let why = attempts.recv().unwrap().reason.unwrap();
+        assert!(why.contains("private address"), "{why}");
         assert!(!was_contacted(&listener));
     }
 
