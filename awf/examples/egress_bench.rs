@@ -14,6 +14,10 @@
 //! parsed or checked) is measured in the same turns as the yardstick for any
 //! relay on this machine.
 //!
+//! The download is also measured over HTTPS, through a CONNECT tunnel (its ClientHello
+//! checked) against direct: crates, packages and git come that way, and there the client's
+//! decryption, not the relay, sets the pace.
+//!
 //! Interactive use is measured too: request and answer of 3000 bytes each, back and forth
 //! on one CONNECT tunnel (as TLS handshakes, HTTP/2 and git's exchanges go), the median
 //! round trip against the same exchange direct. A relay that holds back the tail of a
@@ -22,7 +26,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use awf::confine::egress::proxy::Proxy;
@@ -92,6 +96,79 @@ fn answer(mut conn: TcpStream) {
     }
 }
 
+/// The TLS server's settings: a certificate for host.awf.internal made for this run.
+static TLS_SERVER: OnceLock<Arc<rustls::ServerConfig>> = OnceLock::new();
+
+/// An HTTPS server for host.awf.internal: every request gets BIG bytes. Returns its port and
+/// a client configuration that trusts it.
+fn tls_server() -> (u16, Arc<rustls::ClientConfig>) {
+    let cert = rcgen::generate_simple_self_signed(vec!["host.awf.internal".into()]).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.key_pair.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.cert.der().clone()], key)
+        .unwrap();
+    TLS_SERVER.set(Arc::new(server)).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.cert.der().clone()).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let port = listen(|conn| {
+        let tls = rustls::ServerConnection::new(TLS_SERVER.get().unwrap().clone()).unwrap();
+        let mut s = rustls::StreamOwned::new(tls, conn);
+        let mut head = Vec::new();
+        let mut byte = [0u8];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let reply =
+            format!("HTTP/1.1 200 OK\r\nContent-Length: {BIG}\r\nConnection: close\r\n\r\n");
+        if s.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+        let block = vec![b'x'; 64 * 1024];
+        let mut left = BIG;
+        while left > 0 {
+            let n = left.min(block.len() as u64) as usize;
+            if s.write_all(&block[..n]).is_err() {
+                return;
+            }
+            left -= n as u64;
+        }
+        s.conn.send_close_notify();
+        let _ = s.flush();
+    });
+    (port, Arc::new(client))
+}
+
+/// One GET over TLS on `conn` (direct, or a tunnel) to host.awf.internal, read to the
+/// end; returns the bytes read.
+fn get_tls(conn: TcpStream, client: &Arc<rustls::ClientConfig>) -> u64 {
+    let name = rustls::pki_types::ServerName::try_from("host.awf.internal").unwrap();
+    let tls = rustls::ClientConnection::new(client.clone(), name).unwrap();
+    let mut s = rustls::StreamOwned::new(tls, conn);
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: host.awf.internal\r\n\r\n")
+        .unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return total,
+            Ok(n) => total += n as u64,
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
 /// Bytes of each message of the interactive exchange.
 const EXCHANGE: usize = 3000;
 /// Round trips of the interactive exchange, after a few unmeasured.
@@ -123,7 +200,7 @@ fn exchanges(mut s: TcpStream) -> Duration {
     median(times)
 }
 
-/// A CONNECT tunnel through the proxy at `via` to the echo server's `port`.
+/// A CONNECT tunnel through the proxy at `via` to host.awf.internal's `port`.
 fn tunnel(via: SocketAddr, port: u16) -> TcpStream {
     let mut s = TcpStream::connect(via).unwrap();
     write!(
@@ -145,14 +222,10 @@ fn tunnel(via: SocketAddr, port: u16) -> TcpStream {
     s
 }
 
-/// The proxy on a loopback port, allowing the server through
+/// The proxy on a loopback port, allowing the servers' `ports` through
 /// host.awf.internal.
-fn proxy(server_port: u16, echo_port: u16) -> SocketAddr {
-    let allow = AllowList::parse([
-        format!("host.awf.internal:{server_port}"),
-        format!("host.awf.internal:{echo_port}"),
-    ])
-    .unwrap();
+fn proxy(ports: &[u16]) -> SocketAddr {
+    let allow = AllowList::parse(ports.iter().map(|p| format!("host.awf.internal:{p}"))).unwrap();
     let proxy = Arc::new(Proxy::new(allow));
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -247,7 +320,8 @@ fn main() {
     let port = server();
     let direct: SocketAddr = ([127, 0, 0, 1], port).into();
     let echo = echo_server();
-    let via = proxy(port, echo);
+    let (tls_port, tls_client) = tls_server();
+    let via = proxy(&[port, echo, tls_port]);
     let host = format!("host.awf.internal:{port}");
     let url = |path: &str| format!("http://{host}{path}");
 
@@ -359,6 +433,31 @@ fn main() {
         DOWNLOADS as u64 * BIG / 1_000_000,
         proxy_cpu / (DOWNLOADS as f64 * BIG as f64 / 1e9),
         100.0 * proxy_cpu / proxied_wall
+    );
+
+    let (mut direct_runs, mut proxy_runs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let tls_once = |conn: TcpStream| {
+        let t = Instant::now();
+        let n = get_tls(conn, &tls_client);
+        assert!(n > BIG, "short download: {n} bytes");
+        n as f64 / t.elapsed().as_secs_f64() / 1e6
+    };
+    for _ in 0..DOWNLOADS {
+        let d = tls_once(TcpStream::connect(("127.0.0.1", tls_port)).unwrap());
+        let p = tls_once(tunnel(via, tls_port));
+        direct_runs.push(d);
+        proxy_runs.push(p);
+        ratios.push(p / d);
+    }
+    println!(
+        "throughput, {} MB download over HTTPS (TLS 1.3, rustls), through a CONNECT tunnel against direct, median of {DOWNLOADS} in turns:",
+        BIG / 1_000_000
+    );
+    println!("  direct {:>8.0} MB/s", mid(direct_runs));
+    println!("  tunnel {:>8.0} MB/s", mid(proxy_runs));
+    println!(
+        "  ratio  {:>8.2} (median of the pairs' ratios)",
+        mid(ratios)
     );
 
     let (mut direct_runs, mut proxy_runs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
