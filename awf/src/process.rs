@@ -212,7 +212,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// A pass reads all of `/proc`, so callers at once share one: a caller is served by the
 /// first pass that *starts* after it asked (whatever it wants gone was adopted by then),
-/// and passes begin at least [`PASS_GAP`] apart. A lone caller waits for nothing; 200
+/// and passes begin at least `PASS_GAP` apart. A lone caller waits for nothing; 200
 /// steps ending within a second share a few dozen scans instead of making 200.
 pub fn kill_orphans() -> Vec<i32> {
     if !SPAWNED.load(Ordering::SeqCst) || !is_subreaper() {

@@ -39,7 +39,7 @@ const TOOLCHAIN_HOMES: &[(&str, Option<&str>)] = &[
     ("GOROOT", None),
 ];
 
-/// The names of [`TOOLCHAIN_HOMES`], which `awf run` passes to `awf mcp-serve` explicitly.
+/// The names of `TOOLCHAIN_HOMES`, which `awf run` passes to `awf mcp-serve` explicitly.
 pub fn toolchain_vars() -> impl Iterator<Item = &'static str> {
     TOOLCHAIN_HOMES.iter().map(|(n, _)| *n)
 }

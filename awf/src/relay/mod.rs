@@ -1,5 +1,5 @@
 //! The model relay: one local HTTP server per run (127.0.0.1, started with the first CLI
-//! agent step) between each agent CLI and its model endpoint. A step gets a [`Lease`]: a
+//! agent step) between each agent CLI and its model endpoint. A step gets a `Lease`: a
 //! route `/s/<id>/` that its CLI's base URL points at, and, when the workflow names a key
 //! (`api_key_env`), a placeholder key that only this route accepts. The relay forwards each
 //! request to the real endpoint (the step's `base_url`, else the provider's), over HTTPS

@@ -1,9 +1,9 @@
 //! `awf run`: validation first (any problem stops the run before anything executes), then
-//! the state machine ([`engine`]) from `initial`: `agent` states through their provider
-//! ([`agent`], with the per-step tool proxy when `mcp_proxy.enable`), `step` states as shell
-//! commands ([`step`]), each in its own process group with its timeout ([`supervise`]),
+//! the state machine (`engine`) from `initial`: `agent` states through their provider
+//! (`agent`, with the per-step tool proxy when `mcp_proxy.enable`), `step` states as shell
+//! commands (`step`), each in its own process group with its timeout (`supervise`),
 //! until a `terminal` state. Ctrl-C and a timeout take the same teardown path as a normal
-//! end. Progress goes to stderr; the summary ([`report`], human or JSON) to stdout.
+//! end. Progress goes to stderr; the summary (`report`, human or JSON) to stdout.
 
 mod agent;
 mod engine;
