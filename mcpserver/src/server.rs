@@ -67,8 +67,8 @@ impl Server {
 
     /// Runs one `tools/call` in-process on the calling thread, through the same path as a
     /// call read from the transport: name lookup, withheld tools, argument decoding, the
-    /// handler, panic catching, and the hooks ([`Hooks::call_rejected`](crate::Hooks::call_rejected), or
-    /// [`Hooks::call_started`](crate::Hooks::call_started) then [`Hooks::call_finished`](crate::Hooks::call_finished)).
+    /// handler, panic catching, and the hooks ([`Hooks::call_rejected`], or
+    /// [`Hooks::call_started`] then [`Hooks::call_finished`]).
     ///
     /// The tool is the one [`CallContext::tool`] names; fill the context with
     /// [`CallContext::new`] and, as the call needs, [`CallContext::with_meta`] and
@@ -87,10 +87,15 @@ impl Server {
     ///
     /// A call whose cancellation was raised while it ran returns what the handler
     /// returned, and the hooks see [`CallStatus::Cancelled`](crate::CallStatus::Cancelled)
-    /// (the wire sends no answer). [`Hooks::request_received`](crate::Hooks::request_received) is not called: nothing was
+    /// (the wire sends no answer). [`Hooks::request_received`] is not called: nothing was
     /// read. Calls may run from many threads at once. The context's
     /// protocol revision is 2024-11-05, so a handler's result is returned whole
     /// (structured content included) and misfit arguments are an `Err`.
+    ///
+    /// [`Hooks::call_rejected`]: crate::Hooks::call_rejected
+    /// [`Hooks::call_started`]: crate::Hooks::call_started
+    /// [`Hooks::call_finished`]: crate::Hooks::call_finished
+    /// [`Hooks::request_received`]: crate::Hooks::request_received
     ///
     /// ```
     /// use mcpserver::{CallContext, CallError, RequestId, Server, Tool, ToolResult};
