@@ -169,6 +169,9 @@ impl Chunked {
         match self.state {
             State::SizeStart | State::Size => {
                 self.line += 1;
+                if self.line > MAX_SIZE_LINE {
+                    return Err(bad("a chunk-size line longer than 4 KiB"));
+                }
                 if let Some(d) = (b as char).to_digit(16) {
                     self.size = self
                         .size
@@ -396,13 +399,13 @@ mod tests {
                 String::from_utf8_lossy(bytes)
             );
         }
+        // An extension, or leading zeros (digits too): the line is bounded all the same.
         let mut long = b"1;".to_vec();
         long.resize(MAX_SIZE_LINE + 10, b'a');
-        let mut b = Body::of(&headers(&[("Transfer-Encoding", "chunked")])).unwrap();
-        assert!(
-            feed(&mut b, &long, 512)
-                .unwrap_err()
-                .contains("longer than 4 KiB")
-        );
+        for line in [long, vec![b'0'; MAX_SIZE_LINE + 10]] {
+            let mut b = Body::of(&headers(&[("Transfer-Encoding", "chunked")])).unwrap();
+            let err = feed(&mut b, &line, 512).unwrap_err();
+            assert!(err.contains("longer than 4 KiB"), "{err}");
+        }
     }
 }
