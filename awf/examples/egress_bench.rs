@@ -158,15 +158,7 @@ fn get_tls(conn: TcpStream, client: &Arc<rustls::ClientConfig>) -> u64 {
     let mut s = rustls::StreamOwned::new(tls, conn);
     s.write_all(b"GET /big HTTP/1.1\r\nHost: host.awf.internal\r\n\r\n")
         .unwrap();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut total = 0u64;
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return total,
-            Ok(n) => total += n as u64,
-            Err(e) => panic!("read: {e}"),
-        }
-    }
+    drain(s)
 }
 
 /// Bytes of each message of the interactive exchange.
@@ -272,6 +264,11 @@ fn get(to: SocketAddr, target: &str, host: &str) -> u64 {
     let mut s = TcpStream::connect(to).unwrap();
     s.set_nodelay(true).unwrap();
     write!(s, "GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+    drain(s)
+}
+
+/// Reads `s` to the end; returns the bytes read.
+fn drain(mut s: impl Read) -> u64 {
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;
     loop {
@@ -309,6 +306,38 @@ fn proxy_cpu_by_thread() -> Vec<(String, f64)> {
         ));
     }
     out
+}
+
+/// Times one download of BIG bytes (and its head): MB/s.
+fn mb_per_s(download: impl FnOnce() -> u64) -> f64 {
+    let t = Instant::now();
+    let n = download();
+    assert!(n > BIG, "short download: {n} bytes");
+    n as f64 / t.elapsed().as_secs_f64() / 1e6
+}
+
+/// The median of MB/s figures.
+fn mid(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Prints downloads taken in turns, `(direct, other)` MB/s each: the medians of
+/// each side and of the pairs' ratios.
+fn print_pairs(title: &str, other: &str, pairs: &[(f64, f64)]) {
+    println!("{title}");
+    println!(
+        "  direct {:>8.0} MB/s",
+        mid(pairs.iter().map(|p| p.0).collect())
+    );
+    println!(
+        "  {other:<6} {:>8.0} MB/s",
+        mid(pairs.iter().map(|p| p.1).collect())
+    );
+    println!(
+        "  ratio  {:>8.2} (median of the pairs' ratios)",
+        mid(pairs.iter().map(|(d, o)| o / d).collect())
+    );
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -363,16 +392,7 @@ fn main() {
     println!("  tunnel {:>8.1} us", pm.as_secs_f64() * 1e6);
 
     // (c) throughput of one large download, median of a few runs in turns.
-    let once = |to: SocketAddr, target: &str| {
-        let t = Instant::now();
-        let n = get(to, target, &host);
-        assert!(n > BIG, "short download: {n} bytes");
-        n as f64 / t.elapsed().as_secs_f64() / 1e6
-    };
-    let mid = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let once = |to: SocketAddr, target: &str| mb_per_s(|| get(to, target, &host));
     // Threads that ended are not in /proc/self/task: sample while the downloads run.
     let cpu = std::sync::Arc::new(std::sync::Mutex::new(0.0f64));
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -394,8 +414,7 @@ fn main() {
         })
     };
     let bare = bare_relay(port);
-    let (mut direct_runs, mut proxy_runs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut bare_runs, mut bare_ratios) = (Vec::new(), Vec::new());
+    let (mut proxied, mut bare_runs) = (Vec::new(), Vec::new());
     let mut proxied_wall = 0.0;
     for _ in 0..DOWNLOADS {
         let d = once(direct, "/big");
@@ -403,29 +422,24 @@ fn main() {
         let p = once(via, &url("/big"));
         proxied_wall += t.elapsed().as_secs_f64();
         let b = once(bare, "/big");
-        direct_runs.push(d);
-        proxy_runs.push(p);
-        ratios.push(p / d);
-        bare_runs.push(b);
-        bare_ratios.push(b / d);
+        proxied.push((d, p));
+        bare_runs.push((d, b));
     }
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     sampler.join().unwrap();
     let proxy_cpu = *cpu.lock().unwrap();
-    println!(
-        "throughput, {} MB download as fast as loopback goes, median of {DOWNLOADS} in turns:",
-        BIG / 1_000_000
-    );
-    println!("  direct {:>8.0} MB/s", mid(direct_runs));
-    println!("  proxy  {:>8.0} MB/s", mid(proxy_runs));
-    println!(
-        "  ratio  {:>8.2} (median of the pairs' ratios)",
-        mid(ratios)
+    print_pairs(
+        &format!(
+            "throughput, {} MB download as fast as loopback goes, median of {DOWNLOADS} in turns:",
+            BIG / 1_000_000
+        ),
+        "proxy",
+        &proxied,
     );
     println!(
         "  a bare relay (no parsing, no checks: the yardstick) {:.0} MB/s, ratio {:.2}",
-        mid(bare_runs),
-        mid(bare_ratios)
+        mid(bare_runs.iter().map(|p| p.1).collect()),
+        mid(bare_runs.iter().map(|(d, b)| b / d).collect())
     );
     println!(
         "  the proxy's own CPU: {:.2} s for {} MB ({:.2} s per GB), {:.0}% of one core over the proxied downloads",
@@ -435,48 +449,35 @@ fn main() {
         100.0 * proxy_cpu / proxied_wall
     );
 
-    let (mut direct_runs, mut proxy_runs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    let tls_once = |conn: TcpStream| {
-        let t = Instant::now();
-        let n = get_tls(conn, &tls_client);
-        assert!(n > BIG, "short download: {n} bytes");
-        n as f64 / t.elapsed().as_secs_f64() / 1e6
-    };
-    for _ in 0..DOWNLOADS {
-        let d = tls_once(TcpStream::connect(("127.0.0.1", tls_port)).unwrap());
-        let p = tls_once(tunnel(via, tls_port));
-        direct_runs.push(d);
-        proxy_runs.push(p);
-        ratios.push(p / d);
-    }
-    println!(
-        "throughput, {} MB download over HTTPS (TLS 1.3, rustls), through a CONNECT tunnel against direct, median of {DOWNLOADS} in turns:",
-        BIG / 1_000_000
-    );
-    println!("  direct {:>8.0} MB/s", mid(direct_runs));
-    println!("  tunnel {:>8.0} MB/s", mid(proxy_runs));
-    println!(
-        "  ratio  {:>8.2} (median of the pairs' ratios)",
-        mid(ratios)
+    let tls_once = |conn: TcpStream| mb_per_s(|| get_tls(conn, &tls_client));
+    let tls: Vec<(f64, f64)> = (0..DOWNLOADS)
+        .map(|_| {
+            let d = tls_once(TcpStream::connect(("127.0.0.1", tls_port)).unwrap());
+            (d, tls_once(tunnel(via, tls_port)))
+        })
+        .collect();
+    print_pairs(
+        &format!(
+            "throughput, {} MB download over HTTPS (TLS 1.3, rustls), through a CONNECT tunnel against direct, median of {DOWNLOADS} in turns:",
+            BIG / 1_000_000
+        ),
+        "tunnel",
+        &tls,
     );
 
-    let (mut direct_runs, mut proxy_runs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..3 {
-        let d = once(direct, "/paced");
-        let p = once(via, &url("/paced"));
-        direct_runs.push(d);
-        proxy_runs.push(p);
-        ratios.push(p / d);
-    }
-    println!(
-        "throughput, {} MB download from a server sending at {:.0} MB/s (1 Gbit/s), median of 3 in turns:",
-        BIG / 1_000_000,
-        PACED / 1e6
-    );
-    println!("  direct {:>8.0} MB/s", mid(direct_runs));
-    println!("  proxy  {:>8.0} MB/s", mid(proxy_runs));
-    println!(
-        "  ratio  {:>8.2} (median of the pairs' ratios)",
-        mid(ratios)
+    let paced: Vec<(f64, f64)> = (0..3)
+        .map(|_| {
+            let d = once(direct, "/paced");
+            (d, once(via, &url("/paced")))
+        })
+        .collect();
+    print_pairs(
+        &format!(
+            "throughput, {} MB download from a server sending at {:.0} MB/s (1 Gbit/s), median of 3 in turns:",
+            BIG / 1_000_000,
+            PACED / 1e6
+        ),
+        "proxy",
+        &paced,
     );
 }

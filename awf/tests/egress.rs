@@ -254,6 +254,14 @@ fn net_records(audit: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The first `net.connect` record of the call `call_id`.
+fn record_of<'a>(records: &'a [Value], call_id: &str) -> &'a Value {
+    records
+        .iter()
+        .find(|r| r["call_id"] == call_id)
+        .unwrap_or_else(|| panic!("no net.connect of {call_id}: {records:#?}"))
+}
+
 /// The call id of the last `tool.call` record of Bash.
 fn last_bash_call_id(audit: &Path) -> String {
     audit_lines(audit)
@@ -333,10 +341,7 @@ fn curl_git_and_pip_reach_the_listed_server_and_another_port_is_refused_unseen()
     assert!(status.success(), "{stderr}");
 
     let records = net_records(&audit);
-    let curl = records
-        .iter()
-        .find(|r| r["call_id"] == curl_call.as_str())
-        .unwrap_or_else(|| panic!("no net.connect of {curl_call}: {records:#?}"));
+    let curl = record_of(&records, &curl_call);
     assert_eq!(curl["decision"], "allowed", "{curl}");
     assert_eq!(curl["host"], "host.awf.internal");
     assert_eq!(curl["port"], a);
@@ -829,10 +834,7 @@ fn uploads_pass_whole_and_a_request_pipelined_behind_one_is_dropped_and_recorded
     assert!(seen[0].1 == data.as_bytes() && seen[1].1 == data.as_bytes());
 
     let records = net_records(&audit);
-    let piped = records
-        .iter()
-        .find(|r| r["call_id"] == call.as_str())
-        .unwrap_or_else(|| panic!("no net.connect of {call}: {records:#?}"));
+    let piped = record_of(&records, &call);
     assert_eq!(piped["decision"], "allowed", "{piped}");
     let second = "GET http://elsewhere.example/second HTTP/1.1\r\nHost: elsewhere.example\r\n\r\n";
     assert_eq!(piped["bytes_dropped"], second.len() as u64, "{piped}");

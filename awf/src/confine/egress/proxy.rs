@@ -143,36 +143,46 @@ impl Proxy {
         let _ = client.set_nodelay(true);
         let _ = client.set_write_timeout(Some(CLIENT_TIMEOUT));
         let deadline = Instant::now() + CLIENT_TIMEOUT;
-        let (target, extra, request) = match read_head(client, deadline)? {
+        let (target, ask) = match read_head(client, deadline)? {
             Opening::Socks(first) => {
                 attempt.method = "SOCKS5";
-                let c =
-                    socks::handshake(client, first, deadline).map_err(|f| Stop::quiet(f.reason))?;
+                let c = socks::handshake(client, first, deadline).map_err(Stop::quiet)?;
                 let target = Target {
-                    connect: true,
                     host: c.host,
                     port: c.port,
                     path: String::new(),
                 };
-                (target, c.rest, None)
+                attempt.host = target.host.clone();
+                attempt.port = target.port;
+                let ask = Ask::Tunnel {
+                    established: &socks::SUCCEEDED,
+                    first: c.rest,
+                };
+                (target, ask)
             }
             Opening::Http(mut buf, head_len) => {
                 let request = parse_request(&buf[..head_len])?;
-                if request.method == "CONNECT" {
-                    attempt.method = "CONNECT";
-                }
+                let extra = buf.split_off(head_len);
                 let target = parse_target(&request)?;
-                (target, buf.split_off(head_len), Some(request))
+                attempt.host = target.host.clone();
+                attempt.port = target.port;
+                let ask = if request.method == "CONNECT" {
+                    attempt.method = "CONNECT";
+                    Ask::Tunnel {
+                        established: b"HTTP/1.1 200 Connection established\r\n\r\n",
+                        first: extra,
+                    }
+                } else {
+                    // A request's body is framed by its head; what came past it is dropped.
+                    let mut body = Body::of(&request.headers).map_err(|why| Stop::bad(400, why))?;
+                    let keep = body.take(&extra).map_err(|why| Stop::bad(400, why))?;
+                    attempt.bytes_dropped = (extra.len() - keep) as u64;
+                    let mut head = rewrite_head(&request, &target);
+                    head.extend_from_slice(&extra[..keep]);
+                    Ask::Forward { head, body }
+                };
+                (target, ask)
             }
-        };
-        attempt.host = target.host.clone();
-        attempt.port = target.port;
-        // A tunnel's bytes are the client's; a request's body is framed by its head.
-        let body = match &request {
-            Some(request) if !target.connect => {
-                Some(Body::of(&request.headers).map_err(|why| Stop::bad(400, why))?)
-            }
-            _ => None,
         };
 
         let Some(rule) = self.allow.find(&target.host, target.port) else {
@@ -187,22 +197,14 @@ impl Proxy {
         let addresses = self.addresses(&rule.host, &target, attempt)?;
         attempt.decision = Decision::Allowed;
 
-        match (request, body) {
-            (Some(request), Some(mut body)) => {
-                let mut upstream_head = rewrite_head(&request, &target);
-                let keep = body.take(&extra).map_err(|why| Stop::bad(400, why))?;
-                upstream_head.extend_from_slice(&extra[..keep]);
-                attempt.bytes_dropped = (extra.len() - keep) as u64;
+        match ask {
+            Ask::Forward { head, body } => {
                 let upstream =
                     connect(&addresses, attempt).map_err(|e| Stop::reply(502, e.clone(), e))?;
-                relay(client, &upstream, &upstream_head, Some(body), attempt)
+                relay(client, &upstream, &head, Some(body), attempt)
             }
-            (request, _) => {
-                let established: &[u8] = match request {
-                    Some(_) => b"HTTP/1.1 200 Connection established\r\n\r\n",
-                    None => &socks::SUCCEEDED,
-                };
-                self.tunnel(client, &target, &addresses, established, extra, attempt)
+            Ask::Tunnel { established, first } => {
+                self.tunnel(client, &target, &addresses, established, first, attempt)
             }
         }
     }
@@ -452,8 +454,20 @@ fn parse_request(head: &[u8]) -> Result<Request, Stop> {
     })
 }
 
+/// What a client asks for, once its head or greeting is read.
+enum Ask {
+    /// A tunnel (HTTP CONNECT or SOCKS5): `established` tells the client it is
+    /// open; `first` are the bytes it sent after asking.
+    Tunnel {
+        established: &'static [u8],
+        first: Vec<u8>,
+    },
+    /// A plain HTTP request: its head as sent upstream with the part of its body
+    /// that came with it, and where the rest of that body ends.
+    Forward { head: Vec<u8>, body: Body },
+}
+
 struct Target {
-    connect: bool,
     /// Lowercase, no trailing dot, no brackets.
     host: String,
     port: u16,
@@ -466,7 +480,6 @@ fn parse_target(req: &Request) -> Result<Target, Stop> {
     if req.method == "CONNECT" {
         let (host, port) = parse_authority(&req.target, None).map_err(bad)?;
         return Ok(Target {
-            connect: true,
             host,
             port,
             path: String::new(),
@@ -512,12 +525,7 @@ fn parse_target(req: &Request) -> Result<Target, Stop> {
         Some(b'?') => format!("/{path}"),
         _ => path.to_string(),
     };
-    Ok(Target {
-        connect: false,
-        host,
-        port,
-        path,
-    })
+    Ok(Target { host, port, path })
 }
 
 /// Splits `host:port` / `[v6]:port`; the port may be left out only when

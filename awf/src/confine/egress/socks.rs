@@ -36,39 +36,33 @@ pub struct Connect {
     pub rest: Vec<u8>,
 }
 
-/// Why the handshake ended without a request; its reply is sent already.
-#[derive(Debug)]
-pub struct Failed {
-    pub reason: String,
-}
-
 /// Reads the greeting and the request from `client`, whose first bytes are `first`;
-/// answers the greeting, and a request that cannot be served.
-pub fn handshake(client: &TcpStream, first: Vec<u8>, deadline: Instant) -> Result<Connect, Failed> {
+/// answers the greeting, and a request that cannot be served. An error says why the
+/// handshake ended without a request (its reply is sent already).
+pub fn handshake(client: &TcpStream, first: Vec<u8>, deadline: Instant) -> Result<Connect, String> {
     let mut wire = Wire {
         client,
         buf: first,
         pos: 0,
         deadline,
     };
-    let fail = |reason: String| Failed { reason };
     let refuse = |code: u8, reason: String| {
         send(client, &reply_with(code));
-        Failed { reason }
+        reason
     };
 
-    let head = wire.take(2, "greeting").map_err(fail)?;
+    let head = wire.take(2, "greeting")?;
     let methods = head[1] as usize;
-    let methods = wire.take(methods, "greeting").map_err(fail)?;
+    let methods = wire.take(methods, "greeting")?;
     if !methods.contains(&0) {
         send(client, &[VERSION, 0xff]);
-        return Err(fail(
+        return Err(
             "the SOCKS5 client offers no method without authentication, the only one served".into(),
-        ));
+        );
     }
     send(client, &[VERSION, 0]);
 
-    let request = wire.take(4, "request").map_err(fail)?;
+    let request = wire.take(4, "request")?;
     let (version, command, address_type) = (request[0], request[1], request[3]);
     if version != VERSION {
         return Err(refuse(
@@ -84,16 +78,16 @@ pub fn handshake(client: &TcpStream, first: Vec<u8>, deadline: Instant) -> Resul
     }
     let host = match address_type {
         1 => {
-            let a: [u8; 4] = wire.take(4, "request").map_err(fail)?.try_into().unwrap();
+            let a: [u8; 4] = wire.take(4, "request")?.try_into().unwrap();
             Ipv4Addr::from(a).to_string()
         }
         4 => {
-            let a: [u8; 16] = wire.take(16, "request").map_err(fail)?.try_into().unwrap();
+            let a: [u8; 16] = wire.take(16, "request")?.try_into().unwrap();
             Ipv6Addr::from(a).to_string()
         }
         3 => {
-            let len = wire.take(1, "request").map_err(fail)?[0] as usize;
-            let name = wire.take(len, "request").map_err(fail)?;
+            let len = wire.take(1, "request")?[0] as usize;
+            let name = wire.take(len, "request")?;
             let ok = !name.is_empty()
                 && name
                     .iter()
@@ -117,7 +111,7 @@ pub fn handshake(client: &TcpStream, first: Vec<u8>, deadline: Instant) -> Resul
             ));
         }
     };
-    let port = wire.take(2, "request").map_err(fail)?;
+    let port = wire.take(2, "request")?;
     let port = u16::from_be_bytes([port[0], port[1]]);
     Ok(Connect {
         host,
@@ -186,7 +180,7 @@ mod tests {
 
     /// Runs the handshake on a loopback connection whose client writes `parts`, each
     /// on its own; returns what the handshake made of it and what the client got back.
-    fn run(parts: &[&[u8]]) -> (Result<Connect, Failed>, Vec<u8>) {
+    fn run(parts: &[&[u8]]) -> (Result<Connect, String>, Vec<u8>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
@@ -279,7 +273,7 @@ mod tests {
         ];
         for (sent, want, why) in cases {
             let (out, back) = run(&[sent]);
-            let err = out.unwrap_err().reason;
+            let err = out.unwrap_err();
             assert!(err.contains(why), "{sent:?}: {err}");
             assert_eq!(&back, want, "{sent:?}");
         }
