@@ -82,6 +82,8 @@ pub mod codes {
     pub const TEMPLATE_PLACE: &str = "WORKFLOW.TEMPLATE.UNSAFE_PLACE";
     pub const FILE: &str = "USER.WORKFLOW.FILE_UNREADABLE";
     pub const PROXY_UNKNOWN_KEY: &str = "USER.MCP_PROXY.UNKNOWN_KEY";
+    /// A warning: a sandbox path leads through a link; awf applies it where it leads.
+    pub const SANDBOX_PATH_LINK: &str = "USER.MCP_PROXY.SANDBOX_PATH_IS_LINK";
     pub const UNSUPPORTED_PROVIDER: &str = "USER.MCP_PROXY.UNSUPPORTED_PROVIDER";
     // Running a workflow.
     pub const INPUT_UNKNOWN: &str = "USER.INPUT.UNKNOWN";

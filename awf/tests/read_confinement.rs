@@ -552,3 +552,52 @@ fn an_input_of_awf_run_is_not_readable_from_any_command_line() {
         "the input was read from a command line: {seen}"
     );
 }
+
+#[test]
+fn a_readable_entry_that_is_a_link_keeps_the_secrets_it_leads_to_covered() {
+    if !require_read_confinement() {
+        return;
+    }
+    let (base, root, _) = common::workspace("read-links");
+    let victim = Victim::plant(&base, "4");
+    std::fs::write(victim.home.join("notes.txt"), "HOME-NOTES\n").unwrap();
+    // One link to a secret location, one to the whole home; the mark is planted in every
+    // listed secret location, reached here through the links.
+    let ssh_link = victim.home.join("ssh-link");
+    let home_link = base.join("home-link");
+    std::os::unix::fs::symlink(victim.home.join(".ssh"), &ssh_link).unwrap();
+    std::os::unix::fs::symlink(&victim.home, &home_link).unwrap();
+    let cfg = write_config(
+        &base,
+        &json!({"root": root, "readable_paths": [ssh_link, home_link]}),
+    );
+    let mut s = serve(
+        &base,
+        &["--config", cfg.to_str().unwrap()],
+        Some(&victim.home),
+    );
+    let through: Vec<String> = PLANTED
+        .iter()
+        .map(|r| format!("{}/{r}", home_link.display()))
+        .collect();
+    let out = text_of(
+        &mut s,
+        &format!(
+            "P={MARK_SPLIT}; cat {}/id_ed25519; for f in {}; do cat \"$f\"; done; \
+             cat {}/notes.txt; grep -rs \"$P\" {}/ {}/ | head -3; echo END-$((6*7))",
+            ssh_link.display(),
+            through.join(" "),
+            home_link.display(),
+            ssh_link.display(),
+            home_link.display(),
+        ),
+    );
+    assert!(out.contains("END-42"), "{out}");
+    // The link to the home grants the home (as written), but not its secrets.
+    assert!(out.contains("HOME-NOTES"), "{out}");
+    assert!(
+        !out.contains(MARK),
+        "a secret was read through a link: {out}"
+    );
+    s.finish();
+}

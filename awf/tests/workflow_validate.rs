@@ -653,3 +653,52 @@ fn bad_budgets_and_telemetry_name_the_key_and_the_fix() {
         assert!(p["message"].as_str().unwrap().contains(msg), "{p:#}");
     }
 }
+
+#[test]
+fn a_sandbox_path_through_a_link_is_a_warning_naming_where_it_leads() {
+    let dir = scratch("links");
+    let target = dir.join("real-keys");
+    std::fs::create_dir_all(&target).unwrap();
+    let link = dir.join("keys-link");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let wf = dir.join("links.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            "name: links\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
+             prompt: p\n    mcp_proxy:\n      enable: true\n      sandbox:\n        readable: [{0}]\n        \
+             hidden: [{0}/inner]\n    on_success: done\n  done:\n    type: terminal\n",
+            link.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(AWF)
+        .args(["validate", "--format", "json"])
+        .arg(&wf)
+        .current_dir(&dir)
+        .env("AWF_PLUGINS_PATH", dir.join("no-plugins"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "a warning only");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let base = "states.a.mcp_proxy.sandbox";
+    let real = std::fs::canonicalize(&target).unwrap();
+    for path in [format!("{base}.readable[0]"), format!("{base}.hidden[0]")] {
+        let p = json["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("no warning at {path}: {json:#}"));
+        assert_eq!(p["severity"], "warning", "{p:#}");
+        assert_eq!(p["code"], "USER.MCP_PROXY.SANDBOX_PATH_IS_LINK", "{p:#}");
+        assert!(
+            p["message"]
+                .as_str()
+                .unwrap()
+                .contains(&real.display().to_string()),
+            "{p:#}"
+        );
+    }
+}

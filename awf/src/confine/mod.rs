@@ -27,12 +27,14 @@ pub mod egress;
 pub mod landlock;
 pub mod namespaces;
 pub mod readable;
+pub mod seccomp;
 pub mod secrets;
 mod tmp;
 
 pub use namespaces::{Jail, NetJail, Support};
 pub use tmp::PrivateTmp;
 
+use crate::private_files::real_path;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -157,7 +159,7 @@ impl Policy {
         let mut roots = readable::roots(path, home, var);
         roots.push(PathBuf::from("/proc"));
         roots.extend(self.readable.iter().cloned());
-        roots
+        roots.iter().map(|p| real_path(p)).collect()
     }
 
     /// The policy as it would be resolved for a Bash whose PATH and HOME are `path` and
@@ -171,11 +173,12 @@ impl Policy {
     ) -> serde_json::Value {
         let read = self.read_mode().unwrap_or(ReadMode::Host);
         let readable = self.read_roots(read, path, home, var);
+        let writable: Vec<PathBuf> = self.writable.iter().map(|p| real_path(p)).collect();
         let hidden = covers(
             secrets::present(&readable::homes(home), &self.hidden),
             read,
             &readable,
-            &self.writable,
+            &writable,
         );
         serde_json::json!({
             "landlock": self.landlock,
@@ -252,6 +255,8 @@ pub struct Confinement {
     plan: Option<landlock::Plan>,
     /// The session's egress proxy under a host list.
     egress: Option<Arc<egress::Egress>>,
+    /// The filter that refuses Bash unix sockets ([`seccomp`]).
+    unix_filter: Option<seccomp::Filter>,
 }
 
 impl Confinement {
@@ -267,12 +272,8 @@ impl Confinement {
         home: Option<&Path>,
         var: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Confinement, String> {
-        let mut writable = vec![
-            root.to_path_buf(),
-            tmp.to_path_buf(),
-            PathBuf::from("/dev/null"),
-        ];
-        writable.extend(policy.writable.iter().cloned());
+        let mut writable = vec![real_path(root), real_path(tmp), PathBuf::from("/dev/null")];
+        writable.extend(policy.writable.iter().map(|p| real_path(p)));
         let status = if !policy.landlock {
             Status::Off
         } else {
@@ -293,8 +294,8 @@ impl Confinement {
         let support = policy
             .support
             .unwrap_or_else(|| namespaces::support(shell, root));
-        if let Some((h, w)) = policy
-            .hidden
+        let hidden: Vec<PathBuf> = policy.hidden.iter().map(|p| real_path(p)).collect();
+        if let Some((h, w)) = hidden
             .iter()
             .find_map(|h| Some((h, writable.iter().find(|w| w.starts_with(h))?)))
         {
@@ -316,10 +317,11 @@ impl Confinement {
             readable,
             readable_extra: policy.readable.clone(),
             homes,
-            hidden_extra: policy.hidden.clone(),
+            hidden_extra: hidden,
             tmp: tmp.to_path_buf(),
             plan: None,
             egress: None,
+            unix_filter: Some(seccomp::Filter::new()),
         };
         let want = policy.network.clone().unwrap_or(Network::Deny);
         c.net = c.net_status(&want);
@@ -384,6 +386,7 @@ impl Confinement {
             tmp: tmp.to_path_buf(),
             plan: None,
             egress: None,
+            unix_filter: None,
         }
     }
 
@@ -460,7 +463,7 @@ impl Confinement {
     /// under a host list also the call's end of the egress bridge, to
     /// [serve](egress::Bridge::serve) once the command is spawned.
     pub fn jail(&self, cwd: &Path) -> std::io::Result<Option<(Jail, Option<egress::Bridge>)>> {
-        if !self.support.mounts && self.plan.is_none() {
+        if !self.support.mounts && self.plan.is_none() && self.unix_filter.is_none() {
             return Ok(None);
         }
         let writable: &[PathBuf] = if self.status == Status::Off {
@@ -491,7 +494,8 @@ impl Confinement {
             &self.hidden_now(),
             cwd,
             self.plan.clone(),
-        );
+        )
+        .with_filter(self.unix_filter.clone());
         Ok(Some((jail, bridge)))
     }
 
@@ -589,8 +593,15 @@ impl Confinement {
             ),
             NetStatus::Unenforced(why) => format!("network NOT restricted ({why})"),
         };
+        let unix = if self.unix_filter.is_some() {
+            "; no unix socket of its own: socket(AF_UNIX) fails with Permission denied, so the \
+             host's (docker.sock, ssh-agent, D-Bus) are out of reach (pipes and stream \
+             socketpairs work)"
+        } else {
+            ""
+        };
         format!(
-            "Sandbox: {writes}; {reads}; {procs}; {net}; the environment holds only PATH, HOME, \
+            "Sandbox: {writes}; {reads}; {procs}; {net}{unix}; the environment holds only PATH, HOME, \
              locale, TERM, USER, SHELL, TZ, TMPDIR, proxy and CA-bundle variables plus those \
              the workflow names (never a key, secret, token or password it does not name)."
         )
@@ -605,6 +616,7 @@ impl Confinement {
             "pid_namespace": self.support.pids,
             "processes": (self.support.pids && self.support.pid_max).then_some(self.processes),
             "hidden_by_mounts": self.support.mounts,
+            "unix_sockets": if self.unix_filter.is_some() { "refused" } else { "allowed" },
         })
     }
 }

@@ -19,7 +19,7 @@
 //! Everything that allocates happens in [`Jail::new`], in the parent; [`Jail::enter`]
 //! only makes syscalls (raw `clone`, never libc's `fork` with its atfork handlers).
 
-use super::{DEFAULT_PROCESSES, landlock};
+use super::{DEFAULT_PROCESSES, landlock, seccomp};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -82,6 +82,8 @@ pub struct Jail {
     pid_max: Option<CString>,
     net: NetJail,
     landlock: Option<landlock::Plan>,
+    /// Installed last, after Landlock: keeps the shell off the host's unix sockets.
+    seccomp: Option<seccomp::Filter>,
 }
 
 /// Where this process's command line lies in its memory (`arg_start`, `arg_end` of
@@ -145,7 +147,14 @@ impl Jail {
                 NetJail::Host
             },
             landlock,
+            seccomp: None,
         }
+    }
+
+    /// Refuses the shell unix sockets of its own ([`seccomp`]).
+    pub fn with_filter(mut self, filter: Option<seccomp::Filter>) -> Jail {
+        self.seccomp = filter;
+        self
     }
 
     /// Registers [`enter`](Self::enter) as a `pre_exec` step of `cmd`. It must come after
@@ -179,6 +188,9 @@ impl Jail {
         check(unsafe { libc::chdir(self.cwd.as_ptr()) })?;
         if let Some(plan) = &self.landlock {
             plan.apply()?;
+        }
+        if let Some(filter) = &self.seccomp {
+            filter.apply()?;
         }
         Ok(())
     }

@@ -76,9 +76,24 @@ pub fn homes(home: Option<&Path>) -> Vec<PathBuf> {
     uniq
 }
 
-/// The readable root a PATH entry stands for: nothing for a system tree (already readable)
-/// or a home itself; beneath a home, its top directory (`~/.cargo/bin` → `~/.cargo`), but
-/// `~/.local/bin` only; elsewhere the entry itself. A secret location is never one.
+/// Directories of a home that hold many programs' files (configurations, data, caches):
+/// a PATH entry beneath one stands for its own tool's directory there, never the whole
+/// (`~/.config/composer/vendor/bin` → `~/.config/composer`, not `~/.config` with gcloud's
+/// and gh's logins in it).
+pub const SHARED_IN_HOME: &[&str] = &[
+    ".config",
+    ".local/share",
+    ".local/state",
+    ".local/lib",
+    ".cache",
+    ".var/app",
+];
+
+/// The readable root a PATH entry stands for: nothing for a system tree (already readable),
+/// a home itself or a shared directory of it ([`SHARED_IN_HOME`], `~/.local`); beneath a
+/// shared directory, the tool's own directory in it; `~/.local/bin` (or any other entry
+/// of `~/.local`) only itself; beneath a home otherwise, its top directory (`~/.cargo/bin`
+/// → `~/.cargo`); elsewhere the entry itself. A secret location is never one.
 pub fn toolchain_root(entry: &Path, homes: &[PathBuf]) -> Option<PathBuf> {
     if !entry.is_absolute() || in_system(entry) || !entry.exists() {
         return None;
@@ -95,7 +110,15 @@ pub fn toolchain_root(entry: &Path, homes: &[PathBuf]) -> Option<PathBuf> {
             Some(Component::Normal(top)) => top,
             _ => return None, // the home itself: reading all of it is not a toolchain
         };
-        let root = if top == ".local" {
+        let root = if let Some(shared) = SHARED_IN_HOME.iter().find(|s| rel.starts_with(s)) {
+            match rel.strip_prefix(shared).ok()?.components().next() {
+                Some(Component::Normal(tool)) => home.join(shared).join(tool),
+                _ => return None, // the shared directory itself
+            }
+        } else if top == ".local" {
+            if rel == Path::new(".local") {
+                return None;
+            }
             entry.clone()
         } else {
             home.join(top)
@@ -189,6 +212,10 @@ mod tests {
                 "ci/.pyenv/shims",
                 "opt-node/bin",
                 "me/.ssh/bin",
+                "me/.config/composer/vendor/bin",
+                "me/.local/share/pnpm",
+                "me/.cache/tool/bin",
+                "me/.config/gh/bin",
             ],
         );
         let homes = vec![base.join("me"), base.join("ci")];
@@ -197,6 +224,23 @@ mod tests {
         assert_eq!(root("me/.local/bin"), Some(base.join("me/.local/bin")));
         assert_eq!(root("ci/.pyenv/shims"), Some(base.join("ci/.pyenv")));
         assert_eq!(root("opt-node/bin"), Some(base.join("opt-node/bin")));
+        // Beneath a directory many programs share, the tool's own directory only.
+        assert_eq!(
+            root("me/.config/composer/vendor/bin"),
+            Some(base.join("me/.config/composer"))
+        );
+        assert_eq!(
+            root("me/.local/share/pnpm"),
+            Some(base.join("me/.local/share/pnpm"))
+        );
+        assert_eq!(
+            root("me/.cache/tool/bin"),
+            Some(base.join("me/.cache/tool"))
+        );
+        assert_eq!(root("me/.config"), None);
+        assert_eq!(root("me/.local/share"), None);
+        assert_eq!(root("me/.local"), None);
+        assert_eq!(root("me/.config/gh/bin"), None);
         // A home itself, a secret location, a system tree, a missing dir: none.
         assert_eq!(root("me"), None);
         assert_eq!(root("me/.ssh/bin"), None);

@@ -97,6 +97,24 @@ impl Ctx {
         ));
     }
 
+    fn warn(
+        &mut self,
+        code: &'static str,
+        path: &str,
+        line: usize,
+        message: String,
+        hint: impl Into<String>,
+    ) {
+        self.diags.push(Diagnostic {
+            severity: super::Severity::Warning,
+            code,
+            message,
+            path: path.to_string(),
+            line: Some(line),
+            hint: hint.into(),
+        });
+    }
+
     /// The entries of a map node, with unknown and duplicate keys reported.
     fn fields<'a>(
         &mut self,

@@ -283,6 +283,28 @@ fn expand(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<PathBuf> 
     Some(expanded)
 }
 
+/// A warning when an entry leads through a link: the kernel follows it, so awf computes
+/// rules and covers where it leads, and says where that is.
+fn note_link(cx: &mut Ctx, text: &str, path: &str, line: usize, expanded: &Path) {
+    let real = crate::private_files::real_path(expanded);
+    if real != expanded {
+        cx.warn(
+            codes::SANDBOX_PATH_LINK,
+            path,
+            line,
+            format!(
+                "{path}: {text:?} leads through a link to {}; the sandbox applies the entry \
+                 there (secret locations in it stay covered)",
+                real.display()
+            ),
+            format!(
+                "write {} to say it plainly, or remove the link",
+                real.display()
+            ),
+        );
+    }
+}
+
 /// True when `real` is, holds or lies in awf's state directory (run files, audit trail).
 fn overlaps_state(real: &Path) -> Option<PathBuf> {
     let state = crate::private_files::real_path(&crate::private_files::state_dir());
@@ -318,6 +340,7 @@ fn readable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<Pa
         cx.push(codes::INVALID_VALUE, path, line, message, hint);
         return None;
     }
+    note_link(cx, text, path, line, &expanded);
     Some(expanded)
 }
 
@@ -334,6 +357,7 @@ fn hidden_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<Path
         );
         return None;
     }
+    note_link(cx, text, path, line, &expanded);
     Some(expanded)
 }
 
@@ -376,6 +400,7 @@ fn writable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<Pa
             "name a narrower directory (e.g. ~/.cargo rather than ~), or set XDG_STATE_HOME elsewhere",
         );
     }
+    note_link(cx, text, path, line, &expanded);
     Some(expanded)
 }
 

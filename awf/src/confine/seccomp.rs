@@ -1,0 +1,312 @@
+//! A seccomp filter that keeps Bash off the host's unix sockets. A pathname unix socket is
+//! reached by `connect()`, which needs only path resolution: a read-only mount does not
+//! stop it and Landlock before ABI 9 does not cover it, so `/var/run/docker.sock` (root
+//! on the host for a member of the `docker` group), the user's ssh-agent and the D-Bus
+//! session bus would be a way out of every other layer. The filter refuses the calls that
+//! make a unix socket able to name an address:
+//!
+//! - `socket(AF_UNIX, …)`, with `EACCES`;
+//! - `socketpair(AF_UNIX, SOCK_DGRAM, …)`, with `EACCES`: a datagram socket of a pair can
+//!   still `connect()` or `sendto()` a pathname; stream and seqpacket pairs (pipes between
+//!   processes, Node's and Python's child IPC) are connected for good and stay allowed;
+//! - `io_uring_setup`, with `ENOSYS`: io_uring's socket and connect operations do not pass
+//!   through seccomp (programs fall back to plain syscalls);
+//! - on x86_64, the x32 ABI's calls (`ENOSYS`) and the i386 ABI's `socketcall` (whose
+//!   arguments lie in memory a filter cannot read; `ENOSYS`), so neither is a way around;
+//!   a call of another architecture kills the process.
+//!
+//! Abstract sockets are Landlock's (its scope, ABI 6) and the network namespace's.
+//! Sockets made before the filter (the egress bridge's listener, sent out by then) are not
+//! concerned. [`Filter::new`] allocates, in the parent; [`Filter::apply`] only makes
+//! syscalls, as is required between fork and exec.
+
+use std::io;
+
+// Classic BPF (linux/filter.h, linux/bpf_common.h): class | size | mode, class | op | src.
+/// BPF_LD | BPF_W | BPF_ABS.
+const LD_W_ABS: u16 = 0x20;
+/// BPF_JMP | BPF_JEQ | BPF_K.
+const JMP_JEQ_K: u16 = 0x15;
+/// BPF_JMP | BPF_JGE | BPF_K.
+const JMP_JGE_K: u16 = 0x35;
+/// BPF_ALU | BPF_AND | BPF_K.
+const ALU_AND_K: u16 = 0x54;
+/// BPF_RET | BPF_K.
+const RET_K: u16 = 0x06;
+
+// linux/seccomp.h.
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
+const RET_ALLOW: u32 = 0x7fff_0000;
+const SET_MODE_FILTER: libc::c_uint = 1;
+
+// struct seccomp_data: nr, arch, instruction_pointer, args[6] (the low half of each
+// argument first on a little-endian machine; the calls filtered take ints).
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+const ARG0: u32 = 16;
+const ARG1: u32 = 24;
+
+const SOCK_TYPE_MASK: u32 = 0xf;
+
+/// The system call numbers the filter looks at, for one ABI.
+struct Abi {
+    /// `AUDIT_ARCH_*` of linux/audit.h.
+    arch: u32,
+    socket: u32,
+    socketpair: u32,
+    io_uring_setup: u32,
+    /// `socketcall` (the i386 multiplexer), where the ABI has one.
+    socketcall: Option<u32>,
+}
+
+#[cfg(target_arch = "x86_64")]
+const NATIVE: Abi = Abi {
+    arch: 0xc000_003e,
+    socket: 41,
+    socketpair: 53,
+    io_uring_setup: 425,
+    socketcall: None,
+};
+/// The i386 ABI a 64-bit process reaches with `int 0x80`.
+#[cfg(target_arch = "x86_64")]
+const COMPAT: Option<Abi> = Some(Abi {
+    arch: 0x4000_0003,
+    socket: 359,
+    socketpair: 360,
+    io_uring_setup: 425,
+    socketcall: Some(102),
+});
+/// The x32 ABI's calls carry this bit with x86_64's architecture.
+#[cfg(target_arch = "x86_64")]
+const X32_BIT: Option<u32> = Some(0x4000_0000);
+
+#[cfg(target_arch = "aarch64")]
+const NATIVE: Abi = Abi {
+    arch: 0xc000_00b7,
+    socket: 198,
+    socketpair: 199,
+    io_uring_setup: 425,
+    socketcall: None,
+};
+#[cfg(target_arch = "aarch64")]
+const COMPAT: Option<Abi> = None;
+#[cfg(target_arch = "aarch64")]
+const X32_BIT: Option<u32> = None;
+
+/// A compiled filter.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    program: Vec<libc::sock_filter>,
+}
+
+/// A program under construction; jumps are resolved when a block's length is known.
+struct Asm(Vec<libc::sock_filter>);
+
+impl Asm {
+    fn stmt(&mut self, code: u16, k: u32) {
+        self.0.push(libc::sock_filter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        });
+    }
+
+    fn jump(&mut self, code: u16, k: u32, jt: u8, jf: u8) {
+        self.0.push(libc::sock_filter { code, jt, jf, k });
+    }
+
+    /// `if nr == k { return ret }`.
+    fn refuse_nr(&mut self, nr: u32, ret: u32) {
+        self.jump(JMP_JEQ_K, nr, 0, 1);
+        self.stmt(RET_K, ret);
+    }
+
+    /// The checks of one ABI, with the syscall number loaded; ends by allowing.
+    fn abi(&mut self, abi: &Abi) {
+        let eacces = RET_ERRNO | libc::EACCES as u32;
+        let enosys = RET_ERRNO | libc::ENOSYS as u32;
+        self.refuse_nr(abi.io_uring_setup, enosys);
+        if let Some(nr) = abi.socketcall {
+            self.refuse_nr(nr, enosys);
+        }
+        // socket: refused when its domain is AF_UNIX.
+        self.jump(JMP_JEQ_K, abi.socket, 0, 3);
+        self.stmt(LD_W_ABS, ARG0);
+        self.jump(JMP_JEQ_K, libc::AF_UNIX as u32, 0, 1);
+        self.stmt(RET_K, eacces);
+        // (falls through to the socketpair test with the argument loaded, which is no
+        // syscall number of interest: reload first.)
+        self.stmt(LD_W_ABS, NR);
+        // socketpair: refused when AF_UNIX and a datagram type.
+        self.jump(JMP_JEQ_K, abi.socketpair, 0, 6);
+        self.stmt(LD_W_ABS, ARG0);
+        self.jump(JMP_JEQ_K, libc::AF_UNIX as u32, 0, 4);
+        self.stmt(LD_W_ABS, ARG1);
+        self.stmt(ALU_AND_K, SOCK_TYPE_MASK);
+        self.jump(JMP_JEQ_K, libc::SOCK_DGRAM as u32, 0, 1);
+        self.stmt(RET_K, eacces);
+        self.stmt(RET_K, RET_ALLOW);
+    }
+}
+
+impl Filter {
+    /// The filter for this machine's architecture.
+    pub fn new() -> Filter {
+        let mut native = Asm(Vec::new());
+        native.stmt(LD_W_ABS, NR);
+        if let Some(bit) = X32_BIT {
+            native.jump(JMP_JGE_K, bit, 0, 1);
+            native.stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32);
+        }
+        native.abi(&NATIVE);
+        let mut compat = Asm(Vec::new());
+        if let Some(abi) = &COMPAT {
+            compat.stmt(LD_W_ABS, NR);
+            compat.abi(abi);
+        }
+        let mut a = Asm(Vec::new());
+        a.stmt(LD_W_ABS, ARCH);
+        // native: skip nothing; else to the compat block, else kill.
+        a.jump(JMP_JEQ_K, NATIVE.arch, 0, native.0.len() as u8);
+        a.0.extend(native.0);
+        if let Some(abi) = &COMPAT {
+            a.jump(JMP_JEQ_K, abi.arch, 0, compat.0.len() as u8);
+            a.0.extend(compat.0);
+        }
+        a.stmt(RET_K, RET_KILL_PROCESS);
+        Filter { program: a.0 }
+    }
+
+    /// In the child, between fork and exec: installs the filter (no new privileges first,
+    /// as an unprivileged filter requires). Syscalls only.
+    pub fn apply(&self) -> io::Result<()> {
+        let prog = libc::sock_fprog {
+            len: self.program.len() as libc::c_ushort,
+            filter: self.program.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: plain syscalls; `prog` points at the program owned by `self`.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::syscall(
+                libc::SYS_seccomp,
+                SET_MODE_FILTER,
+                0 as libc::c_uint,
+                &prog as *const libc::sock_fprog,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for Filter {
+    fn default() -> Filter {
+        Filter::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::{UnixDatagram, UnixStream};
+
+    /// Runs `f` in a forked child under the filter; its exit code is `f`'s result.
+    fn under_filter(f: fn() -> i32) -> i32 {
+        let filter = Filter::new();
+        // SAFETY: the child only makes syscalls and exits; the test harness's threads are
+        // not touched in it.
+        unsafe {
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                if filter.apply().is_err() {
+                    libc::_exit(100);
+                }
+                libc::_exit(f());
+            }
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+            assert!(libc::WIFEXITED(status), "status {status}");
+            libc::WEXITSTATUS(status)
+        }
+    }
+
+    fn errno() -> i32 {
+        io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    }
+
+    #[test]
+    fn unix_sockets_are_refused_and_the_rest_allowed() {
+        // Each case returns 0 when the call did what the filter intends.
+        fn unix_stream() -> i32 {
+            // SAFETY: a plain syscall.
+            let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+            (fd >= 0 || errno() != libc::EACCES) as i32
+        }
+        fn unix_dgram_cloexec() -> i32 {
+            // SAFETY: a plain syscall.
+            let fd =
+                unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+            (fd >= 0 || errno() != libc::EACCES) as i32
+        }
+        fn inet() -> i32 {
+            // SAFETY: a plain syscall.
+            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+            (fd < 0) as i32
+        }
+        fn stream_pair() -> i32 {
+            UnixStream::pair().is_err() as i32
+        }
+        fn dgram_pair() -> i32 {
+            match UnixDatagram::pair() {
+                Err(e) if e.raw_os_error() == Some(libc::EACCES) => 0,
+                _ => 1,
+            }
+        }
+        fn uring() -> i32 {
+            // SAFETY: a plain syscall with a zeroed parameter block.
+            let r = unsafe {
+                let mut params = [0u8; 120];
+                libc::syscall(libc::SYS_io_uring_setup, 4u32, params.as_mut_ptr())
+            };
+            (r >= 0 || errno() != libc::ENOSYS) as i32
+        }
+        for (name, case) in [
+            ("socket(AF_UNIX, SOCK_STREAM)", unix_stream as fn() -> i32),
+            (
+                "socket(AF_UNIX, SOCK_DGRAM|SOCK_CLOEXEC)",
+                unix_dgram_cloexec,
+            ),
+            ("socket(AF_INET)", inet),
+            ("socketpair(AF_UNIX, SOCK_STREAM)", stream_pair),
+            ("socketpair(AF_UNIX, SOCK_DGRAM)", dgram_pair),
+            ("io_uring_setup", uring),
+        ] {
+            assert_eq!(under_filter(case), 0, "{name}");
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_x32_abi_is_no_way_around() {
+        fn x32_socket() -> i32 {
+            // SAFETY: a plain syscall.
+            let r = unsafe {
+                libc::syscall(
+                    X32_BIT.unwrap() as libc::c_long | libc::SYS_socket,
+                    libc::AF_UNIX,
+                    libc::SOCK_STREAM,
+                    0,
+                )
+            };
+            (r >= 0 || errno() != libc::ENOSYS) as i32
+        }
+        assert_eq!(under_filter(x32_socket), 0);
+    }
+}
