@@ -359,7 +359,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         }
         private_tmp = Some(tmp);
         sources.push(Box::new(Builtins::new(BuiltinEnv {
-            sandbox,
+            sandbox: sandbox.with_hidden(confinement.hidden_paths()),
             limits: cfg.limits.clone(),
             confine: confinement,
             bash_env,

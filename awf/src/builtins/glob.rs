@@ -43,15 +43,19 @@ pub fn tool(env: &BuiltinEnv) -> Tool {
     .annotations(serde_json::json!({"readOnlyHint": true}))
 }
 
-/// The walk both Glob and Grep use: hidden files included (agents need `.github/...`),
+/// The walk both Glob and Grep use: dot files included (agents need `.github/...`),
 /// `.gitignore` honoured even outside a git checkout, `.git` itself skipped, symlinks not
-/// followed (a link could lead out of the root).
-pub(crate) fn walker(base: &std::path::Path) -> WalkBuilder {
+/// followed (a link could lead out of the root), and the sandbox's hidden paths neither
+/// listed nor entered (the walk's paths are physical: `base` is, and no link is followed).
+pub(crate) fn walker(base: &std::path::Path, sandbox: &super::sandbox::Sandbox) -> WalkBuilder {
+    let hidden = sandbox.hidden();
     let mut b = WalkBuilder::new(base);
     b.hidden(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(|e| e.file_name() != ".git");
+        .filter_entry(move |e| {
+            e.file_name() != ".git" && !hidden.iter().any(|h| e.path().starts_with(h))
+        });
     b
 }
 
@@ -87,7 +91,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         ));
     }
     let found: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-    walker(&base).build_parallel().run(|| {
+    walker(&base, &env.sandbox).build_parallel().run(|| {
         let base = &base;
         let matcher = &matcher;
         let sandbox = &env.sandbox;

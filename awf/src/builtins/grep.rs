@@ -353,7 +353,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
         }
         search_file(&mut new_searcher(), &target, Some(target_file));
     } else if meta.is_dir() {
-        let mut walk = walker(&target);
+        let mut walk = walker(&target, &env.sandbox);
         walk.threads(THREADS);
         if let Some(g) = &args.glob {
             let mut ob = OverrideBuilder::new(&target);

@@ -43,6 +43,9 @@ impl fmt::Display for SandboxError {
 pub struct Sandbox {
     root: PathBuf,
     root_fd: Arc<OwnedFd>,
+    /// Physical paths beneath the root no builtin may open or list: what the step's
+    /// sandbox hides from Bash (`hidden:`, the secret locations) is hidden from every tool.
+    hidden: Arc<Vec<PathBuf>>,
 }
 
 impl Sandbox {
@@ -68,7 +71,36 @@ impl Sandbox {
         Ok(Sandbox {
             root,
             root_fd: Arc::new(root_fd),
+            hidden: Arc::default(),
         })
+    }
+
+    /// Refuses every path beneath one of `hidden` (physical paths; those outside the root
+    /// concern no builtin and are dropped).
+    pub fn with_hidden(mut self, hidden: Vec<PathBuf>) -> Sandbox {
+        let inside: Vec<PathBuf> = hidden
+            .into_iter()
+            .filter(|h| h.starts_with(&self.root))
+            .collect();
+        self.hidden = Arc::new(inside);
+        self
+    }
+
+    /// The hidden paths beneath the root.
+    pub fn hidden(&self) -> Arc<Vec<PathBuf>> {
+        self.hidden.clone()
+    }
+
+    /// Refuses a physical `path` that is or lies beneath a hidden path.
+    fn check_hidden(&self, path: &Path, input: &str) -> Result<(), SandboxError> {
+        match self.hidden.iter().find(|h| path.starts_with(h)) {
+            Some(h) => Err(SandboxError(format!(
+                "path \"{input}\" is hidden by the step's sandbox ({} is in its hidden \
+                 paths); no tool reads or changes it",
+                self.show(h)
+            ))),
+            None => Ok(()),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -141,6 +173,7 @@ impl Sandbox {
             }
         }
         if cur.starts_with(&self.root) {
+            self.check_hidden(&cur, input)?;
             Ok(cur)
         } else {
             Err(self.refuse(
@@ -226,6 +259,8 @@ impl Sandbox {
             self.root.join(path)
         };
         if plain && full.starts_with(&self.root) {
+            // No `..`, and the open below follows no symlink: `full` is physical.
+            self.check_hidden(&full, input).map_err(|e| e.0)?;
             match self.open_at(self.root_fd(), self.relative(&full), flags, 0) {
                 Ok(file) => return Ok((file, full)),
                 // A symlink on the way: it may be one that stays inside; take the long way.

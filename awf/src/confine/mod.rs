@@ -210,6 +210,31 @@ fn covers(
     present
 }
 
+/// The directories to pin for `covers`: those strictly between a writable root and a
+/// cover beneath it, outermost first (a rename there would move the cover's target away
+/// from its name; outside the writable roots Landlock refuses renames already).
+fn pins(covers: &[PathBuf], writable: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for c in covers {
+        let Some(w) = writable.iter().find(|w| c.starts_with(w) && c != *w) else {
+            continue;
+        };
+        let mut between: Vec<&Path> = c
+            .ancestors()
+            .skip(1)
+            .take_while(|a| a.starts_with(w) && a != w)
+            .collect();
+        between.reverse();
+        for a in between {
+            if !out.iter().any(|o| o == a) {
+                out.push(a.to_path_buf());
+            }
+        }
+    }
+    out.sort_by_key(|p| p.components().count());
+    out
+}
+
 /// What Bash's network is, as enforced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NetStatus {
@@ -459,6 +484,18 @@ impl Confinement {
         )
     }
 
+    /// Every path the builtins must refuse as Bash cannot read it: the `hidden:` paths
+    /// (also those that do not exist yet) and the secret locations present now.
+    pub fn hidden_paths(&self) -> Vec<PathBuf> {
+        let mut out = self.hidden_extra.clone();
+        for p in secrets::present(&self.homes, &[]) {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        out
+    }
+
     /// The confinement of one command run in `cwd`, or None when there is nothing to do;
     /// under a host list also the call's end of the egress bridge, to
     /// [serve](egress::Bridge::serve) once the command is spawned.
@@ -485,16 +522,18 @@ impl Confinement {
             }
             _ => (NetJail::Host, None),
         };
+        let hidden = self.hidden_now();
         let jail = Jail::new(
             self.support,
             self.processes,
             net,
             self.status != Status::Off,
             writable,
-            &self.hidden_now(),
+            &hidden,
             cwd,
             self.plan.clone(),
         )
+        .with_pins(&pins(&hidden, &self.writable))
         .with_filter(self.unix_filter.clone());
         Ok(Some((jail, bridge)))
     }
@@ -676,6 +715,21 @@ mod tests {
             "{hidden:?}"
         );
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn the_directories_above_a_cover_up_to_its_writable_root_are_pinned() {
+        let p = |s: &str| PathBuf::from(s);
+        let pinned = pins(
+            &[
+                p("/ws/proj/vault/token"),
+                p("/ws/proj/.env"),
+                p("/ws/top"),
+                p("/home/u/.ssh"),
+            ],
+            &[p("/ws"), p("/t")],
+        );
+        assert_eq!(pinned, [p("/ws/proj"), p("/ws/proj/vault")]);
     }
 
     #[test]

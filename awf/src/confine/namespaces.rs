@@ -71,6 +71,11 @@ pub struct Jail {
     clones: Vec<libc::c_int>,
     /// Covers: (path, is a directory).
     hidden: Vec<(CString, bool)>,
+    /// The directories between a writable root and a cover beneath it, outermost first,
+    /// each bound onto itself before the covers: a mount point cannot be renamed or
+    /// removed (EBUSY), so `mv proj proj2` cannot carry a hidden `proj/.env` out from
+    /// under its cover for the next call.
+    pins: Vec<CString>,
     /// The command's working directory, entered again once the mounts are in place (the one
     /// entered before pointed into the mount beneath them).
     cwd: CString,
@@ -148,7 +153,14 @@ impl Jail {
             },
             landlock,
             seccomp: None,
+            pins: Vec::new(),
         }
+    }
+
+    /// Binds `pins` onto themselves before the covers (see the field).
+    pub fn with_pins(mut self, pins: &[PathBuf]) -> Jail {
+        self.pins = pins.iter().filter_map(|p| cstr(p)).collect();
+        self
     }
 
     /// Refuses the shell unix sockets of its own ([`seccomp`]).
@@ -247,6 +259,19 @@ impl Jail {
                     libc::MOVE_MOUNT_F_EMPTY_PATH,
                 ) as libc::c_int)?;
                 libc::close(fd);
+            }
+            for pin in &self.pins {
+                // Recursive: the covers and clones beneath stay as they are.
+                let r = libc::mount(
+                    pin.as_ptr(),
+                    pin.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                );
+                if r < 0 && *libc::__errno_location() != libc::ENOENT {
+                    return Err(io::Error::last_os_error());
+                }
             }
             for (path, dir) in &self.hidden {
                 cover(path, *dir)?;
