@@ -341,3 +341,64 @@ fn a_line_being_appended_is_waited_for_not_repaired() {
         ]
     );
 }
+
+/// Secrets planted in a missing path (the error quotes it, then says where it looked),
+/// in an unknown tool's name and in the environment: no planted value reaches the audit
+/// file or a log line, in either log format.
+#[test]
+fn secrets_in_error_texts_are_masked_in_the_audit_and_the_log_lines() {
+    let planted = ["pw-planted-0001", "bearer.planted.0002", "env-planted-0003"];
+    let path = format!(
+        "db password={} user=bob Authorization: Bearer {}",
+        planted[0], planted[1]
+    );
+    for format in ["human", "json"] {
+        let (_root, audit, cfg) = audited(&format!("audit-mask-{format}"));
+        let mut s = Server::start(
+            &[
+                "mcp-serve",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--log-format",
+                format,
+            ],
+            &[("AWF_TEST_DB_PASSWORD", planted[2])],
+        );
+        s.initialize();
+        s.err("Read", json!({"path": path}));
+        s.err("Read", json!({"path": format!("key {}", planted[2])}));
+        s.invalid(&path, json!({}));
+        let (status, _, stderr) = s.finish();
+        assert!(status.success(), "{stderr}");
+        let records = std::fs::read_to_string(&audit).unwrap();
+        // The failures are there, masked.
+        assert_eq!(stderr.matches("tool call failed").count(), 3, "{stderr}");
+        let errors: Vec<Value> = audit_lines(&audit)
+            .into_iter()
+            .filter_map(|r| r["error"].as_str().map(|e| json!(e)))
+            .collect();
+        assert_eq!(errors.len(), 3, "{records}");
+        assert!(
+            errors[0].as_str().unwrap().starts_with(
+                "file not found: \"db password=*** user=bob Authorization: Bearer ***\""
+            ),
+            "{errors:?}"
+        );
+        for secret in planted {
+            assert!(
+                !records.contains(secret),
+                "{secret} in the audit: {records}"
+            );
+            assert!(
+                !stderr.contains(secret),
+                "{secret} in the {format} log: {stderr}"
+            );
+        }
+        if format == "json" {
+            for line in stderr.lines() {
+                serde_json::from_str::<Value>(line)
+                    .unwrap_or_else(|e| panic!("log line not JSON ({e}): {line}"));
+            }
+        }
+    }
+}

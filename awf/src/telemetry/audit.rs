@@ -23,6 +23,8 @@ use std::sync::Mutex;
 
 pub struct AuditLog {
     file: File,
+    /// Every string of every record goes through it, whoever built the record.
+    masker: Masker,
     /// Held for each append: the file's lock belongs to the open file, shared by this
     /// process's threads, so one thread's unlock would end another's hold mid-write.
     /// Holds whether this log's last write was short (its line is torn).
@@ -76,6 +78,8 @@ impl AuditLog {
         }
         let log = AuditLog {
             file,
+            // Nothing cut here: the writers cut what they take from outside.
+            masker: Masker::from_env(0),
             appending: Mutex::new(false),
         };
         log.repair_torn_line().map_err(|e| {
@@ -90,9 +94,10 @@ impl AuditLog {
         Ok(log)
     }
 
-    /// Appends one record as one line in one write.
+    /// Appends one record, its strings masked, as one line in one write.
     pub fn append(&self, record: &Value) -> io::Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+        let mut line =
+            serde_json::to_vec(&self.masker.mask_strings(record)).map_err(io::Error::other)?;
         line.push(b'\n');
         let mut torn = self.appending.lock().unwrap_or_else(|e| e.into_inner());
         if *torn {
@@ -266,6 +271,22 @@ impl Masker {
                 }
                 Value::Object(out)
             }
+            other => other.clone(),
+        }
+    }
+
+    /// A copy of `value` with every string masked as text, names of fields too, wherever it
+    /// lies; no value is masked whole for its field's name (a record's own fields, such as
+    /// `input_tokens`, are no secrets).
+    pub fn mask_strings(&self, value: &Value) -> Value {
+        match value {
+            Value::String(s) => Value::String(self.mask_str(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|v| self.mask_strings(v)).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, v)| (self.mask_str(k), self.mask_strings(v)))
+                    .collect(),
+            ),
             other => other.clone(),
         }
     }
@@ -491,18 +512,63 @@ fn credential_forms() -> &'static Regex {
 
 /// `Authorization: Bearer x` and `NAME=value` / `name: "value"` forms: the value goes
 /// when the name looks secret (`AWS_SECRET_ACCESS_KEY=…`, `password=…`, `DB_PASS=…`); a
-/// quoted value goes whole, spaces and all.
+/// quoted value goes whole, spaces and all. A credential (a token, base64) holds no closing
+/// bracket: one ends it (`(… Bearer x)`). Quotes may come escaped (`\"password\": \"x\"`,
+/// as text quoted inside a quoted string shows them).
 fn assignments() -> &'static Regex {
     static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(concat!(
             "(?-u)",
-            r#"(?i:(\bauthorization["']?\s*[:=]\s*["']?(?:bearer|basic|token)?\s*)[^\s"',;]+"#,
-            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[:=]\s*)("(?:[^"\\\n]|\\.)*"|'[^'\n]*')"#,
-            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[:=]\s*["']?)[^\s"',;&]+)"#,
+            r#"(?i:(\bauthorization(?:\\?["'])?\s*[:=]\s*(?:\\?["'])?(?:bearer|basic|token)?\s*)"#,
+            r#"(?:[^\s"'\\,;)\]}>]|\\[^"'])+"#,
+            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)((?:\\?["'])?\s*[:=]\s*)"#,
+            r#"(\\"(?:[^"\\\n]|\\[^"\n])*\\"|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"#,
+            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)((?:\\?["'])?\s*[:=]\s*(?:\\?["'])?)"#,
+            r#"(?:[^\s"'\\,;&]|\\[^"'])+)"#,
         ))
         .expect("assignment forms compile")
     })
+}
+
+/// `text` with the values of [`assignments`] whose names look secret masked. The value
+/// of any other name is searched too, not passed over: it may hold a form of its own (the
+/// quoted path in `not found: "db password=x"`, `opts=password=x`).
+fn mask_assignments(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    // `text[..copied]` is in `out`; the search goes on from `from`.
+    let (mut copied, mut from) = (0, 0);
+    while let Some(c) = assignments().captures_at(text, from) {
+        let whole = c.get(0).expect("a match");
+        if let Some(auth) = c.get(1) {
+            out.extend_from_slice(&text[copied..auth.end()]);
+            out.extend_from_slice(MASK.as_bytes());
+            (copied, from) = (whole.end(), whole.end());
+            continue;
+        }
+        let (name, sep, quoted) = match (c.get(2), c.get(5)) {
+            (Some(name), _) => (name, c.get(3), c.get(4)),
+            (None, Some(name)) => (name, c.get(6), None),
+            _ => unreachable!("every other branch names"),
+        };
+        let sep = sep.expect("a name has its separator");
+        if secret_assignment(&String::from_utf8_lossy(name.as_bytes())) {
+            let q = quoted.map_or(&b""[..], |q| {
+                let q = q.as_bytes();
+                &q[..if q[0] == b'\\' { 2 } else { 1 }]
+            });
+            out.extend_from_slice(&text[copied..sep.end()]);
+            for part in [q, MASK.as_bytes(), q] {
+                out.extend_from_slice(part);
+            }
+            (copied, from) = (whole.end(), whole.end());
+        } else {
+            // Past the name and its separator only (never empty: a name has a letter).
+            from = sep.end();
+        }
+    }
+    out.extend_from_slice(&text[copied..]);
+    out
 }
 
 /// A name whose value is a secret in an assignment: [`looks_secret`], or `PASS` as its
@@ -532,25 +598,9 @@ fn mask_shapes(text: &str) -> String {
         let at: &[u8] = if c.get(7).is_some() { b"@" } else { b"" };
         [keep.map_or(&b""[..], |k| k.as_bytes()), MASK.as_bytes(), at].concat()
     });
-    let text = assignments().replace_all(&text, |c: &Captures<'_>| {
-        if let Some(auth) = c.get(1) {
-            return [auth.as_bytes(), MASK.as_bytes()].concat();
-        }
-        let (name, sep, quoted) = match (c.get(2), c.get(5)) {
-            (Some(name), _) => (name, c.get(3), c.get(4)),
-            (None, Some(name)) => (name, c.get(6), None),
-            _ => return c[0].to_vec(),
-        };
-        match sep {
-            Some(sep) if secret_assignment(&String::from_utf8_lossy(name.as_bytes())) => {
-                let q = quoted.map_or(&b""[..], |q| &q.as_bytes()[..1]);
-                [name.as_bytes(), sep.as_bytes(), q, MASK.as_bytes(), q].concat()
-            }
-            _ => c[0].to_vec(),
-        }
-    });
+    let text = mask_assignments(&text);
     // Valid by the boundaries above; lossy all the same, never a panic in the audit path.
-    match String::from_utf8(text.into_owned()) {
+    match String::from_utf8(text) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     }
@@ -762,6 +812,45 @@ mod tests {
             "mysql -u root db < dump.sql",
             "curl -u alice https://h",
             "cp -p a b; bypass=1",
+        ] {
+            assert_eq!(m.mask_text(text), text);
+        }
+    }
+
+    /// A form inside another name's value, quoted or not, is masked: the value of a name
+    /// that is no secret is searched, not passed over.
+    #[test]
+    fn forms_inside_quoted_and_assigned_values_are_masked() {
+        let m = Masker::new([], 4096);
+        for (input, want) in [
+            (
+                r#"file not found: "db password=X1 user=bob" (looked for /w/db password=*** user=bob)"#,
+                r#"file not found: "db password=*** user=bob" (looked for /w/db password=*** user=bob)"#,
+            ),
+            (
+                r#"file not found: "h Authorization: Bearer tok.x.y" (looked for h Authorization: Bearer ***)"#,
+                r#"file not found: "h Authorization: Bearer ***" (looked for h Authorization: Bearer ***)"#,
+            ),
+            ("name='x password=hunter2 y'", "name='x password=*** y'"),
+            ("opts=password=hunter2,x", "opts=password=***,x"),
+            ("a: b: token=abc", "a: b: token=***"),
+            // Quotes escaped, as a quoted text shows the quotes it holds.
+            (
+                r#"args="{\"password\": \"two words\", \"n\": 1}""#,
+                r#"args="{\"password\": \"***\", \"n\": 1}""#,
+            ),
+            (
+                r#"cmd="curl -H \"Authorization: Bearer abc.def\" h""#,
+                r#"cmd="curl -H \"Authorization: Bearer ***\" h""#,
+            ),
+            (r#"e="DB_PASS=\"s3cr3t\"""#, r#"e="DB_PASS=\"***\"""#),
+        ] {
+            assert_eq!(m.mask_text(input), want, "{input}");
+        }
+        for text in [
+            r#"file not found: "src/main.rs" (looked for /w/src/main.rs)"#,
+            r#"path="a\\b" mode=0644"#,
+            "user=bob host=h",
         ] {
             assert_eq!(m.mask_text(text), text);
         }
