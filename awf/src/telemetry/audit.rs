@@ -3,24 +3,43 @@
 //! then `session.end` with its reason on a clean exit (a missing `session.end` means the
 //! server crashed or was killed). Each record is one `write(2)` to a file opened with
 //! O_APPEND, so several processes can share the file without interleaving lines.
+//!
+//! A writer that died mid-line (a short write on a full disk, a power cut) leaves a torn
+//! last line; the next record would be glued to it and lost to every reader. So before a
+//! log's first append (and after a short write of its own), the file's end is checked
+//! and a torn line is closed with a newline followed by an `audit.repaired` record; the
+//! torn bytes stay as they were, on their own line. The check holds the file's `flock`
+//! exclusively, and every append holds it shared for its one write, so the check never
+//! sees a live writer's line half-written.
 
 use regex::bytes::{Captures, Regex};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::Mutex;
 
 pub struct AuditLog {
     file: File,
+    /// Every string of every record goes through it, whoever built the record.
+    masker: Masker,
+    /// Held for each append: the file's lock belongs to the open file, shared by this
+    /// process's threads, so one thread's unlock would end another's hold mid-write.
+    /// Holds whether this log's last write was short (its line is torn).
+    appending: Mutex<bool>,
 }
 
 impl AuditLog {
-    /// Opens (creating, mode 0600: arguments may be sensitive even when masked) for append.
-    /// A symlink at the path is not followed, and what was opened must be a regular file of
-    /// ours with one link: a planted symlink or hard link cannot send the records elsewhere.
+    /// Opens (creating, mode 0600: arguments may be sensitive even when masked) for append,
+    /// and repairs a torn last line. A symlink at the path is not followed, and what was
+    /// opened must be a regular file of ours with one link: a planted symlink or hard link
+    /// cannot send the records elsewhere.
     pub fn open(path: &Path) -> io::Result<AuditLog> {
         let file = OpenOptions::new()
+            // Read too: the repair looks at the file's last line.
+            .read(true)
             .append(true)
             .create(true)
             .mode(0o600)
@@ -57,23 +76,128 @@ impl AuditLog {
                 path.display()
             )));
         }
-        Ok(AuditLog { file })
+        let log = AuditLog {
+            file,
+            // Nothing cut here: the writers cut what they take from outside.
+            masker: Masker::from_env(0),
+            appending: Mutex::new(false),
+        };
+        log.repair_torn_line().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot check or repair the last line of {}: {e}",
+                    path.display()
+                ),
+            )
+        })?;
+        Ok(log)
     }
 
-    /// Appends one record as one line in one write.
+    /// Appends one record, its strings masked, as one line in one write.
     pub fn append(&self, record: &Value) -> io::Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+        let mut line =
+            serde_json::to_vec(&self.masker.mask_strings(record)).map_err(io::Error::other)?;
         line.push(b'\n');
+        let mut torn = self.appending.lock().unwrap_or_else(|e| e.into_inner());
+        if *torn {
+            self.repair_torn_line()?;
+            *torn = false;
+        }
+        let _shared = FileLock::take(&self.file, libc::LOCK_SH)?;
         // A single write on an O_APPEND file is atomic with respect to other appenders; a
-        // short write (disk full) is reported rather than retried half-way.
+        // short write (disk full) is reported rather than retried half-way, and the line
+        // it tore is closed before this log's next record.
         let n = (&self.file).write(&line)?;
         if n != line.len() {
+            *torn = true;
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
-                "short write to the audit file",
+                format!(
+                    "short write to the audit file ({n} of {} bytes)",
+                    line.len()
+                ),
             ));
         }
         Ok(())
+    }
+
+    /// Closes a torn last line, if the file has one: a newline, then an `audit.repaired`
+    /// record naming where the torn line starts and its length, in one write. Under the
+    /// exclusive lock, so no append is under way and no other log repairs the same line.
+    fn repair_torn_line(&self) -> io::Result<()> {
+        let _exclusive = FileLock::take(&self.file, libc::LOCK_EX)?;
+        let len = self.file.metadata()?.len();
+        if len == 0 {
+            return Ok(());
+        }
+        let mut last = [0u8; 1];
+        self.file.read_exact_at(&mut last, len - 1)?;
+        if last[0] == b'\n' {
+            return Ok(());
+        }
+        let start = self.line_start(len)?;
+        let record = json!({
+            "ts": now_rfc3339(),
+            "type": "audit.repaired",
+            "pid": std::process::id(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "torn_offset": start,
+            "torn_bytes": len - start,
+        });
+        let mut repair = b"\n".to_vec();
+        repair.extend(serde_json::to_vec(&record).map_err(io::Error::other)?);
+        repair.push(b'\n');
+        let n = (&self.file).write(&repair)?;
+        if n != repair.len() {
+            // Torn again (the disk is still full): the next log to open the file repairs it.
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short write ({n} of {} bytes)", repair.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The offset just past the last newline before `end`, or 0: where the last line starts.
+    fn line_start(&self, end: u64) -> io::Result<u64> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut to = end;
+        while to > 0 {
+            let from = to.saturating_sub(buf.len() as u64);
+            let chunk = &mut buf[..(to - from) as usize];
+            self.file.read_exact_at(chunk, from)?;
+            if let Some(i) = chunk.iter().rposition(|b| *b == b'\n') {
+                return Ok(from + i as u64 + 1);
+            }
+            to = from;
+        }
+        Ok(0)
+    }
+}
+
+/// A `flock` held on an open file until dropped.
+struct FileLock<'a>(&'a File);
+
+impl<'a> FileLock<'a> {
+    fn take(file: &'a File, how: libc::c_int) -> io::Result<FileLock<'a>> {
+        loop {
+            // SAFETY: flock on a descriptor we own; no memory is passed.
+            if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {
+                return Ok(FileLock(file));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Drop for FileLock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: as in take. Closing the file would release the lock as well.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
     }
 }
 
@@ -147,6 +271,22 @@ impl Masker {
                 }
                 Value::Object(out)
             }
+            other => other.clone(),
+        }
+    }
+
+    /// A copy of `value` with every string masked as text, names of fields too, wherever it
+    /// lies; no value is masked whole for its field's name (a record's own fields, such as
+    /// `input_tokens`, are no secrets).
+    pub fn mask_strings(&self, value: &Value) -> Value {
+        match value {
+            Value::String(s) => Value::String(self.mask_str(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|v| self.mask_strings(v)).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, v)| (self.mask_str(k), self.mask_strings(v)))
+                    .collect(),
+            ),
             other => other.clone(),
         }
     }
@@ -372,18 +512,63 @@ fn credential_forms() -> &'static Regex {
 
 /// `Authorization: Bearer x` and `NAME=value` / `name: "value"` forms: the value goes
 /// when the name looks secret (`AWS_SECRET_ACCESS_KEY=…`, `password=…`, `DB_PASS=…`); a
-/// quoted value goes whole, spaces and all.
+/// quoted value goes whole, spaces and all. A credential (a token, base64) holds no closing
+/// bracket: one ends it (`(… Bearer x)`). Quotes may come escaped (`\"password\": \"x\"`,
+/// as text quoted inside a quoted string shows them).
 fn assignments() -> &'static Regex {
     static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(concat!(
             "(?-u)",
-            r#"(?i:(\bauthorization["']?\s*[:=]\s*["']?(?:bearer|basic|token)?\s*)[^\s"',;]+"#,
-            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[:=]\s*)("(?:[^"\\\n]|\\.)*"|'[^'\n]*')"#,
-            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)(["']?\s*[:=]\s*["']?)[^\s"',;&]+)"#,
+            r#"(?i:(\bauthorization(?:\\?["'])?\s*[:=]\s*(?:\\?["'])?(?:bearer|basic|token)?\s*)"#,
+            r#"(?:[^\s"'\\,;)\]}>]|\\[^"'])+"#,
+            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)((?:\\?["'])?\s*[:=]\s*)"#,
+            r#"(\\"(?:[^"\\\n]|\\[^"\n])*\\"|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"#,
+            r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)((?:\\?["'])?\s*[:=]\s*(?:\\?["'])?)"#,
+            r#"(?:[^\s"'\\,;&]|\\[^"'])+)"#,
         ))
         .expect("assignment forms compile")
     })
+}
+
+/// `text` with the values of [`assignments`] whose names look secret masked. The value
+/// of any other name is searched too, not passed over: it may hold a form of its own (the
+/// quoted path in `not found: "db password=x"`, `opts=password=x`).
+fn mask_assignments(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    // `text[..copied]` is in `out`; the search goes on from `from`.
+    let (mut copied, mut from) = (0, 0);
+    while let Some(c) = assignments().captures_at(text, from) {
+        let whole = c.get(0).expect("a match");
+        if let Some(auth) = c.get(1) {
+            out.extend_from_slice(&text[copied..auth.end()]);
+            out.extend_from_slice(MASK.as_bytes());
+            (copied, from) = (whole.end(), whole.end());
+            continue;
+        }
+        let (name, sep, quoted) = match (c.get(2), c.get(5)) {
+            (Some(name), _) => (name, c.get(3), c.get(4)),
+            (None, Some(name)) => (name, c.get(6), None),
+            _ => unreachable!("every other branch names"),
+        };
+        let sep = sep.expect("a name has its separator");
+        if secret_assignment(&String::from_utf8_lossy(name.as_bytes())) {
+            let q = quoted.map_or(&b""[..], |q| {
+                let q = q.as_bytes();
+                &q[..if q[0] == b'\\' { 2 } else { 1 }]
+            });
+            out.extend_from_slice(&text[copied..sep.end()]);
+            for part in [q, MASK.as_bytes(), q] {
+                out.extend_from_slice(part);
+            }
+            (copied, from) = (whole.end(), whole.end());
+        } else {
+            // Past the name and its separator only (never empty: a name has a letter).
+            from = sep.end();
+        }
+    }
+    out.extend_from_slice(&text[copied..]);
+    out
 }
 
 /// A name whose value is a secret in an assignment: [`looks_secret`], or `PASS` as its
@@ -413,25 +598,9 @@ fn mask_shapes(text: &str) -> String {
         let at: &[u8] = if c.get(7).is_some() { b"@" } else { b"" };
         [keep.map_or(&b""[..], |k| k.as_bytes()), MASK.as_bytes(), at].concat()
     });
-    let text = assignments().replace_all(&text, |c: &Captures<'_>| {
-        if let Some(auth) = c.get(1) {
-            return [auth.as_bytes(), MASK.as_bytes()].concat();
-        }
-        let (name, sep, quoted) = match (c.get(2), c.get(5)) {
-            (Some(name), _) => (name, c.get(3), c.get(4)),
-            (None, Some(name)) => (name, c.get(6), None),
-            _ => return c[0].to_vec(),
-        };
-        match sep {
-            Some(sep) if secret_assignment(&String::from_utf8_lossy(name.as_bytes())) => {
-                let q = quoted.map_or(&b""[..], |q| &q.as_bytes()[..1]);
-                [name.as_bytes(), sep.as_bytes(), q, MASK.as_bytes(), q].concat()
-            }
-            _ => c[0].to_vec(),
-        }
-    });
+    let text = mask_assignments(&text);
     // Valid by the boundaries above; lossy all the same, never a panic in the audit path.
-    match String::from_utf8(text.into_owned()) {
+    match String::from_utf8(text) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     }
@@ -648,6 +817,45 @@ mod tests {
         }
     }
 
+    /// A form inside another name's value, quoted or not, is masked: the value of a name
+    /// that is no secret is searched, not passed over.
+    #[test]
+    fn forms_inside_quoted_and_assigned_values_are_masked() {
+        let m = Masker::new([], 4096);
+        for (input, want) in [
+            (
+                r#"file not found: "db password=X1 user=bob" (looked for /w/db password=*** user=bob)"#,
+                r#"file not found: "db password=*** user=bob" (looked for /w/db password=*** user=bob)"#,
+            ),
+            (
+                r#"file not found: "h Authorization: Bearer tok.x.y" (looked for h Authorization: Bearer ***)"#,
+                r#"file not found: "h Authorization: Bearer ***" (looked for h Authorization: Bearer ***)"#,
+            ),
+            ("name='x password=hunter2 y'", "name='x password=*** y'"),
+            ("opts=password=hunter2,x", "opts=password=***,x"),
+            ("a: b: token=abc", "a: b: token=***"),
+            // Quotes escaped, as a quoted text shows the quotes it holds.
+            (
+                r#"args="{\"password\": \"two words\", \"n\": 1}""#,
+                r#"args="{\"password\": \"***\", \"n\": 1}""#,
+            ),
+            (
+                r#"cmd="curl -H \"Authorization: Bearer abc.def\" h""#,
+                r#"cmd="curl -H \"Authorization: Bearer ***\" h""#,
+            ),
+            (r#"e="DB_PASS=\"s3cr3t\"""#, r#"e="DB_PASS=\"***\"""#),
+        ] {
+            assert_eq!(m.mask_text(input), want, "{input}");
+        }
+        for text in [
+            r#"file not found: "src/main.rs" (looked for /w/src/main.rs)"#,
+            r#"path="a\\b" mode=0644"#,
+            "user=bob host=h",
+        ] {
+            assert_eq!(m.mask_text(text), text);
+        }
+    }
+
     #[test]
     fn a_private_key_longer_than_the_searched_window_is_masked_to_its_end() {
         let m = Masker::new([], 100);
@@ -702,6 +910,80 @@ mod tests {
             std::fs::read_to_string(&p).unwrap(),
             "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"
         );
+    }
+
+    fn fresh(name: &str, content: &[u8]) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("awf-audit-{name}-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_torn_last_line_is_closed_and_recorded_before_the_first_record() {
+        let torn = br#"{"ts":"2026-01-01T00:00:00.000Z","type":"tool.ca"#;
+        let before = [&b"{\"n\":1}\n"[..], torn].concat();
+        let p = fresh("torn", &before);
+        let log = AuditLog::open(&p).unwrap();
+        log.append(&json!({"n": 2})).unwrap();
+        let after = std::fs::read(&p).unwrap();
+        // The torn bytes are kept as they were, their line closed.
+        assert!(
+            after.starts_with(&before),
+            "{}",
+            String::from_utf8_lossy(&after)
+        );
+        let text = String::from_utf8(after[before.len()..].to_vec()).unwrap();
+        let lines: Vec<&str> = text.strip_prefix('\n').unwrap().lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let repaired: Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(repaired["type"], "audit.repaired");
+        assert_eq!(repaired["torn_bytes"], torn.len());
+        assert_eq!(repaired["torn_offset"], 8);
+        assert_eq!(repaired["pid"], std::process::id());
+        assert!(repaired["ts"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(
+            serde_json::from_str::<Value>(lines[1]).unwrap(),
+            json!({"n": 2})
+        );
+        // Once closed, the next log finds nothing to repair.
+        drop(AuditLog::open(&p).unwrap());
+        assert_eq!(std::fs::read(&p).unwrap(), after);
+    }
+
+    #[test]
+    fn a_file_that_is_one_torn_line_is_repaired_from_its_start() {
+        let p = fresh("torn-whole", b"{\"ts\":\"20");
+        drop(AuditLog::open(&p).unwrap());
+        let text = std::fs::read_to_string(&p).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("{\"ts\":\"20"));
+        let repaired: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+        assert_eq!(
+            (&repaired["torn_offset"], &repaired["torn_bytes"]),
+            (&json!(0), &json!(9))
+        );
+        assert_eq!(lines.next(), None);
+    }
+
+    #[test]
+    fn a_torn_line_longer_than_the_scan_chunk_is_measured_whole() {
+        let torn = "x".repeat(200 * 1024);
+        let p = fresh("torn-long", format!("{{}}\n{torn}").as_bytes());
+        drop(AuditLog::open(&p).unwrap());
+        let text = std::fs::read_to_string(&p).unwrap();
+        let repaired: Value = serde_json::from_str(text.lines().nth(2).unwrap()).unwrap();
+        assert_eq!(repaired["torn_bytes"], torn.len());
+        assert_eq!(repaired["torn_offset"], 3);
+    }
+
+    #[test]
+    fn whole_and_empty_files_are_left_as_they_are() {
+        for content in [&b""[..], b"{\"n\":1}\n"] {
+            let p = fresh("whole", content);
+            drop(AuditLog::open(&p).unwrap());
+            assert_eq!(std::fs::read(&p).unwrap(), content);
+        }
     }
 
     #[test]

@@ -24,7 +24,8 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the stderr logger. Level from `AWF_LOG`, else `RUST_LOG`, else `info`.
+/// Installs the stderr logger. Level from `AWF_LOG`, else `RUST_LOG`, else `info`. Every
+/// line is masked as audit records are, whatever its event put in it.
 pub fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let spec = std::env::var("AWF_LOG")
@@ -34,22 +35,93 @@ pub fn init_logging(format: LogFormat) {
         eprintln!("awf: ignoring the log level {spec:?} ({e}); using info");
         EnvFilter::new("info")
     });
+    let masker = Arc::new(Masker::from_env(0));
+    let lines = move || MaskedLine {
+        text: Vec::new(),
+        masker: masker.clone(),
+        format,
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false);
+        .with_target(false)
+        .with_writer(lines);
     let _ = match format {
         // Control characters in a field (a path, an error) are shown escaped; so the
         // lines carry no colour codes of their own either.
-        LogFormat::Human => builder
-            .with_writer(|| crate::terminal::EscapedStderr)
-            .with_ansi(false)
-            .try_init(),
-        LogFormat::Json => builder
-            .with_writer(std::io::stderr)
-            .json()
-            .flatten_event(true)
-            .try_init(),
+        LogFormat::Human => builder.with_ansi(false).try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// One log line on its way to stderr: kept until the event is written whole (the logger
+/// makes one writer per event and drops it after), then masked and written at once.
+struct MaskedLine {
+    text: Vec<u8>,
+    masker: Arc<Masker>,
+    format: LogFormat,
+}
+
+impl std::io::Write for MaskedLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for MaskedLine {
+    fn drop(&mut self) {
+        use std::io::Write;
+        if self.text.is_empty() {
+            return;
+        }
+        let text = String::from_utf8_lossy(&self.text);
+        // A line that cannot reach stderr has nowhere else to go.
+        let _ = match self.format {
+            LogFormat::Human => {
+                crate::terminal::EscapedStderr.write_all(self.masker.mask_text(&text).as_bytes())
+            }
+            LogFormat::Json => {
+                std::io::stderr().write_all(mask_json_strings(&self.masker, &text).as_bytes())
+            }
+        };
+    }
+}
+
+/// `line` (JSON) with each string in it masked as a text (its escapes undone first), and
+/// all else as it was: the fields keep their order.
+fn mask_json_strings(masker: &Masker, line: &str) -> String {
+    let b = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let (mut copied, mut i) = (0, 0);
+    while i < b.len() {
+        if b[i] != b'"' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        i += 1;
+        while i < b.len() && b[i] != b'"' {
+            // What a backslash escapes is ASCII in JSON: the skip stays on a boundary.
+            i += if b[i] == b'\\' { 2 } else { 1 };
+        }
+        let end = (i + 1).min(b.len());
+        i = end;
+        let Ok(s) = serde_json::from_str::<String>(&line[start..end]) else {
+            continue;
+        };
+        let masked = masker.mask_text(&s);
+        if masked != s {
+            out.push_str(&line[copied..start]);
+            out.push_str(&Value::String(masked).to_string());
+            copied = end;
+        }
+    }
+    out.push_str(&line[copied..]);
+    out
 }
 
 /// Identity of the step a server works for, copied into every record and span.
@@ -267,6 +339,15 @@ impl CallScope {
             t.write(r);
         }
         if t.otel_on {
+            let attributes = attributes
+                .into_iter()
+                .map(|kv| match &kv.value {
+                    opentelemetry::Value::String(s) => {
+                        KeyValue::new(kv.key.clone(), t.masker.mask_text(s.as_str()))
+                    }
+                    _ => kv,
+                })
+                .collect();
             self.events
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -321,14 +402,19 @@ impl CallHooks {
             .and_then(Value::as_str)
             .and_then(otel::parse_traceparent);
         let parent = parent.as_ref().or(t.parent.as_ref());
+        // The client names the tool (an unknown one too) and the request.
+        let tool = t.masker.mask_text(ctx.tool());
         let mut attrs = vec![
             KeyValue::new("mcp.method.name", "tools/call"),
-            KeyValue::new("gen_ai.tool.name", ctx.tool().to_string()),
+            KeyValue::new("gen_ai.tool.name", tool.clone()),
             KeyValue::new("gen_ai.operation.name", "execute_tool"),
             KeyValue::new("network.transport", self.transport.as_str()),
             KeyValue::new("awf.call_id", call_id.to_string()),
             KeyValue::new("awf.tool.source", self.source(ctx.tool()).to_string()),
-            KeyValue::new("jsonrpc.request.id", ctx.request_id().to_string()),
+            KeyValue::new(
+                "jsonrpc.request.id",
+                t.masker.mask_text(&ctx.request_id().to_string()),
+            ),
         ];
         if self.transport == Transport::Pipe {
             attrs.push(KeyValue::new(
@@ -346,7 +432,7 @@ impl CallHooks {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map(|o| o.start_call_span(ctx.tool(), parent, attrs))
+            .map(|o| o.start_call_span(&tool, parent, attrs))
     }
 }
 
@@ -563,6 +649,177 @@ mod tests {
         // A withheld tool's refused call keeps its source.
         assert_eq!(r[6]["source"], "builtin");
         assert_eq!(r[7]["outcome"], "rejected");
+    }
+
+    /// Secret values planted in the forms the README lists as masked.
+    const PLANTED: [&str; 3] = [
+        "pw-planted-0001",
+        "bearer.planted.0002",
+        "ghp_planted0003abcdefghijklmnop",
+    ];
+
+    /// A text holding every planted secret.
+    fn planted() -> String {
+        format!(
+            "db password={} user=bob Authorization: Bearer {} {}",
+            PLANTED[0], PLANTED[1], PLANTED[2]
+        )
+    }
+
+    /// An error text as the builtins word one: the input quoted, then where it was looked for.
+    fn quoted() -> String {
+        format!(
+            "file not found: \"{}\" (looked for /w/{})",
+            planted(),
+            planted()
+        )
+    }
+
+    /// A server whose audit file is `path`: `fails` fails with [`quoted`], `connects`
+    /// records a `net.connect` with planted secrets in its fields and attributes.
+    fn planted_server(path: &std::path::Path) -> (Arc<Telemetry>, Server) {
+        let _ = std::fs::remove_file(path);
+        let telemetry = Arc::new(Telemetry::new(
+            "sess".into(),
+            StepIds {
+                run_id: Some(planted()),
+                step_id: Some(quoted()),
+            },
+            Some(AuditLog::open(path).unwrap()),
+            None,
+        ));
+        let server = Server::builder("t", "1")
+            .hooks(CallHooks::new(
+                telemetry.clone(),
+                Arc::new(HashMap::new()),
+                Transport::Inproc,
+                Shutdown::new(),
+            ))
+            .tool(
+                Tool::new("fails", "d", json!({"type": "object"})),
+                |_: Value, _: &CallContext| Err::<ToolResult, _>(CallError::failed(quoted())),
+            )
+            .tool(
+                Tool::new("connects", "d", json!({"type": "object"})),
+                |_: Value, _: &CallContext| {
+                    let mut fields = serde_json::Map::new();
+                    fields.insert("host".into(), planted().into());
+                    fields.insert("decision".into(), "denied".into());
+                    fields.insert("reason".into(), quoted().into());
+                    fields.insert("rule".into(), quoted().into());
+                    CallScope::current().unwrap().record(
+                        "net.connect",
+                        fields,
+                        vec![KeyValue::new("awf.net.reason", quoted())],
+                    );
+                    Ok::<_, CallError>(ToolResult::text("done"))
+                },
+            )
+            .build()
+            .unwrap();
+        (telemetry, server)
+    }
+
+    fn planted_call(server: &Server, tool: &str) {
+        let args = json!({"path": quoted(), planted(): [quoted()]});
+        let _ = server.call(&CallContext::new(RequestId::String(planted()), tool), &args);
+    }
+
+    /// Every record type the audit writes, each with secrets planted in every string
+    /// field it has (error texts with their quoted copy, names the client gives, the
+    /// step's ids): no planted value reaches the file.
+    #[test]
+    fn no_planted_secret_reaches_any_record_type() {
+        type Writes = fn(&std::path::Path);
+        let cases: [(&str, Writes); 8] = [
+            ("session.start", |p| {
+                planted_server(p).0.session_start(&quoted(), &[planted()]);
+            }),
+            ("tool.call", |p| planted_call(&planted_server(p).1, "fails")),
+            ("tool.result", |p| {
+                let (_, server) = planted_server(p);
+                planted_call(&server, "fails");
+                // Rejected: the unknown tool's name is quoted in the error.
+                planted_call(&server, &planted());
+            }),
+            ("net.connect", |p| {
+                planted_call(&planted_server(p).1, "connects")
+            }),
+            ("session.end", |p| {
+                planted_server(p).0.session_end("error", Some(&quoted()));
+            }),
+            // The relay's records, with the fields it gives them.
+            ("model.request", |p| {
+                let _ = std::fs::remove_file(p);
+                AuditLog::open(p)
+                    .unwrap()
+                    .append(&json!({
+                        "ts": audit::now_rfc3339(), "type": "model.request",
+                        "provider": planted(), "model": quoted(), "server": planted(),
+                        "path": quoted(), "request_bytes": 10,
+                    }))
+                    .unwrap();
+            }),
+            ("model.response", |p| {
+                let _ = std::fs::remove_file(p);
+                AuditLog::open(p)
+                    .unwrap()
+                    .append(&json!({
+                        "ts": audit::now_rfc3339(), "type": "model.response",
+                        "provider": planted(), "model": quoted(), "status": 401,
+                        "input_tokens": 3, "output_tokens": 4, "cache_read_tokens": 0,
+                        "finish_reasons": [planted()], "duration_ms": 1.5,
+                        "time_to_first_byte_ms": null, "error": quoted(),
+                    }))
+                    .unwrap();
+            }),
+            // The torn line holds the secrets; the record says where it is, not what.
+            ("audit.repaired", |p| {
+                std::fs::write(p, quoted()).unwrap();
+                drop(AuditLog::open(p).unwrap());
+            }),
+        ];
+        for (i, (kind, writes)) in cases.into_iter().enumerate() {
+            let path =
+                std::env::temp_dir().join(format!("awf-planted-{i}-{}.jsonl", std::process::id()));
+            writes(&path);
+            let text = std::fs::read_to_string(&path).unwrap();
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|r| r["type"] == *kind))
+                .collect();
+            assert!(!lines.is_empty(), "no {kind} record: {text}");
+            for line in lines {
+                for secret in PLANTED {
+                    assert!(!line.contains(secret), "{secret} in {kind}: {line}");
+                }
+                if kind != "audit.repaired" {
+                    assert!(line.contains("password=***"), "{kind}: {line}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn json_log_lines_are_masked_string_by_string_in_their_order() {
+        let m = Masker::new([("AWF_X_TOKEN".to_string(), "envsecret99".to_string())], 0);
+        let line = format!(
+            "{{\"timestamp\":\"t\",\"level\":\"WARN\",\"error\":{},\"n\":3,\"k\":\"envsecret99\"}}\n",
+            Value::String(quoted())
+        );
+        let got = mask_json_strings(&m, &line);
+        for secret in PLANTED.iter().chain(&["envsecret99"]) {
+            assert!(!got.contains(secret), "{secret}: {got}");
+        }
+        assert!(
+            got.starts_with("{\"timestamp\":\"t\",\"level\":\"WARN\",\"error\":\"file not found: \\\"db password=***"),
+            "{got}"
+        );
+        assert!(got.ends_with(",\"n\":3,\"k\":\"***\"}\n"), "{got}");
+        // Lines with nothing to mask, or no JSON at all, are kept as they are.
+        for same in ["{\"a\":\"b\\\"c\",\"d\":[1,\"e\"]}\n", "plain \"unclosed"] {
+            assert_eq!(mask_json_strings(&m, same), same);
+        }
     }
 
     #[test]
