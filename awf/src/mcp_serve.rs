@@ -68,6 +68,9 @@ pub struct ServeConfig {
     /// Paths covered by empty mounts besides the built-in secret locations.
     #[serde(default)]
     pub hidden_paths: Vec<PathBuf>,
+    /// The host's unix sockets Bash may connect to.
+    #[serde(default)]
+    pub unix_sockets: Vec<PathBuf>,
     /// Processes and threads one Bash call may have alive at once; absent means
     /// `confine::DEFAULT_PROCESSES`.
     #[serde(default)]
@@ -110,6 +113,7 @@ impl ServeConfig {
             read: None,
             readable_paths: Vec::new(),
             hidden_paths: Vec::new(),
+            unix_sockets: Vec::new(),
             processes: None,
             confine_support: None,
             env: Default::default(),
@@ -151,6 +155,7 @@ impl ServeConfig {
         cfg.writable_paths = cfg.writable_paths.iter().map(|p| abs(p)).collect();
         cfg.readable_paths = cfg.readable_paths.iter().map(|p| abs(p)).collect();
         cfg.hidden_paths = cfg.hidden_paths.iter().map(|p| abs(p)).collect();
+        cfg.unix_sockets = cfg.unix_sockets.iter().map(|p| abs(p)).collect();
         cfg.origin = format!("the config {}", path.display());
         cfg.check(&cfg.origin)?;
         Ok(cfg)
@@ -311,6 +316,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             writable: cfg.writable_paths.clone(),
             readable: cfg.readable_paths.clone(),
             hidden: cfg.hidden_paths.clone(),
+            unix_sockets: cfg.unix_sockets.clone(),
             processes: cfg.processes,
             support: cfg.confine_support,
         };

@@ -71,6 +71,7 @@ fn sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Val
                     writable: sb.writable.clone(),
                     readable: sb.readable.clone(),
                     hidden: sb.hidden.clone(),
+                    unix_sockets: sb.unix_sockets.clone(),
                     processes: sb.processes,
                     support: None,
                 };

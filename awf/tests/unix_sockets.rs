@@ -139,3 +139,86 @@ fn the_tool_description_says_unix_sockets_are_refused() {
     assert!(desc.contains("unix socket"), "{desc}");
     s.finish();
 }
+
+#[test]
+fn a_granted_socket_is_reached_by_its_inode_and_every_connection_is_audited() {
+    let (base, root, _) = common::workspace("unix-grant");
+    let run_dir = base.join("run");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let granted = SocketServer::start(run_dir.join("db.sock"));
+    let other = SocketServer::start(run_dir.join("docker.sock"));
+    // Links in the workspace: to the granted socket (fine: it is the same inode) and to
+    // the other one (refused: a name is not a grant).
+    std::os::unix::fs::symlink(&granted.path, root.join("db-link")).unwrap();
+    std::os::unix::fs::symlink(&other.path, root.join("docker-link")).unwrap();
+    let audit = base.join("audit").join("audit.jsonl");
+    std::fs::create_dir_all(audit.parent().unwrap()).unwrap();
+    let curl = |p: &str, tag: &str| {
+        format!(
+            "curl -s --max-time 5 --unix-socket {p} http://host/ 2>&1 | sed 's/^/{tag}: /'; \
+             echo {tag}-rc=${{PIPESTATUS[0]}}; "
+        )
+    };
+    let probe = format!(
+        "{}{}{}{}cd {} && {}cd - >/dev/null; \
+         python3 -c 'import socket\ntry:\n s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); print(\"dgram made\")\nexcept OSError as e: print(\"dgram refused\", e)'; \
+         python3 -c 'import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect(\"\\0awf-abstract\"); print(\"abstract reached\")\nexcept OSError as e: print(\"abstract refused\", e)'; \
+         python3 -c 'import socket\nl=socket.socket(); l.bind((\"127.0.0.1\",0)); l.listen()\nc=socket.create_connection(l.getsockname()); a,_=l.accept(); c.sendall(b\"tcp-\"); print(a.recv(9).decode()+\"ok\")'; \
+         echo end-$((6*7))",
+        curl(&granted.path.display().to_string(), "granted"),
+        curl(&other.path.display().to_string(), "other"),
+        curl("db-link", "granted-link"),
+        curl("docker-link", "other-link"),
+        run_dir.display(),
+        curl("db.sock", "granted-relative"),
+    );
+    for network in [json!("deny"), json!("allow")] {
+        let _ = std::fs::remove_file(&audit);
+        let mut s = serve(
+            &base,
+            &root,
+            json!({"network": network, "unix_sockets": [granted.path], "audit_path": audit}),
+        );
+        let (out, _) = s.call("Bash", json!({ "command": probe }));
+        assert!(out.contains("end-42"), "{network}: {out}");
+        for tag in ["granted", "granted-link", "granted-relative"] {
+            assert!(
+                out.contains(&format!("{tag}: {REACHED}")),
+                "{network}: {tag} not reached: {out}"
+            );
+        }
+        for tag in ["other", "other-link"] {
+            assert!(
+                !out.contains(&format!("{tag}: {REACHED}"))
+                    && !out.contains(&format!("{tag}-rc=0")),
+                "{network}: {tag} reached: {out}"
+            );
+        }
+        assert!(out.contains("dgram refused"), "{network}: {out}");
+        assert!(out.contains("abstract refused"), "{network}: {out}");
+        assert!(out.contains("tcp-ok"), "{network}: TCP broke: {out}");
+        s.finish();
+        let records = common::audit_lines(&audit);
+        let unix: Vec<&Value> = records
+            .iter()
+            .filter(|r| r["type"] == "net.connect" && r["family"] == "unix")
+            .collect();
+        let allowed = unix.iter().filter(|r| r["decision"] == "allowed").count();
+        let denied: Vec<&&Value> = unix.iter().filter(|r| r["decision"] == "denied").collect();
+        assert_eq!(allowed, 3, "{network}: {unix:#?}");
+        assert_eq!(denied.len(), 3, "{network}: {unix:#?}");
+        assert!(
+            denied
+                .iter()
+                .any(|r| r["path"] == other.path.display().to_string().as_str()),
+            "{unix:#?}"
+        );
+        assert!(unix.iter().all(|r| r["call_id"].is_string()), "{unix:#?}");
+    }
+    assert_eq!(
+        other.accepted.load(Ordering::SeqCst),
+        0,
+        "the other socket was reached"
+    );
+    assert_eq!(granted.accepted.load(Ordering::SeqCst), 6);
+}

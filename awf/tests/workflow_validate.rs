@@ -702,3 +702,41 @@ fn a_sandbox_path_through_a_link_is_a_warning_naming_where_it_leads() {
         );
     }
 }
+
+#[test]
+fn a_unix_sockets_entry_that_is_no_socket_is_an_error_naming_it() {
+    let dir = scratch("unix-sockets");
+    std::fs::write(dir.join("plain.txt"), "x").unwrap();
+    let wf = dir.join("sockets.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
+             prompt: p\n    mcp_proxy:\n      enable: true\n      sandbox:\n        unix_sockets: \
+             [{}, {}]\n    on_success: done\n  done:\n    type: terminal\n",
+            dir.join("plain.txt").display(),
+            dir.join("not-yet.sock").display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(AWF)
+        .args(["validate", "--format", "json"])
+        .arg(&wf)
+        .current_dir(&dir)
+        .env("AWF_PLUGINS_PATH", dir.join("no-plugins"))
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = json["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{json:#}");
+    let p = &problems[0];
+    assert_eq!(
+        p["path"], "states.a.mcp_proxy.sandbox.unix_sockets[0]",
+        "{p:#}"
+    );
+    assert!(
+        p["message"].as_str().unwrap().contains("not a unix socket"),
+        "{p:#}"
+    );
+    assert_eq!(out.status.code(), Some(2));
+}

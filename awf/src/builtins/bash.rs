@@ -113,6 +113,26 @@ fn reporter() -> egress::Reporter {
     })
 }
 
+/// Where the unix-socket supervisor's decisions go: as the egress proxy's.
+fn unix_reporter() -> crate::confine::unix_grants::Reporter {
+    let scope = CallScope::current();
+    Arc::new(move |a: crate::confine::unix_grants::Attempt| {
+        let call_id = scope.as_ref().map_or("", |s| s.call_id());
+        if a.allowed {
+            tracing::info!(call_id, path = %a.path, rule = %a.why, "net.connect allowed (unix)");
+        } else {
+            tracing::warn!(call_id, path = %a.path, reason = %a.why, "net.connect denied (unix)");
+        }
+        let Some(scope) = &scope else { return };
+        let attributes = vec![
+            KeyValue::new("network.transport", "unix"),
+            KeyValue::new("server.address", a.path.clone()),
+            KeyValue::new("awf.net.decision", a.decision_name()),
+        ];
+        scope.record("net.connect", a.record(), attributes);
+    })
+}
+
 pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<String, String> {
     let max = env.limits.bash_max_timeout_seconds;
     let timeout = args
@@ -157,13 +177,15 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
         .jail(&cwd)
         .map_err(|e| format!("cannot prepare the sandbox for the command: {e}"))?;
     let mut bridge = None;
+    let mut unix = None;
     // Without a PID namespace of its own, what the command starts may leave its group and be
     // re-parented here: the orphan sweep runs after it.
     let mut may_leave_orphans = true;
-    if let Some((jail, b)) = jail {
+    if let Some((jail, links)) = jail {
         may_leave_orphans = !jail.own_pids();
         jail.install(&mut cmd);
-        bridge = b;
+        bridge = links.egress;
+        unix = links.unix;
     }
     if bridge.is_some() {
         cmd.envs(egress::proxy_env());
@@ -182,6 +204,17 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
             }
         },
         _ => None,
+    };
+    let supervisor = match unix {
+        Some(pending) => match pending.serve(env.confine.unix_grants().clone(), unix_reporter()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                group.kill();
+                process::kill_orphans();
+                return Err(format!("cannot supervise the command's unix sockets: {e}"));
+            }
+        },
+        None => None,
     };
 
     let half = (env.limits.output_bytes / 2).max(1024);
@@ -228,6 +261,9 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     }
     if let Some(serving) = serving {
         serving.stop(Duration::from_secs(2));
+    }
+    if let Some(supervisor) = supervisor {
+        supervisor.stop();
     }
     let end = ended.map_err(|e| format!("waiting for the command failed: {e}"))?;
 

@@ -24,12 +24,14 @@
 //! workflow asked for it explicitly.
 
 pub mod egress;
+mod fd_pass;
 pub mod landlock;
 pub mod namespaces;
 pub mod readable;
 pub mod seccomp;
 pub mod secrets;
 mod tmp;
+pub mod unix_grants;
 
 pub use namespaces::{Jail, NetJail, Support};
 pub use tmp::PrivateTmp;
@@ -123,6 +125,8 @@ pub struct Policy {
     pub readable: Vec<PathBuf>,
     /// Covered besides the built-in secret locations (`hidden:`, awf's own directories).
     pub hidden: Vec<PathBuf>,
+    /// The host's unix sockets Bash may connect to (`unix_sockets:`); none by default.
+    pub unix_sockets: Vec<PathBuf>,
     /// Processes and threads one call may have alive at once (`processes:`); None:
     /// [`DEFAULT_PROCESSES`].
     pub processes: Option<u32>,
@@ -280,8 +284,21 @@ pub struct Confinement {
     plan: Option<landlock::Plan>,
     /// The session's egress proxy under a host list.
     egress: Option<Arc<egress::Egress>>,
-    /// The filter that refuses Bash unix sockets ([`seccomp`]).
+    /// The filter that refuses Bash unix sockets ([`seccomp`]), or hands its connections
+    /// to a supervisor where some are granted.
     unix_filter: Option<seccomp::Filter>,
+    /// The `unix_sockets:` grants, as given (the supervisor looks each up per connection).
+    unix_grants: Arc<Vec<PathBuf>>,
+}
+
+/// What a call's jail hands out once the command is spawned.
+pub struct Links {
+    /// Under a host list: the call's end of the egress bridge, to
+    /// [serve](egress::Bridge::serve).
+    pub egress: Option<egress::Bridge>,
+    /// With `unix_sockets:` grants: the call's supervisor, to
+    /// [serve](unix_grants::Pending::serve).
+    pub unix: Option<unix_grants::Pending>,
 }
 
 impl Confinement {
@@ -346,7 +363,8 @@ impl Confinement {
             tmp: tmp.to_path_buf(),
             plan: None,
             egress: None,
-            unix_filter: Some(seccomp::Filter::new()),
+            unix_filter: Some(seccomp::Filter::new(!policy.unix_sockets.is_empty())),
+            unix_grants: Arc::new(policy.unix_sockets.clone()),
         };
         let want = policy.network.clone().unwrap_or(Network::Deny);
         c.net = c.net_status(&want);
@@ -412,6 +430,7 @@ impl Confinement {
             plan: None,
             egress: None,
             unix_filter: None,
+            unix_grants: Arc::default(),
         }
     }
 
@@ -496,10 +515,14 @@ impl Confinement {
         out
     }
 
+    /// The `unix_sockets:` grants.
+    pub fn unix_grants(&self) -> &Arc<Vec<PathBuf>> {
+        &self.unix_grants
+    }
+
     /// The confinement of one command run in `cwd`, or None when there is nothing to do;
-    /// under a host list also the call's end of the egress bridge, to
-    /// [serve](egress::Bridge::serve) once the command is spawned.
-    pub fn jail(&self, cwd: &Path) -> std::io::Result<Option<(Jail, Option<egress::Bridge>)>> {
+    /// also what the jail hands out ([`Links`]), to serve once the command is spawned.
+    pub fn jail(&self, cwd: &Path) -> std::io::Result<Option<(Jail, Links)>> {
         if !self.support.mounts && self.plan.is_none() && self.unix_filter.is_none() {
             return Ok(None);
         }
@@ -533,9 +556,21 @@ impl Confinement {
             cwd,
             self.plan.clone(),
         )
-        .with_pins(&pins(&hidden, &self.writable))
-        .with_filter(self.unix_filter.clone());
-        Ok(Some((jail, bridge)))
+        .with_pins(&pins(&hidden, &self.writable));
+        let (jail, unix) = match &self.unix_filter {
+            Some(f) if f.supervised() => {
+                let (pending, sock) = unix_grants::Pending::pair()?;
+                (jail.with_filter(Some(f.clone()), Some(sock)), Some(pending))
+            }
+            f => (jail.with_filter(f.clone(), None), None),
+        };
+        Ok(Some((
+            jail,
+            Links {
+                egress: bridge,
+                unix,
+            },
+        )))
     }
 
     /// The policy in words, for the Bash tool's description (and so `awf tools list`).
@@ -632,12 +667,18 @@ impl Confinement {
             ),
             NetStatus::Unenforced(why) => format!("network NOT restricted ({why})"),
         };
-        let unix = if self.unix_filter.is_some() {
-            "; no unix socket of its own: socket(AF_UNIX) fails with Permission denied, so the \
-             host's (docker.sock, ssh-agent, D-Bus) are out of reach (pipes and stream \
-             socketpairs work)"
-        } else {
-            ""
+        let unix = match &self.unix_filter {
+            Some(f) if f.supervised() => format!(
+                "; unix sockets: it may connect to {} and no other pathname socket (the host's \
+                 docker.sock, ssh-agent, D-Bus fail with Permission denied); each connection \
+                 is audited",
+                list(&self.unix_grants)
+            ),
+            Some(_) => "; no unix socket of its own: socket(AF_UNIX) fails with Permission \
+                 denied, so the host's (docker.sock, ssh-agent, D-Bus) are out of reach (pipes \
+                 and stream socketpairs work)"
+                .to_string(),
+            None => String::new(),
         };
         format!(
             "Sandbox: {writes}; {reads}; {procs}; {net}{unix}; the environment holds only PATH, HOME, \
@@ -655,7 +696,11 @@ impl Confinement {
             "pid_namespace": self.support.pids,
             "processes": (self.support.pids && self.support.pid_max).then_some(self.processes),
             "hidden_by_mounts": self.support.mounts,
-            "unix_sockets": if self.unix_filter.is_some() { "refused" } else { "allowed" },
+            "unix_sockets": match &self.unix_filter {
+                Some(f) if f.supervised() => serde_json::json!(self.unix_grants.as_slice()),
+                Some(_) => "refused".into(),
+                None => "allowed".into(),
+            },
         })
     }
 }

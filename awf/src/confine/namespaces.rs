@@ -89,6 +89,9 @@ pub struct Jail {
     landlock: Option<landlock::Plan>,
     /// Installed last, after Landlock: keeps the shell off the host's unix sockets.
     seccomp: Option<seccomp::Filter>,
+    /// Where a supervised filter's notification descriptor goes (one end of a socketpair
+    /// whose other end awf keeps).
+    notify: Option<std::os::fd::OwnedFd>,
 }
 
 /// Where this process's command line lies in its memory (`arg_start`, `arg_end` of
@@ -153,6 +156,7 @@ impl Jail {
             },
             landlock,
             seccomp: None,
+            notify: None,
             pins: Vec::new(),
         }
     }
@@ -163,9 +167,15 @@ impl Jail {
         self
     }
 
-    /// Refuses the shell unix sockets of its own ([`seccomp`]).
-    pub fn with_filter(mut self, filter: Option<seccomp::Filter>) -> Jail {
+    /// Installs `filter` ([`seccomp`]); a supervised one sends its notification
+    /// descriptor over `notify`.
+    pub fn with_filter(
+        mut self,
+        filter: Option<seccomp::Filter>,
+        notify: Option<std::os::fd::OwnedFd>,
+    ) -> Jail {
         self.seccomp = filter;
+        self.notify = notify;
         self
     }
 
@@ -201,8 +211,19 @@ impl Jail {
         if let Some(plan) = &self.landlock {
             plan.apply()?;
         }
-        if let Some(filter) = &self.seccomp {
-            filter.apply()?;
+        if let Some(filter) = &self.seccomp
+            && let Some(listener) = filter.apply()?
+        {
+            let sock = self
+                .notify
+                .as_ref()
+                .map_or(-1, std::os::fd::AsRawFd::as_raw_fd);
+            // SAFETY: syscalls on descriptors of this process.
+            unsafe {
+                let sent = super::fd_pass::send_fd(sock, listener);
+                libc::close(listener);
+                sent?;
+            }
         }
         Ok(())
     }
@@ -341,38 +362,11 @@ unsafe fn enter_network(net: &NetJail) -> io::Result<()> {
             std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
         ))?;
         check(libc::listen(l, 128))?;
-        let sent = send_fd(sock, l);
+        let sent = super::fd_pass::send_fd(sock, l);
         libc::close(l);
         libc::close(sock);
         sent
     }
-}
-
-/// Sends `fd` over the unix socket `sock` (SCM_RIGHTS, one byte of data), by syscalls.
-unsafe fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {
-    // SAFETY (whole body): a control buffer on the stack, sized by CMSG_SPACE.
-    unsafe {
-        let mut byte = [1u8];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut control = [0u64; 4]; // 32 bytes, aligned: CMSG_SPACE(4) is 24
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(4) as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd);
-        if libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) != 1 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// Covers `path` with an empty read-only mount: a tmpfs over a directory, `/dev/null` over

@@ -15,6 +15,10 @@
 //!   arguments lie in memory a filter cannot read; `ENOSYS`), so neither is a way around;
 //!   a call of another architecture kills the process.
 //!
+//! Where a step grants some sockets (`unix_sockets:`), stream and seqpacket unix sockets may
+//! be made and every `connect()` goes to a supervisor instead (`SECCOMP_RET_USER_NOTIF`,
+//! [`super::unix_grants`]), which connects granted sockets only.
+//!
 //! Abstract sockets are Landlock's (its scope, ABI 6) and the network namespace's.
 //! Sockets made before the filter (the egress bridge's listener, sent out by then) are not
 //! concerned. [`Filter::new`] allocates, in the parent; [`Filter::apply`] only makes
@@ -38,7 +42,9 @@ const RET_K: u16 = 0x06;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 const SET_MODE_FILTER: libc::c_uint = 1;
+const FLAG_NEW_LISTENER: libc::c_uint = 1 << 3;
 
 // struct seccomp_data: nr, arch, instruction_pointer, args[6] (the low half of each
 // argument first on a little-endian machine; the calls filtered take ints).
@@ -55,6 +61,7 @@ struct Abi {
     arch: u32,
     socket: u32,
     socketpair: u32,
+    connect: u32,
     io_uring_setup: u32,
     /// `socketcall` (the i386 multiplexer), where the ABI has one.
     socketcall: Option<u32>,
@@ -65,6 +72,7 @@ const NATIVE: Abi = Abi {
     arch: 0xc000_003e,
     socket: 41,
     socketpair: 53,
+    connect: 42,
     io_uring_setup: 425,
     socketcall: None,
 };
@@ -74,6 +82,7 @@ const COMPAT: Option<Abi> = Some(Abi {
     arch: 0x4000_0003,
     socket: 359,
     socketpair: 360,
+    connect: 362,
     io_uring_setup: 425,
     socketcall: Some(102),
 });
@@ -86,6 +95,7 @@ const NATIVE: Abi = Abi {
     arch: 0xc000_00b7,
     socket: 198,
     socketpair: 199,
+    connect: 203,
     io_uring_setup: 425,
     socketcall: None,
 };
@@ -98,116 +108,134 @@ const X32_BIT: Option<u32> = None;
 #[derive(Debug, Clone)]
 pub struct Filter {
     program: Vec<libc::sock_filter>,
+    /// Every `connect()` goes to a supervisor ([`super::unix_grants`]).
+    supervised: bool,
 }
 
-/// A program under construction; jumps are resolved when a block's length is known.
+fn stmt(code: u16, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// A program under construction. Each block handles one syscall number and ends in a
+/// return, so the accumulator holds the number at the start of every block.
 struct Asm(Vec<libc::sock_filter>);
 
 impl Asm {
-    fn stmt(&mut self, code: u16, k: u32) {
-        self.0.push(libc::sock_filter {
-            code,
-            jt: 0,
-            jf: 0,
-            k,
-        });
-    }
-
-    fn jump(&mut self, code: u16, k: u32, jt: u8, jf: u8) {
-        self.0.push(libc::sock_filter { code, jt, jf, k });
-    }
-
-    /// `if nr == k { return ret }`.
-    fn refuse_nr(&mut self, nr: u32, ret: u32) {
-        self.jump(JMP_JEQ_K, nr, 0, 1);
-        self.stmt(RET_K, ret);
+    /// `if nr == k { body }`; `body` ends in a return.
+    fn block(&mut self, nr: u32, body: &[libc::sock_filter]) {
+        self.0.push(jump(JMP_JEQ_K, nr, 0, body.len() as u8));
+        self.0.extend_from_slice(body);
     }
 
     /// The checks of one ABI, with the syscall number loaded; ends by allowing.
-    fn abi(&mut self, abi: &Abi) {
+    fn abi(&mut self, abi: &Abi, supervised: bool) {
         let eacces = RET_ERRNO | libc::EACCES as u32;
         let enosys = RET_ERRNO | libc::ENOSYS as u32;
-        self.refuse_nr(abi.io_uring_setup, enosys);
+        self.block(abi.io_uring_setup, &[stmt(RET_K, enosys)]);
         if let Some(nr) = abi.socketcall {
-            self.refuse_nr(nr, enosys);
+            self.block(nr, &[stmt(RET_K, enosys)]);
         }
-        // socket: refused when its domain is AF_UNIX.
-        self.jump(JMP_JEQ_K, abi.socket, 0, 3);
-        self.stmt(LD_W_ABS, ARG0);
-        self.jump(JMP_JEQ_K, libc::AF_UNIX as u32, 0, 1);
-        self.stmt(RET_K, eacces);
-        // (falls through to the socketpair test with the argument loaded, which is no
-        // syscall number of interest: reload first.)
-        self.stmt(LD_W_ABS, NR);
-        // socketpair: refused when AF_UNIX and a datagram type.
-        self.jump(JMP_JEQ_K, abi.socketpair, 0, 6);
-        self.stmt(LD_W_ABS, ARG0);
-        self.jump(JMP_JEQ_K, libc::AF_UNIX as u32, 0, 4);
-        self.stmt(LD_W_ABS, ARG1);
-        self.stmt(ALU_AND_K, SOCK_TYPE_MASK);
-        self.jump(JMP_JEQ_K, libc::SOCK_DGRAM as u32, 0, 1);
-        self.stmt(RET_K, eacces);
-        self.stmt(RET_K, RET_ALLOW);
+        // A unix socket of datagram type: refused (it could sendto() any pathname).
+        let unix_dgram = [
+            stmt(LD_W_ABS, ARG0),
+            jump(JMP_JEQ_K, libc::AF_UNIX as u32, 0, 4),
+            stmt(LD_W_ABS, ARG1),
+            stmt(ALU_AND_K, SOCK_TYPE_MASK),
+            jump(JMP_JEQ_K, libc::SOCK_DGRAM as u32, 0, 1),
+            stmt(RET_K, eacces),
+            stmt(RET_K, RET_ALLOW),
+        ];
+        self.block(abi.socketpair, &unix_dgram);
+        if supervised {
+            // Stream and seqpacket unix sockets may be made; whom they reach is the
+            // supervisor's to decide, at connect().
+            self.block(abi.socket, &unix_dgram);
+            self.block(abi.connect, &[stmt(RET_K, RET_USER_NOTIF)]);
+        } else {
+            self.block(
+                abi.socket,
+                &[
+                    stmt(LD_W_ABS, ARG0),
+                    jump(JMP_JEQ_K, libc::AF_UNIX as u32, 0, 1),
+                    stmt(RET_K, eacces),
+                    stmt(RET_K, RET_ALLOW),
+                ],
+            );
+        }
+        self.0.push(stmt(RET_K, RET_ALLOW));
     }
 }
 
 impl Filter {
-    /// The filter for this machine's architecture.
-    pub fn new() -> Filter {
+    /// The filter for this machine's architecture: unix sockets refused, or with
+    /// `supervised`, every `connect()` handed to a supervisor (`unix_sockets:` grants).
+    pub fn new(supervised: bool) -> Filter {
         let mut native = Asm(Vec::new());
-        native.stmt(LD_W_ABS, NR);
+        native.0.push(stmt(LD_W_ABS, NR));
         if let Some(bit) = X32_BIT {
-            native.jump(JMP_JGE_K, bit, 0, 1);
-            native.stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32);
+            native.0.push(jump(JMP_JGE_K, bit, 0, 1));
+            native.0.push(stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32));
         }
-        native.abi(&NATIVE);
-        let mut compat = Asm(Vec::new());
-        if let Some(abi) = &COMPAT {
-            compat.stmt(LD_W_ABS, NR);
-            compat.abi(abi);
-        }
-        let mut a = Asm(Vec::new());
-        a.stmt(LD_W_ABS, ARCH);
-        // native: skip nothing; else to the compat block, else kill.
-        a.jump(JMP_JEQ_K, NATIVE.arch, 0, native.0.len() as u8);
+        native.abi(&NATIVE, supervised);
+        let mut a = Asm(vec![stmt(LD_W_ABS, ARCH)]);
+        a.0.push(jump(JMP_JEQ_K, NATIVE.arch, 0, native.0.len() as u8));
         a.0.extend(native.0);
         if let Some(abi) = &COMPAT {
-            a.jump(JMP_JEQ_K, abi.arch, 0, compat.0.len() as u8);
+            let mut compat = Asm(vec![stmt(LD_W_ABS, NR)]);
+            compat.abi(abi, supervised);
+            a.0.push(jump(JMP_JEQ_K, abi.arch, 0, compat.0.len() as u8));
             a.0.extend(compat.0);
         }
-        a.stmt(RET_K, RET_KILL_PROCESS);
-        Filter { program: a.0 }
+        a.0.push(stmt(RET_K, RET_KILL_PROCESS));
+        Filter {
+            program: a.0,
+            supervised,
+        }
+    }
+
+    /// True when the filter hands `connect()` to a supervisor.
+    pub fn supervised(&self) -> bool {
+        self.supervised
     }
 
     /// In the child, between fork and exec: installs the filter (no new privileges first,
-    /// as an unprivileged filter requires). Syscalls only.
-    pub fn apply(&self) -> io::Result<()> {
+    /// as an unprivileged filter requires). A supervised filter returns the descriptor its
+    /// supervisor receives the calls on. Syscalls only.
+    pub fn apply(&self) -> io::Result<Option<libc::c_int>> {
         let prog = libc::sock_fprog {
             len: self.program.len() as libc::c_ushort,
             filter: self.program.as_ptr() as *mut libc::sock_filter,
+        };
+        let flags = if self.supervised {
+            FLAG_NEW_LISTENER
+        } else {
+            0
         };
         // SAFETY: plain syscalls; `prog` points at the program owned by `self`.
         unsafe {
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            if libc::syscall(
+            let r = libc::syscall(
                 libc::SYS_seccomp,
                 SET_MODE_FILTER,
-                0 as libc::c_uint,
+                flags,
                 &prog as *const libc::sock_fprog,
-            ) != 0
-            {
+            );
+            if r < 0 {
                 return Err(io::Error::last_os_error());
             }
+            Ok(self.supervised.then_some(r as libc::c_int))
         }
-        Ok(())
-    }
-}
-
-impl Default for Filter {
-    fn default() -> Filter {
-        Filter::new()
     }
 }
 
@@ -218,7 +246,7 @@ mod tests {
 
     /// Runs `f` in a forked child under the filter; its exit code is `f`'s result.
     fn under_filter(f: fn() -> i32) -> i32 {
-        let filter = Filter::new();
+        let filter = Filter::new(false);
         // SAFETY: the child only makes syscalls and exits; the test harness's threads are
         // not touched in it.
         unsafe {
@@ -290,6 +318,34 @@ mod tests {
         ] {
             assert_eq!(under_filter(case), 0, "{name}");
         }
+    }
+
+    #[test]
+    fn a_supervised_filter_lets_stream_unix_sockets_be_made_and_returns_its_listener() {
+        let filter = Filter::new(true);
+        assert!(filter.supervised());
+        // SAFETY: the child only makes syscalls and exits.
+        let code = unsafe {
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                let Ok(Some(listener)) = filter.apply() else {
+                    libc::_exit(100);
+                };
+                let stream = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                let dgram = libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM, 0);
+                let refused = dgram < 0 && errno() == libc::EACCES;
+                libc::_exit(if listener >= 0 && stream >= 0 && refused {
+                    0
+                } else {
+                    1
+                });
+            }
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+            libc::WEXITSTATUS(status)
+        };
+        assert_eq!(code, 0);
     }
 
     #[cfg(target_arch = "x86_64")]

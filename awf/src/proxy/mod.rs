@@ -160,6 +160,7 @@ impl ToolProxyService {
             self.audit_dir.clone(),
         ]);
         cfg.network = sb.network.clone();
+        cfg.unix_sockets = sb.unix_sockets.clone();
         cfg.processes = sb.processes;
         // Bash's environment is resolved here, from awf's: an agent CLI may start
         // `awf mcp-serve` with an environment of its own (codex keeps only a few variables),
@@ -249,6 +250,7 @@ impl ToolProxyService {
             "read": cfg.read.map(crate::confine::ReadMode::name),
             "readable_paths": cfg.readable_paths,
             "hidden_paths": cfg.hidden_paths,
+            "unix_sockets": cfg.unix_sockets,
             "network": cfg.network.as_ref().map(crate::confine::Network::to_json),
             "processes": cfg.processes,
             // Probed once per run (a child that enters the namespaces), not once per step.

@@ -275,6 +275,8 @@ pub struct SandboxPolicy {
     pub readable: Vec<PathBuf>,
     /// Absolute paths covered by empty mounts, besides the built-in secret locations.
     pub hidden: Vec<PathBuf>,
+    /// Absolute paths of the host's unix sockets Bash may connect to.
+    pub unix_sockets: Vec<PathBuf>,
     /// None: the default (confined; host where `landlock: false`).
     pub read: Option<crate::confine::ReadMode>,
     /// None: the default (deny where the kernel can enforce it).
@@ -292,6 +294,7 @@ impl Default for SandboxPolicy {
             writable: Vec::new(),
             readable: Vec::new(),
             hidden: Vec::new(),
+            unix_sockets: Vec::new(),
             read: None,
             network: None,
             landlock: true,

@@ -17,7 +17,7 @@ pub mod socks;
 
 use std::io;
 use std::net::TcpListener;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -105,7 +105,7 @@ impl Bridge {
     /// Once the command is spawned (its jail sent the listener before the shell started):
     /// serves the call's connections until [`Serving::stop`]. `report` gets each attempt.
     pub fn serve(self, egress: Arc<Egress>, report: Reporter) -> io::Result<Serving> {
-        let fd = recv_fd(self.sock.as_raw_fd())?;
+        let fd = super::fd_pass::recv_fd(self.sock.as_raw_fd(), "listener for the egress proxy")?;
         // SAFETY: a listening TCP socket just received, owned from here on.
         let listener = Arc::new(unsafe { TcpListener::from_raw_fd(fd) });
         let open = Arc::new((Mutex::new(0usize), Condvar::new()));
@@ -175,42 +175,6 @@ impl Serving {
         let (lock, cv) = &*self.open;
         let n = lock.lock().unwrap();
         let _ = cv.wait_timeout_while(n, grace, |n| *n > 0);
-    }
-}
-
-/// Receives one descriptor (SCM_RIGHTS) without waiting: the jail sent it before the
-/// command could start.
-fn recv_fd(sock: RawFd) -> io::Result<RawFd> {
-    let mut byte = [0u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut control = [0u64; 4];
-    // SAFETY: a msghdr over stack buffers that outlive the call.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
-        let n = libc::recvmsg(sock, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if n != 1
-            || cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-        {
-            return Err(io::Error::other(
-                "the command's network namespace sent no listener for the egress proxy",
-            ));
-        }
-        Ok(std::ptr::read_unaligned(
-            libc::CMSG_DATA(cmsg).cast::<libc::c_int>(),
-        ))
     }
 }
 

@@ -9,6 +9,7 @@ const SANDBOX_KEYS: &[&str] = &[
     "writable",
     "readable",
     "hidden",
+    "unix_sockets",
     "read",
     "network",
     "landlock",
@@ -28,10 +29,11 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
     for (key, v) in fields {
         let kpath = join(path, key);
         match key {
-            "writable" | "readable" | "hidden" => {
+            "writable" | "readable" | "hidden" | "unix_sockets" => {
                 let example = match key {
                     "writable" => "writable: [~/.cargo, /opt/cache]",
                     "readable" => "readable: [~/src/shared-lib, /data/fixtures]",
+                    "unix_sockets" => "unix_sockets: [/var/run/postgresql/.s.PGSQL.5432]",
                     _ => "hidden: [~/src/secret-project, /etc/app/token]",
                 };
                 for (i, item) in list(cx, v, &kpath, example) {
@@ -53,6 +55,11 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
                         "readable" => {
                             if let Some(p) = readable_path(cx, &text, &ipath, item.line) {
                                 out.readable.push(p);
+                            }
+                        }
+                        "unix_sockets" => {
+                            if let Some(p) = socket_path(cx, &text, &ipath, item.line) {
+                                out.unix_sockets.push(p);
                             }
                         }
                         _ => {
@@ -341,6 +348,27 @@ fn readable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<Pa
         return None;
     }
     note_link(cx, text, path, line, &expanded);
+    Some(expanded)
+}
+
+/// A `unix_sockets` entry: expanded; where something other than a socket is there now, an
+/// error (a daemon's socket may be absent until it starts: that is fine).
+fn socket_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let expanded = expand(cx, text, path, line)?;
+    if let Ok(meta) = std::fs::metadata(&expanded)
+        && !meta.file_type().is_socket()
+    {
+        cx.push(
+            codes::INVALID_VALUE,
+            path,
+            line,
+            format!("{path}: {text:?} is not a unix socket"),
+            "name the socket file itself (e.g. /var/run/postgresql/.s.PGSQL.5432), not its \
+             directory",
+        );
+        return None;
+    }
     Some(expanded)
 }
 
