@@ -10,7 +10,10 @@
 //! namespace with loopback only), `read: host` (the same but reads), `landlock: false`
 //! (namespaces and covers only), `network: allow` (the default without its network
 //! namespace), `network: host list` (the default plus the listener handed to the egress
-//! proxy).
+//! proxy), `unix_sockets: granted` (the default with its connect() calls handed to the
+//! supervisor, which `true` never makes: the cost of the filter and the supervisor alone).
+//! The default's seccomp filter (no unix socket of its own) is measured against the
+//! earlier build's default.
 //!
 //! `cargo build --release -p awf --bin awf --example bash_bench &&
 //! target/release/examples/bash_bench [CALLS] [OTHER_AWF]`
@@ -70,6 +73,16 @@ fn main() {
             Session::start(
                 &awf,
                 &config("hosts", json!({"network": {"allow": ["crates.io"]}})),
+            ),
+        ),
+        (
+            "unix_sockets: granted".into(),
+            Session::start(
+                &awf,
+                &config(
+                    "unix",
+                    json!({"unix_sockets": [base.join("granted.sock")]}),
+                ),
             ),
         ),
     ];
