@@ -79,10 +79,7 @@ fn main() {
             "unix_sockets: granted".into(),
             Session::start(
                 &awf,
-                &config(
-                    "unix",
-                    json!({"unix_sockets": [base.join("granted.sock")]}),
-                ),
+                &config("unix", json!({"unix_sockets": [base.join("granted.sock")]})),
             ),
         ),
     ];

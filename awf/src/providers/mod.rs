@@ -176,11 +176,8 @@ pub trait CliProvider: Send + Sync {
     ) -> Result<AgentOutput, AwfError>;
 }
 
-/// Name of the HTTP provider, which is not a [`CliProvider`].
-pub const OPENAI_COMPATIBLE: &str = "openai_compatible";
-
-/// Every provider name a workflow may use, for validation messages.
-pub const PROVIDER_NAMES: &[&str] = &["claude", "gemini", "codex", "opencode", OPENAI_COMPATIBLE];
+// The names are the workflow language's (`provider:`); this module gives each its code.
+pub use crate::workflow::{OPENAI_COMPATIBLE, PROVIDER_NAMES};
 
 /// A provider a workflow names: a CLI the runner spawns and supervises, or the HTTP
 /// conversation that runs in awf's process with the tools served in-process.

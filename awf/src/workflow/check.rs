@@ -8,7 +8,6 @@
 use super::parse::join;
 use super::template::{self, Ref};
 use super::*;
-use crate::providers::PROVIDER_NAMES;
 use std::collections::HashMap;
 
 /// What the proxy checks need to know about installed plugins.

@@ -14,6 +14,12 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The name of the HTTP provider (`provider: openai_compatible`).
+pub const OPENAI_COMPATIBLE: &str = "openai_compatible";
+
+/// Every provider name a workflow may use (`provider:`).
+pub const PROVIDER_NAMES: &[&str] = &["claude", "gemini", "codex", "opencode", OPENAI_COMPATIBLE];
+
 /// An error makes the workflow invalid (nothing runs); a warning is printed and the
 /// workflow still runs.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
