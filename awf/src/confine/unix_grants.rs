@@ -137,6 +137,27 @@ impl Pending {
     }
 }
 
+/// Puts the process `cmd` starts under the supervised filter, its notification
+/// descriptor sent over `sock` (the other end of [`Pending::pair`]): for a process that is
+/// not in Bash's jail (a plugin), which serves unix sockets of its own but may reach none
+/// of the host's beyond the grants its [`Pending::serve`] is given. No `pre_exec` step
+/// after this one may connect: the supervisor starts once the spawn returns.
+pub fn install(cmd: &mut std::process::Command, sock: OwnedFd) {
+    use std::os::unix::process::CommandExt;
+    let filter = super::seccomp::Filter::new(true);
+    // SAFETY: the closure only makes syscalls on memory allocated before fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(listener) = filter.apply()? {
+                let sent = super::fd_pass::send_fd(sock.as_raw_fd(), listener);
+                libc::close(listener);
+                sent?;
+            }
+            Ok(())
+        })
+    };
+}
+
 /// One call's supervisor at work.
 pub struct Supervisor {
     stop: Arc<AtomicBool>,

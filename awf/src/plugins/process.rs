@@ -91,6 +91,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Where the supervisor's decisions on a plugin's unix connections go: log lines (a plugin
+/// outlives any one call, so there is no call to record them in).
+fn plugin_unix_reporter(plugin: &str) -> crate::confine::unix_grants::Reporter {
+    let plugin = plugin.to_string();
+    Arc::new(move |a: crate::confine::unix_grants::Attempt| {
+        if a.allowed {
+            tracing::info!(plugin = %plugin, path = %a.path, "net.connect allowed (unix)");
+        } else {
+            tracing::warn!(plugin = %plugin, path = %a.path, reason = %a.why, "net.connect denied (unix)");
+        }
+    })
+}
+
 impl PluginProcess {
     /// Starts the plugin of `manifest` and connects to it; fails with a message naming the
     /// plugin, its executable and what went wrong. Nothing is left running on failure.
@@ -132,8 +145,18 @@ impl PluginProcess {
             .stdout(Stdio::piped())
             // Plugins log to stderr; sharing awf's keeps their lines where awf's go.
             .stderr(Stdio::inherit());
+        // As Bash: the plugin serves its own socket, but reaches none of the host's
+        // (docker.sock, ssh-agent, D-Bus); its connect() calls go through awf.
+        let (unix, sock) = crate::confine::unix_grants::Pending::pair()
+            .map_err(|e| fail(format!("cannot be supervised: {e}")))?;
+        crate::confine::unix_grants::install(&mut command, sock);
         let mut child = crate::process::spawn_dying_with_awf(command)
             .map_err(|e| fail(format!("cannot be started: {e}")))?;
+        // The supervisor ends by itself with the plugin's last process.
+        if let Err(e) = unix.serve(Arc::default(), plugin_unix_reporter(name)) {
+            child.kill();
+            return Err(fail(format!("cannot be supervised: {e}")));
+        }
         let pid = child.pid();
         let lifeline = child.take_stdin();
         let stdout = child.take_stdout().expect("piped stdout");

@@ -4,7 +4,8 @@
 //! writes to stdout after the handshake (which the SDK sends to stderr), and `env {name}`
 //! answers a variable of its environment (what the host passed it).
 //!
-//! `big {bytes}` answers that many bytes of text and of structured data.
+//! `big {bytes}` answers that many bytes of text and of structured data; `connect {path |
+//! addr}` connects to a unix socket or a TCP address and answers what it reached.
 //!
 //! Environment variables make it misbehave before serving, for host tests:
 //! `FAULTY_START_DELAY_MS=N` waits N ms before the handshake (a slow start),
@@ -18,6 +19,10 @@ use plugin_sdk::{Info, Operation, Output, Plugin};
 use serde_json::{Value, json};
 
 struct Faulty;
+
+/// A connection `connect` speaks over, unix or TCP.
+trait ReadWrite: std::io::Read + std::io::Write {}
+impl<T: std::io::Read + std::io::Write> ReadWrite for T {}
 
 impl Plugin for Faulty {
     fn info(&self) -> Info {
@@ -53,6 +58,15 @@ impl Plugin for Faulty {
                     "required": ["bytes"]
                 }),
             ),
+            Operation::new(
+                "connect",
+                "Connects to a unix socket (`path`) or a TCP address (`addr`), sends an HTTP \
+                 GET and answers the reply's first line",
+            )
+            .input_schema(json!({
+                "type": "object",
+                "properties": { "path": { "type": "string" }, "addr": { "type": "string" } }
+            })),
             Operation::new("print", "Prints text on stdout").input_schema(json!({
                 "type": "object",
                 "properties": { "text": { "type": "string" } },
@@ -89,6 +103,25 @@ impl Plugin for Faulty {
                 let text = args["text"].as_str().ok_or("`text` must be a string")?;
                 println!("{text}");
                 Ok(Output::text("printed"))
+            }
+            "connect" => {
+                use std::io::{BufRead, Write};
+                let exchange = |mut s: Box<dyn ReadWrite>| -> std::io::Result<String> {
+                    s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+                    let mut line = String::new();
+                    std::io::BufReader::new(s).read_line(&mut line)?;
+                    Ok(line.trim_end().to_string())
+                };
+                let got = match (args["path"].as_str(), args["addr"].as_str()) {
+                    (Some(p), _) => std::os::unix::net::UnixStream::connect(p)
+                        .and_then(|s| exchange(Box::new(s))),
+                    (None, Some(a)) => {
+                        std::net::TcpStream::connect(a).and_then(|s| exchange(Box::new(s)))
+                    }
+                    _ => return Err("give `path` or `addr`".into()),
+                };
+                got.map(|l| Output::text(format!("reached: {l}")))
+                    .map_err(|e| format!("refused: {e}"))
             }
             "env" => {
                 let name = args["name"].as_str().ok_or("`name` must be a string")?;
