@@ -8,11 +8,19 @@
 //! [`usage`] reads the model, the tokens and the finish reasons out of it: each request is
 //! a `chat <model>` span under the step's span and a `model.request` + `model.response`
 //! pair in the step's audit file, and counts toward the step's budget.
+//!
+//! A request is judged by its head before any of its body is read: a route no step has
+//! (404), a key that is not the step's placeholder (401) or a body over [`MAX_BODY`]
+//! (413) is answered at once and its body read and dropped, never held. A body let
+//! through streams upstream as the upstream reads it; the model it names is seen in
+//! passing ([`body`]).
 
+mod body;
 pub mod usage;
 
 use crate::telemetry::audit::{AuditLog, now_rfc3339};
 use crate::telemetry::otel::{OtelExporter, parse_traceparent};
+use body::UpstreamBody;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{Span as _, SpanKind, Status as SpanStatus};
 use serde_json::{Value, json};
@@ -24,10 +32,30 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use usage::{UsageReader, Wire};
 
-/// The largest request head and body the relay takes (a model request with a long
-/// conversation is a few MiB).
+/// The largest request head the relay reads.
 const MAX_HEAD: usize = 64 * 1024;
-const MAX_BODY: usize = 64 * 1024 * 1024;
+/// The largest request body the relay passes on: the most the providers' model endpoints
+/// take (Anthropic's Messages API refuses a request over 32 MB; Gemini's and OpenAI's
+/// inline limits are lower), so a bigger body could only be refused upstream. The body
+/// streams through; this bounds what one request may send, not what the relay holds.
+const MAX_BODY: u64 = 32 * 1024 * 1024;
+/// How long a refused request's remaining bytes are read and dropped before the close.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// The relay's bounds on its clients.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// The time a connection has to send its whole request head.
+    head_deadline: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            head_deadline: Duration::from_secs(10),
+        }
+    }
+}
 
 /// How a provider's API takes its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +145,10 @@ fn random_hex(bytes: usize) -> String {
 impl Relay {
     /// Listens on a free port of 127.0.0.1; `exporter` takes the chat spans.
     pub fn start(exporter: Option<Arc<OtelExporter>>) -> io::Result<Relay> {
+        Relay::start_with(exporter, Limits::default())
+    }
+
+    fn start_with(exporter: Option<Arc<OtelExporter>>, limits: Limits) -> io::Result<Relay> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let leases: Arc<Mutex<HashMap<String, Arc<Lease>>>> = Arc::default();
@@ -130,7 +162,7 @@ impl Relay {
                     let (routes, exporter) = (routes.clone(), exporter.clone());
                     let _ = std::thread::Builder::new()
                         .name("awf-relay-conn".into())
-                        .spawn(move || serve(conn, &routes, exporter.as_ref().as_ref()));
+                        .spawn(move || serve(conn, &routes, exporter.as_ref().as_ref(), limits));
                 }
             })?;
         Ok(Relay { addr, leases })
@@ -193,109 +225,190 @@ impl Drop for LeaseHandle {
     }
 }
 
-/// One request from a CLI, read whole (a model request is one JSON body).
-struct Request {
+/// A request's head from a CLI, checked before any of its body is read.
+struct Head {
     method: String,
     /// The path after `/s/<id>`, with its query.
     rest: String,
+    /// Names lowercase.
     headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    /// The body's length (Content-Length; 0 without one).
+    len: u64,
+    /// The bytes of the body that came with the head.
+    early: Vec<u8>,
 }
 
-fn read_request(conn: &mut TcpStream) -> Result<(String, Request), (u16, String)> {
-    conn.set_read_timeout(Some(Duration::from_secs(60))).ok();
-    let mut buf = Vec::with_capacity(8192);
-    let mut chunk = [0u8; 8192];
-    let (head_len, method, path, headers) = loop {
-        let n = conn
-            .read(&mut chunk)
-            .map_err(|e| (400, format!("cannot read the request: {e}")))?;
-        if n == 0 {
-            return Err((400, "the connection ended inside the request head".into()));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let mut hs = [httparse::EMPTY_HEADER; 128];
-        let mut req = httparse::Request::new(&mut hs);
-        match req.parse(&buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let headers = req
-                    .headers
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.name.to_ascii_lowercase(),
-                            String::from_utf8_lossy(h.value).into_owned(),
-                        )
-                    })
-                    .collect::<Vec<_>>();
-                break (
-                    len,
-                    req.method.unwrap_or("GET").to_string(),
-                    req.path.unwrap_or("/").to_string(),
-                    headers,
-                );
-            }
-            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
-            Ok(httparse::Status::Partial) => {
-                return Err((431, "the request head is too large".into()));
-            }
-            Err(e) => return Err((400, format!("not an HTTP request: {e}"))),
-        }
-    };
-    let header = |name: &str| {
-        headers
+impl Head {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
-    };
-    if header("transfer-encoding").is_some() {
-        return Err((411, "send the request with a Content-Length".into()));
     }
-    let len: usize = header("content-length")
-        .map(|v| {
-            v.trim()
-                .parse()
-                .map_err(|_| (400, "a bad Content-Length".to_string()))
-        })
-        .transpose()?
-        .unwrap_or(0);
-    if len > MAX_BODY {
-        return Err((
-            413,
-            format!("the request body is over {} MiB", MAX_BODY >> 20),
-        ));
-    }
-    let mut body = buf[head_len..].to_vec();
-    while body.len() < len {
-        let n = conn
-            .read(&mut chunk)
-            .map_err(|e| (400, format!("cannot read the request body: {e}")))?;
-        if n == 0 {
-            return Err((400, "the connection ended inside the request body".into()));
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    body.truncate(len);
-    let Some(after) = path.strip_prefix("/s/") else {
-        return Err((404, format!("{path} is not a step's route")));
-    };
-    let (id, rest) = after.split_at(after.find(['/', '?']).unwrap_or(after.len()));
-    Ok((
-        id.to_string(),
-        Request {
-            method,
-            rest: if rest.starts_with('/') || rest.is_empty() {
-                rest.to_string()
-            } else {
-                format!("/{rest}")
-            },
-            headers,
-            body,
-        },
-    ))
 }
 
-fn reply(conn: &mut TcpStream, status: u16, body: &Value) {
+/// A request head as it came, before it is checked.
+struct RawHead {
+    method: String,
+    target: String,
+    /// Names lowercase.
+    headers: Vec<(String, String)>,
+    /// The bytes of the body that came with the head.
+    early: Vec<u8>,
+}
+
+/// Reads a request head by `deadline` (for the whole head, however slowly it comes).
+fn read_head(conn: &TcpStream, deadline: Instant) -> Result<RawHead, (u16, String)> {
+    let mut buf = Vec::with_capacity(8192);
+    let mut chunk = [0u8; 8192];
+    loop {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| (408, "the request head did not come in time".to_string()))?;
+        let _ = conn.set_read_timeout(Some(left));
+        let room = (MAX_HEAD - buf.len()).min(chunk.len());
+        let n = match (&*conn).read(&mut chunk[..room]) {
+            Ok(0) => return Err((400, "the connection ended inside the request head".into())),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err((408, "the request head did not come in time".into()));
+            }
+            Err(e) => return Err((400, format!("cannot read the request: {e}"))),
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(parsed) = parse_head(&buf)? {
+            return Ok(parsed);
+        }
+        if buf.len() >= MAX_HEAD {
+            return Err((431, "the request head is over 64 KiB".into()));
+        }
+    }
+}
+
+/// The head in `buf` once it is whole.
+fn parse_head(buf: &[u8]) -> Result<Option<RawHead>, (u16, String)> {
+    let mut hs = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut hs);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => {
+            let headers = req
+                .headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_ascii_lowercase(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
+                .collect();
+            Ok(Some(RawHead {
+                method: req.method.unwrap_or("GET").to_string(),
+                target: req.path.unwrap_or("/").to_string(),
+                headers,
+                early: buf[len..].to_vec(),
+            }))
+        }
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            Err((431, "the request has more than 128 header fields".into()))
+        }
+        Err(e) => Err((400, format!("not an HTTP request: {e}"))),
+    }
+}
+
+/// What the head says is let through: the step's lease and the request, or the answer
+/// that refuses it. Nothing of the body has been read yet.
+fn admit(
+    raw: RawHead,
+    routes: &Mutex<HashMap<String, Arc<Lease>>>,
+) -> Result<(Arc<Lease>, Head), (u16, Value)> {
+    let RawHead {
+        method,
+        target,
+        headers,
+        early,
+    } = raw;
+    let plain = |why: String| json!({"error": {"message": format!("awf relay: {why}")}});
+    let Some(after) = target.strip_prefix("/s/") else {
+        return Err((404, plain(format!("{target} is not a step's route"))));
+    };
+    let (id, rest) = after.split_at(after.find(['/', '?']).unwrap_or(after.len()));
+    let Some(lease) = routes.lock().unwrap().get(id).cloned() else {
+        return Err((
+            404,
+            plain("no step has this route (the step ended?)".into()),
+        ));
+    };
+    let mut head = Head {
+        method,
+        rest: if rest.starts_with('/') || rest.is_empty() {
+            rest.to_string()
+        } else {
+            format!("/{rest}")
+        },
+        headers,
+        len: 0,
+        early,
+    };
+    let provider = lease.spec.provider;
+    let refuse = |status: u16, kind: &str, why: String| {
+        (
+            status,
+            provider_error(provider, status, kind, &format!("awf relay: {why}")),
+        )
+    };
+    if let Some(p) = &lease.placeholder
+        && !sent_key(&head).is_some_and(|k| same(&k, p))
+    {
+        return Err(refuse(
+            401,
+            "authentication_error",
+            "this key is not the step's; the relay takes only the key awf gave the step".into(),
+        ));
+    }
+    if head.header("transfer-encoding").is_some() {
+        return Err(refuse(
+            411,
+            "invalid_request_error",
+            "send the request with a Content-Length".into(),
+        ));
+    }
+    head.len = match head
+        .header("content-length")
+        .map(|v| v.trim().parse::<u64>())
+    {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => {
+            return Err(refuse(
+                400,
+                "invalid_request_error",
+                "a bad Content-Length".into(),
+            ));
+        }
+    };
+    if head.len > MAX_BODY {
+        return Err(refuse(
+            413,
+            "request_too_large",
+            format!(
+                "the request body is {} bytes, over the {} MiB a model request may be",
+                head.len,
+                MAX_BODY >> 20
+            ),
+        ));
+    }
+    Ok((lease, head))
+}
+
+fn reply(mut conn: &TcpStream, status: u16, body: &Value) {
     let text = body.to_string();
     let _ = write!(
         conn,
@@ -305,12 +418,37 @@ fn reply(conn: &mut TcpStream, status: u16, body: &Value) {
     );
 }
 
+/// Answers a request the relay does not pass on, then reads and drops whatever the
+/// client still sends for a while ([`LINGER`]) before closing: a socket closed with bytes
+/// unread resets the connection, and the reset can destroy the answer before the client
+/// has read it. Nothing read is kept.
+fn refuse(conn: &TcpStream, status: u16, body: &Value) {
+    reply(conn, status, body);
+    let _ = conn.shutdown(Shutdown::Write);
+    let until = Instant::now() + LINGER;
+    let mut sink = [0u8; 16 * 1024];
+    while let Some(left) = until
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+    {
+        let _ = conn.set_read_timeout(Some(left));
+        match (&*conn).read(&mut sink) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+}
+
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
         401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
+        408 => "Request Timeout",
         411 => "Length Required",
         413 => "Payload Too Large",
         429 => "Too Many Requests",
@@ -339,13 +477,8 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 /// The key the CLI sent, in whichever form its provider takes.
-fn sent_key(req: &Request) -> Option<String> {
-    let header = |name: &str| {
-        req.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.trim().to_string())
-    };
+fn sent_key(req: &Head) -> Option<String> {
+    let header = |name: &str| req.header(name).map(|v| v.trim().to_string());
     header("x-api-key")
         .or_else(|| {
             header("authorization").and_then(|v| v.strip_prefix("Bearer ").map(String::from))
@@ -393,50 +526,28 @@ const DROPPED: &[&str] = &[
 const KEY_HEADERS: &[&str] = &["x-api-key", "authorization", "x-goog-api-key"];
 
 fn serve(
-    mut conn: TcpStream,
+    conn: TcpStream,
     routes: &Mutex<HashMap<String, Arc<Lease>>>,
     exporter: Option<&Arc<OtelExporter>>,
+    limits: Limits,
 ) {
     let _ = conn.set_nodelay(true);
-    let (id, req) = match read_request(&mut conn) {
-        Ok(r) => r,
+    let raw = match read_head(&conn, Instant::now() + limits.head_deadline) {
+        Ok(h) => h,
         Err((status, why)) => {
-            reply(
-                &mut conn,
-                status,
-                &json!({"error": {"message": format!("awf relay: {why}")}}),
-            );
+            let body = json!({"error": {"message": format!("awf relay: {why}")}});
+            refuse(&conn, status, &body);
             return;
         }
     };
-    let Some(lease) = routes.lock().unwrap().get(&id).cloned() else {
-        reply(
-            &mut conn,
-            404,
-            &json!({"error": {"message": "awf relay: no step has this route (the step ended?)"}}),
-        );
-        return;
+    let (lease, head) = match admit(raw, routes) {
+        Ok(a) => a,
+        Err((status, body)) => {
+            refuse(&conn, status, &body);
+            return;
+        }
     };
-    let provider = lease.spec.provider;
-    if let Some(p) = &lease.placeholder
-        && !sent_key(&req).is_some_and(|k| same(&k, p))
-    {
-        reply(
-            &mut conn,
-            401,
-            &provider_error(
-                provider,
-                401,
-                "authentication_error",
-                "awf relay: this key is not the step's; the relay takes only the key awf gave the step",
-            ),
-        );
-        return;
-    }
-    let (wire, model) = match usage::classify(&req.rest, &req.body) {
-        Some((w, m)) => (Some(w), m),
-        None => (None, None),
-    };
+    let wire = usage::classify(&head.rest);
     // Only model turns count and are seen; a token count or a model list passes quietly.
     if wire.is_some()
         && let Some(limit) = over_budget(&lease)
@@ -450,14 +561,14 @@ fn serve(
                 _ => lease.spec.budget.tokens.unwrap_or(0),
             }
         );
-        reply(
-            &mut conn,
+        refuse(
+            &conn,
             400,
-            &provider_error(provider, 400, "invalid_request_error", &message),
+            &provider_error(lease.spec.provider, 400, "invalid_request_error", &message),
         );
         return;
     }
-    forward(conn, &lease, req, wire, model, exporter);
+    forward(conn, &lease, head, wire, exporter);
 }
 
 fn over_budget(lease: &Lease) -> Option<&'static str> {
@@ -475,56 +586,40 @@ fn over_budget(lease: &Lease) -> Option<&'static str> {
 }
 
 fn forward(
-    mut conn: TcpStream,
+    conn: TcpStream,
     lease: &Lease,
-    req: Request,
-    wire: Option<Wire>,
-    model: Option<String>,
+    mut req: Head,
+    wire: Option<(Wire, Option<String>)>,
     exporter: Option<&Arc<OtelExporter>>,
 ) {
     let url = format!("{}{}", lease.spec.upstream, upstream_path(&req.rest));
     let started = Instant::now();
     let provider = lease.spec.provider;
     let (host, port) = server_of(&lease.spec.upstream);
+    let (wire, path_model) = match wire {
+        Some((w, m)) => (Some(w), m),
+        None => (None, None),
+    };
+    // The span starts with the request; the model it names is known once its body is
+    // sent (the body streams upstream, so it is read only as the upstream takes it).
     let mut span = wire.and(exporter).map(|e| {
         let parent = lease
             .spec
             .traceparent
             .as_deref()
             .and_then(parse_traceparent);
-        let mut attrs = vec![
-            KeyValue::new("gen_ai.operation.name", "chat"),
-            KeyValue::new("gen_ai.provider.name", provider),
-            KeyValue::new("server.address", host.clone()),
-            KeyValue::new("server.port", i64::from(port)),
-        ];
-        if let Some(m) = &model {
-            attrs.push(KeyValue::new("gen_ai.request.model", m.clone()));
-        }
-        if let Some(masker) = &lease.masker {
-            attrs.push(KeyValue::new(
-                "gen_ai.input.messages",
-                masker.mask_text(&cut(&String::from_utf8_lossy(&req.body))),
-            ));
-        }
         e.start_span(
-            format!("chat {}", model.as_deref().unwrap_or(""))
-                .trim_end()
-                .to_string(),
+            "chat".to_string(),
             SpanKind::Client,
             parent.as_ref(),
-            attrs,
+            vec![
+                KeyValue::new("gen_ai.operation.name", "chat"),
+                KeyValue::new("gen_ai.provider.name", provider),
+                KeyValue::new("server.address", host.clone()),
+                KeyValue::new("server.port", i64::from(port)),
+            ],
         )
     });
-    if wire.is_some()
-        && let Some(a) = &lease.audit
-    {
-        let _ = a.append(&json!({
-            "ts": now_rfc3339(), "type": "model.request", "provider": provider,
-            "model": model, "server": host, "path": req.rest.split('?').next().unwrap_or(""),
-            "request_bytes": req.body.len(),
-        }));
-    }
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
@@ -543,6 +638,9 @@ fn forward(
         }
         builder = builder.header(k.as_str(), v.as_str());
     }
+    if req.header("content-length").is_some() {
+        builder = builder.header("content-length", req.len.to_string());
+    }
     if let Some((how, key)) = &lease.spec.key {
         builder = match how {
             KeyHeader::XApiKey => builder.header("x-api-key", key.as_str()),
@@ -550,29 +648,68 @@ fn forward(
             KeyHeader::Goog => builder.header("x-goog-api-key", key.as_str()),
         };
     }
-    let outcome = builder
-        .body(req.body)
-        .map_err(|e| e.to_string())
-        .and_then(|r| agent.run(r).map_err(|e| e.to_string()));
+    let mut body = UpstreamBody::new(
+        std::mem::take(&mut req.early),
+        &conn,
+        req.len,
+        lease.masker.as_ref().map(|_| CONTENT_BYTES),
+    );
+    let outcome = if req.len == 0 {
+        send(&agent, builder.body(()))
+    } else {
+        send(&agent, builder.body(ureq::SendBody::from_reader(&mut body)))
+    };
+    let sent = body.complete();
+    let request_bytes = body.sent;
+    let broken = body.broken.take();
+    let prefix = body.prefix.take();
+    let scanned = std::mem::take(&mut body.scan).model();
+    let model = wire.and_then(|w| usage::requested_model(w, path_model, scanned));
+    if let Some(span) = span.as_mut() {
+        if let Some(m) = &model {
+            span.update_name(format!("chat {m}"));
+            span.set_attribute(KeyValue::new("gen_ai.request.model", m.clone()));
+        }
+        if let (Some(masker), Some(p)) = (&lease.masker, &prefix) {
+            span.set_attribute(KeyValue::new(
+                "gen_ai.input.messages",
+                masker.mask_text(&cut(&String::from_utf8_lossy(p))),
+            ));
+        }
+    }
+    if wire.is_some()
+        && let Some(a) = &lease.audit
+    {
+        let _ = a.append(&json!({
+            "ts": now_rfc3339(), "type": "model.request", "provider": provider,
+            "model": model, "server": host, "path": req.rest.split('?').next().unwrap_or(""),
+            "request_bytes": request_bytes,
+        }));
+    }
+    let turn = Turn {
+        wire,
+        sent,
+        started,
+    };
     let resp = match outcome {
+        Ok(r) if sent => r,
+        Ok(_) | Err(_) if broken.is_some() => {
+            // The agent is gone before its request was whole: no answer to give, and no
+            // model turn happened.
+            let _ = conn.shutdown(Shutdown::Both);
+            finish(lease, span, &turn, None, 400, None, broken.as_deref());
+            return;
+        }
         Ok(r) => r,
         Err(e) => {
             let message = format!("awf relay: cannot reach {url}: {e}");
             reply(
-                &mut conn,
+                &conn,
                 502,
                 &provider_error(provider, 502, "api_error", &message),
             );
-            finish(
-                lease,
-                span.take(),
-                wire,
-                None,
-                502,
-                started,
-                None,
-                Some(&message),
-            );
+            let _ = conn.shutdown(Shutdown::Both);
+            finish(lease, span, &turn, None, 502, None, Some(&message));
             return;
         }
     };
@@ -602,7 +739,8 @@ fn forward(
     let mut content = lease.masker.as_ref().map(|_| Vec::new());
     let mut first_byte = None;
     let mut failed = None;
-    if conn.write_all(head.as_bytes()).is_ok() {
+    let mut out = &conn;
+    if out.write_all(head.as_bytes()).is_ok() {
         let mut body = resp.into_body().into_reader();
         let mut buf = vec![0u8; 16 * 1024];
         loop {
@@ -617,7 +755,7 @@ fn forward(
                         let room = CONTENT_BYTES.saturating_sub(c.len());
                         c.extend_from_slice(&buf[..n.min(room)]);
                     }
-                    if conn.write_all(&buf[..n]).is_err() {
+                    if out.write_all(&buf[..n]).is_err() {
                         failed = Some("the agent closed the connection".to_string());
                         break;
                     }
@@ -641,13 +779,21 @@ fn forward(
     finish(
         lease,
         span,
-        wire,
+        &turn,
         used,
         status,
-        started,
         first_byte,
         failed.as_deref(),
     );
+}
+
+fn send(
+    agent: &ureq::Agent,
+    request: Result<ureq::http::Request<impl ureq::AsSendBody>, ureq::http::Error>,
+) -> Result<ureq::http::Response<ureq::Body>, String> {
+    agent
+        .run(request.map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())
 }
 
 /// The certificates HTTPS endpoints are checked against: those of `SSL_CERT_FILE` when it
@@ -706,26 +852,32 @@ fn server_of(base: &str) -> (String, u16) {
     }
 }
 
+/// One request on its way: what it speaks, and whether the upstream got it whole.
+struct Turn {
+    wire: Option<Wire>,
+    /// The whole body went upstream: a model turn happened (or was refused by the model).
+    sent: bool,
+    started: Instant,
+}
+
 /// Records one model turn: the step's counts, its span, its audit record.
-#[allow(clippy::too_many_arguments)]
 fn finish(
     lease: &Lease,
     span: Option<opentelemetry_sdk::trace::Span>,
-    wire: Option<Wire>,
+    turn: &Turn,
     used: Option<usage::Usage>,
     status: u16,
-    started: Instant,
     first_byte: Option<Duration>,
     failed: Option<&str>,
 ) {
-    if wire.is_none() {
+    if turn.wire.is_none() {
         return;
     }
-    let elapsed = started.elapsed();
+    let elapsed = turn.started.elapsed();
     let u = used.unwrap_or_default();
     {
         let mut s = lease.stats.lock().unwrap();
-        s.requests += 1;
+        s.requests += u64::from(turn.sent);
         s.input_tokens += u.input_tokens.unwrap_or(0);
         s.output_tokens += u.output_tokens.unwrap_or(0);
         s.cache_read_tokens += u.cache_read_tokens.unwrap_or(0);

@@ -258,12 +258,13 @@ fn note_finish(usage: &mut Usage, reason: Option<&str>) {
     }
 }
 
-/// Which wire a request path speaks, and the model it asks for.
+/// Which wire a request path speaks, and the model the path names (Gemini's do; the
+/// others name it in the body, which the relay reads as it streams upstream).
 ///
 /// `path` is the request target as received: any prefix before the API path
 /// (a session route, a provider base path) and any query are allowed. Requests
 /// that are not model turns (token counting, model listing) give `None`.
-pub fn classify(path: &str, body: &[u8]) -> Option<(Wire, Option<String>)> {
+pub fn classify(path: &str) -> Option<(Wire, Option<String>)> {
     let path = path.split(['?', '#']).next().unwrap_or_default();
     let path = path.strip_suffix('/').unwrap_or(path);
     let mut segments = path.rsplit('/');
@@ -274,13 +275,10 @@ pub fn classify(path: &str, body: &[u8]) -> Option<(Wire, Option<String>)> {
         if method != "generateContent" && method != "streamGenerateContent" {
             return None;
         }
-        let model = if parent == Some("models") {
-            Some(target.to_owned()).filter(|m| !m.is_empty())
-        } else {
-            // Code Assist (`/v1internal:streamGenerateContent`) names the
-            // model in the body instead.
-            body_model(body).map(|m| m.strip_prefix("models/").map(str::to_owned).unwrap_or(m))
-        };
+        // Code Assist (`/v1internal:streamGenerateContent`) names the model in the body.
+        let model = (parent == Some("models"))
+            .then(|| target.to_owned())
+            .filter(|m| !m.is_empty());
         return Some((Wire::Gemini, model));
     }
 
@@ -293,7 +291,7 @@ pub fn classify(path: &str, body: &[u8]) -> Option<(Wire, Option<String>)> {
     } else {
         return None;
     };
-    Some((wire, body_model(body)))
+    Some((wire, None))
 }
 
 /// Splits a Gemini `<target>:<method>` segment; clients may percent-encode the colon.
@@ -305,7 +303,18 @@ fn split_method(segment: &str) -> Option<(&str, &str)> {
     Some((&segment[..at], &segment[at + 3..]))
 }
 
-fn body_model(body: &[u8]) -> Option<String> {
-    let doc = serde_json::from_slice::<Value>(body).ok()?;
-    text(&doc, "/model").map(str::to_owned)
+/// The model a request asks for: the one its path names, else the one its body names
+/// (Code Assist spells it `models/<name>`).
+pub(crate) fn requested_model(
+    wire: Wire,
+    path_model: Option<String>,
+    body_model: Option<String>,
+) -> Option<String> {
+    path_model.or_else(|| {
+        let named = body_model?;
+        Some(match (wire, named.strip_prefix("models/")) {
+            (Wire::Gemini, Some(bare)) => bare.to_string(),
+            _ => named,
+        })
+    })
 }
