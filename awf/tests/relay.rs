@@ -717,3 +717,64 @@ fn unknown_routes_and_wrong_keys_are_refused_from_the_head_without_holding_their
     assert_eq!(request["request_bytes"], 24 * MIB as u64, "{request}");
     assert_eq!(request["model"], "claude-sonnet-4-5", "{request}");
 }
+
+/// A slow way to the test model: each connection is passed on after `delay`, so requests
+/// the relay lets through are all in flight together. Returns its base URL.
+fn slow_front(model_port: u16, delay: std::time::Duration) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let Ok(model) = std::net::TcpStream::connect(("127.0.0.1", model_port)) else {
+                    return;
+                };
+                let (mut up_in, mut up_out) =
+                    (conn.try_clone().unwrap(), model.try_clone().unwrap());
+                let up = std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut up_in, &mut up_out);
+                });
+                let (mut down_in, mut down_out) = (model, conn);
+                let _ = std::io::copy(&mut down_in, &mut down_out);
+                let _ = down_out.shutdown(std::net::Shutdown::Both);
+                let _ = up.join();
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+#[test]
+fn a_request_budget_holds_however_many_requests_arrive_at_once() {
+    let fake = FakeModel::start(Script::new());
+    let upstream = slow_front(fake.port(), std::time::Duration::from_secs(1));
+    let held = HeldStep::start("relay-budget-race", &upstream, "budget: {requests: 3}");
+    let addr = held.relay_addr();
+    let target = format!("{}/v1/messages", route_of(&held.base_url));
+    let body = br#"{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
+    let clients: Vec<_> = (0..10)
+        .map(|_| {
+            let (addr, target, key) = (addr.clone(), target.clone(), held.key.clone());
+            std::thread::spawn(move || send(&addr, &target, &key, body, body.len()))
+        })
+        .collect();
+    let answers: Vec<Answer> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    held.finish();
+    let passed = answers.iter().filter(|a| a.status == 200).count();
+    let refused: Vec<&Answer> = answers.iter().filter(|a| a.status == 400).collect();
+    assert_eq!(fake.requests().len(), 3, "{}", fake.describe());
+    assert_eq!((passed, refused.len()), (3, 7));
+    for a in refused {
+        let e: Value = serde_json::from_str(&a.body).unwrap();
+        assert_eq!(e["type"], "error", "{e}");
+        assert_eq!(e["error"]["type"], "invalid_request_error", "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("budget is spent (requests: 3)"),
+            "{e}"
+        );
+    }
+}

@@ -116,7 +116,7 @@ struct Lease {
     /// Masks secrets in recorded content (awf's secret-looking variables, key shapes).
     masker: Option<crate::telemetry::audit::Masker>,
     audit: Option<AuditLog>,
-    stats: Mutex<ModelStats>,
+    books: Mutex<Books>,
     refused: AtomicBool,
 }
 
@@ -187,7 +187,7 @@ impl Relay {
             masker,
             spec,
             audit,
-            stats: Mutex::new(ModelStats::default()),
+            books: Mutex::default(),
             refused: AtomicBool::new(false),
         });
         self.leases
@@ -215,7 +215,7 @@ impl LeaseHandle {
     }
 
     pub fn stats(&self) -> ModelStats {
-        self.lease.stats.lock().unwrap().clone()
+        self.lease.books.lock().unwrap().stats.clone()
     }
 }
 
@@ -549,40 +549,79 @@ fn serve(
     };
     let wire = usage::classify(&head.rest);
     // Only model turns count and are seen; a token count or a model list passes quietly.
-    if wire.is_some()
-        && let Some(limit) = over_budget(&lease)
-    {
-        lease.refused.store(true, Ordering::SeqCst);
-        lease.stats.lock().unwrap().budget_exhausted = Some(limit);
-        let message = format!(
-            "awf: the step's model budget is spent ({limit}: {}); no further request is sent",
-            match limit {
-                "requests" => lease.spec.budget.requests.unwrap_or(0),
-                _ => lease.spec.budget.tokens.unwrap_or(0),
+    let claim = match wire {
+        None => None,
+        Some(_) => match lease.claim(head.len) {
+            Ok(c) => Some(c),
+            Err(limit) => {
+                lease.refused.store(true, Ordering::SeqCst);
+                lease.books.lock().unwrap().stats.budget_exhausted = Some(limit);
+                let message = format!(
+                    "awf: the step's model budget is spent ({limit}: {}); no further request \
+                     is sent",
+                    match limit {
+                        "requests" => lease.spec.budget.requests.unwrap_or(0),
+                        _ => lease.spec.budget.tokens.unwrap_or(0),
+                    }
+                );
+                refuse(
+                    &conn,
+                    400,
+                    &provider_error(lease.spec.provider, 400, "invalid_request_error", &message),
+                );
+                return;
             }
-        );
-        refuse(
-            &conn,
-            400,
-            &provider_error(lease.spec.provider, 400, "invalid_request_error", &message),
-        );
-        return;
-    }
-    forward(conn, &lease, head, wire, exporter);
+        },
+    };
+    forward(conn, &lease, head, wire, claim, exporter);
 }
 
-fn over_budget(lease: &Lease) -> Option<&'static str> {
-    let s = lease.stats.lock().unwrap();
-    let b = lease.spec.budget;
-    if b.requests.is_some_and(|n| s.requests >= n) {
-        return Some("requests");
+/// What a step's model requests came to, and what the requests in flight hold of its
+/// budget: one budget check and one claim under one lock, so however many requests
+/// arrive at once, no more pass than the budget allows.
+#[derive(Default)]
+struct Books {
+    stats: ModelStats,
+    /// Model requests let through: those answered and those in flight.
+    admitted: u64,
+    /// The token estimates of the requests in flight.
+    held_tokens: u64,
+}
+
+/// A model request's claim on the step's budget, taken when its head is let through: a
+/// request, and an estimate of its tokens that its answer's own figure replaces.
+struct Claim {
+    tokens: u64,
+}
+
+/// A request's tokens until its answer tells: its input at 4 bytes a token (the usual
+/// rule of thumb for text and code; the JSON around a conversation makes it an
+/// overestimate, which errs toward refusing), at least one. Its output cannot be known
+/// before it is written, so the last request let through may go over a token budget, by
+/// its own answer only.
+fn token_estimate(body_len: u64) -> u64 {
+    body_len.div_ceil(4).max(1)
+}
+
+impl Lease {
+    /// Takes a claim for a model request with a body of `body_len` bytes, or names the
+    /// limit it would pass: a request is let through while the requests admitted are
+    /// under `requests`, and the tokens used and held under `tokens`.
+    fn claim(&self, body_len: u64) -> Result<Claim, &'static str> {
+        let mut b = self.books.lock().unwrap();
+        let budget = self.spec.budget;
+        if budget.requests.is_some_and(|n| b.admitted >= n) {
+            return Err("requests");
+        }
+        let used = b.stats.input_tokens + b.stats.output_tokens;
+        if budget.tokens.is_some_and(|n| used + b.held_tokens >= n) {
+            return Err("tokens");
+        }
+        let tokens = token_estimate(body_len);
+        b.admitted += 1;
+        b.held_tokens += tokens;
+        Ok(Claim { tokens })
     }
-    if b.tokens
-        .is_some_and(|n| s.input_tokens + s.output_tokens >= n)
-    {
-        return Some("tokens");
-    }
-    None
 }
 
 fn forward(
@@ -590,6 +629,7 @@ fn forward(
     lease: &Lease,
     mut req: Head,
     wire: Option<(Wire, Option<String>)>,
+    claim: Option<Claim>,
     exporter: Option<&Arc<OtelExporter>>,
 ) {
     let url = format!("{}{}", lease.spec.upstream, upstream_path(&req.rest));
@@ -689,6 +729,7 @@ fn forward(
     let turn = Turn {
         wire,
         sent,
+        claim,
         started,
     };
     let resp = match outcome {
@@ -857,6 +898,7 @@ struct Turn {
     wire: Option<Wire>,
     /// The whole body went upstream: a model turn happened (or was refused by the model).
     sent: bool,
+    claim: Option<Claim>,
     started: Instant,
 }
 
@@ -876,7 +918,16 @@ fn finish(
     let elapsed = turn.started.elapsed();
     let u = used.unwrap_or_default();
     {
-        let mut s = lease.stats.lock().unwrap();
+        let mut b = lease.books.lock().unwrap();
+        // The answer's figures replace the estimate; a request the upstream never got
+        // whole gives its claim back.
+        if let Some(c) = &turn.claim {
+            b.held_tokens -= c.tokens;
+            if !turn.sent {
+                b.admitted -= 1;
+            }
+        }
+        let s = &mut b.stats;
         s.requests += u64::from(turn.sent);
         s.input_tokens += u.input_tokens.unwrap_or(0);
         s.output_tokens += u.output_tokens.unwrap_or(0);
@@ -955,5 +1006,78 @@ fn finish(
             "time_to_first_byte_ms": first_byte.map(|t| (t.as_secs_f64() * 1e6).round() / 1000.0),
             "error": failed,
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease_with(budget: Budget) -> (Relay, LeaseHandle) {
+        let relay = Relay::start(None).unwrap();
+        let lease = relay
+            .lease(LeaseSpec {
+                upstream: "http://127.0.0.1:9".into(),
+                key: None,
+                provider: "anthropic",
+                traceparent: None,
+                audit: None,
+                budget,
+                model_content: false,
+            })
+            .unwrap();
+        (relay, lease)
+    }
+
+    fn answered(lease: &Lease, claim: Claim, sent: bool, input: u64, output: u64) {
+        let turn = Turn {
+            wire: Some(Wire::AnthropicMessages),
+            sent,
+            claim: Some(claim),
+            started: Instant::now(),
+        };
+        let used = usage::Usage {
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            ..Default::default()
+        };
+        finish(lease, None, &turn, Some(used), 200, None, None);
+    }
+
+    #[test]
+    fn a_token_claim_holds_its_estimate_until_the_answer_tells_the_real_figure() {
+        let (_relay, handle) = lease_with(Budget {
+            requests: None,
+            tokens: Some(1000),
+        });
+        let lease = &handle.lease;
+        // 4 bytes a token: a 2,000-byte body holds 500, two of them the whole budget.
+        let first = lease.claim(2000).unwrap();
+        let second = lease.claim(2000).unwrap();
+        assert_eq!(lease.claim(10).err(), Some("tokens"));
+        // The answers say far fewer: the estimates go back, the real figures count.
+        answered(lease, first, true, 30, 10);
+        answered(lease, second, true, 50, 10);
+        assert_eq!(
+            handle.stats().input_tokens + handle.stats().output_tokens,
+            100
+        );
+        assert!(lease.claim(10).is_ok());
+    }
+
+    #[test]
+    fn a_request_the_upstream_never_got_whole_gives_its_claim_back() {
+        let (_relay, handle) = lease_with(Budget {
+            requests: Some(1),
+            tokens: None,
+        });
+        let lease = &handle.lease;
+        let c = lease.claim(100).unwrap();
+        assert_eq!(lease.claim(100).err(), Some("requests"));
+        answered(lease, c, false, 0, 0);
+        let c = lease.claim(100).unwrap();
+        answered(lease, c, true, 1, 1);
+        assert_eq!(lease.claim(100).err(), Some("requests"));
+        assert_eq!(handle.stats().requests, 1);
     }
 }
