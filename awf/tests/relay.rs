@@ -778,3 +778,69 @@ fn a_request_budget_holds_however_many_requests_arrive_at_once() {
         );
     }
 }
+
+#[test]
+fn with_a_budget_only_listed_paths_reach_the_model_and_without_one_unlisted_paths_are_audited() {
+    let fake = FakeModel::start(Script::new());
+    let held = HeldStep::start("relay-unlisted", &fake.base_url(), "budget: {requests: 1}");
+    let (addr, route) = (held.relay_addr(), route_of(&held.base_url));
+    let body = br#"{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
+    let ask = |path: &str| {
+        send(
+            &addr,
+            &format!("{route}{path}"),
+            &held.key,
+            body,
+            body.len(),
+        )
+    };
+    assert_eq!(ask("/v1/messages").status, 200);
+    assert_eq!(ask("/v1/messages").status, 400, "the budget is spent");
+    for path in [
+        "/v1/messages/batches",
+        "/v1/complete",
+        "/v1/files",
+        "/v2/anything",
+    ] {
+        let a = ask(path);
+        assert_eq!(a.status, 403, "{path}: {}", a.body);
+        let e: Value = serde_json::from_str(&a.body).unwrap();
+        let message = e["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("POST {path} is not a path")) && message.contains("budget"),
+            "{message}"
+        );
+    }
+    // Counting tokens costs nothing: it passes a spent budget.
+    assert_eq!(ask("/v1/messages/count_tokens").status, 200);
+    let audit = held.finish();
+    let reached: Vec<String> = fake.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(reached, ["/v1/messages", "/v1/messages/count_tokens"]);
+    let refused: Vec<&Value> = audit
+        .iter()
+        .filter(|r| r["type"] == "model.refused")
+        .collect();
+    assert_eq!(refused.len(), 4, "{audit:#?}");
+    assert_eq!(refused[0]["path"], "/v1/messages/batches");
+
+    // No budget: an unlisted path passes, and the audit says so.
+    let fake = FakeModel::start(Script::new());
+    let held = HeldStep::start("relay-unlisted-free", &fake.base_url(), "");
+    let (addr, route) = (held.relay_addr(), route_of(&held.base_url));
+    let a = send(
+        &addr,
+        &format!("{route}/v1/complete"),
+        &held.key,
+        body,
+        body.len(),
+    );
+    assert_ne!(a.status, 403, "{}", a.body);
+    let audit = held.finish();
+    assert_eq!(fake.requests().len(), 1, "{}", fake.describe());
+    assert!(
+        audit
+            .iter()
+            .any(|r| r["type"] == "model.unlisted" && r["path"] == "/v1/complete"),
+        "{audit:#?}"
+    );
+}

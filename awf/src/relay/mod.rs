@@ -16,6 +16,7 @@
 //! passing ([`body`]).
 
 mod body;
+mod routes;
 pub mod usage;
 
 use crate::telemetry::audit::{AuditLog, now_rfc3339};
@@ -547,8 +548,37 @@ fn serve(
             return;
         }
     };
-    let wire = usage::classify(&head.rest);
-    // Only model turns count and are seen; a token count or a model list passes quietly.
+    let provider = lease.spec.provider;
+    let path = head.rest.split('?').next().unwrap_or("").to_string();
+    let wire = match routes::route(provider, &head.rest) {
+        routes::Route::Billable(w, m) => Some((w, m)),
+        // A token count or a model list passes quietly.
+        routes::Route::Free => None,
+        routes::Route::Unlisted if lease.spec.budget == Budget::default() => {
+            lease.note(json!({"type": "model.unlisted", "method": head.method, "path": path}));
+            None
+        }
+        routes::Route::Unlisted => {
+            let (billable, free) = routes::listed(provider);
+            let message = format!(
+                "awf relay: {} {path} is not a path whose cost the relay can count, so with \
+                 a model budget set it is not sent; the step's budget lets through model \
+                 turns ({billable}) and free calls ({free})",
+                head.method
+            );
+            lease.note(
+                json!({"type": "model.refused", "method": head.method, "path": path,
+                              "reason": message}),
+            );
+            refuse(
+                &conn,
+                403,
+                &provider_error(provider, 403, "permission_error", &message),
+            );
+            return;
+        }
+    };
+    // Only model turns count and are seen.
     let claim = match wire {
         None => None,
         Some(_) => match lease.claim(head.len) {
@@ -604,6 +634,15 @@ fn token_estimate(body_len: u64) -> u64 {
 }
 
 impl Lease {
+    /// Appends a record about this step's model traffic to its audit, when it has one.
+    fn note(&self, mut record: Value) {
+        if let Some(a) = &self.audit {
+            record["ts"] = json!(now_rfc3339());
+            record["provider"] = json!(self.spec.provider);
+            let _ = a.append(&record);
+        }
+    }
+
     /// Takes a claim for a model request with a body of `body_len` bytes, or names the
     /// limit it would pass: a request is let through while the requests admitted are
     /// under `requests`, and the tokens used and held under `tokens`.

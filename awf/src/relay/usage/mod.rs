@@ -295,7 +295,7 @@ pub fn classify(path: &str) -> Option<(Wire, Option<String>)> {
 }
 
 /// Splits a Gemini `<target>:<method>` segment; clients may percent-encode the colon.
-fn split_method(segment: &str) -> Option<(&str, &str)> {
+pub(super) fn split_method(segment: &str) -> Option<(&str, &str)> {
     if let Some(colon) = segment.rfind(':') {
         return Some((&segment[..colon], &segment[colon + 1..]));
     }
