@@ -844,3 +844,72 @@ fn with_a_budget_only_listed_paths_reach_the_model_and_without_one_unlisted_path
         "{audit:#?}"
     );
 }
+
+#[test]
+fn a_slow_head_is_closed_at_its_deadline_and_a_flood_of_connections_makes_no_threads() {
+    use std::io::{Read, Write};
+    let fake = FakeModel::start(Script::new());
+    let held = HeldStep::start("relay-slowloris", &fake.base_url(), "");
+    let addr = held.relay_addr();
+    let threads_before = held.proc_status("Threads");
+
+    // 1,100 connections that send nothing, all open at once.
+    let flood: Vec<std::net::TcpStream> = (0..1100)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    // Then a head sent one byte a second: the relay must close it (at its 10 s deadline for the
+    // whole head); the wait here is only there to end the test if it never does.
+    let slow = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+            let mut reading = conn.try_clone().unwrap();
+            reading
+                .set_read_timeout(Some(std::time::Duration::from_secs(90)))
+                .unwrap();
+            let dribble = std::thread::spawn(move || {
+                for b in b"POST /s/0123/v1/messages HTTP/1.1\r\nHost: x\r\nX-Pad: "
+                    .iter()
+                    .cycle()
+                {
+                    if conn.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            });
+            let mut got = Vec::new();
+            let end = reading.read_to_end(&mut got);
+            drop(reading);
+            let _ = dribble.join();
+            (
+                end.map_err(|e| e.kind()),
+                String::from_utf8_lossy(&got).into_owned(),
+            )
+        })
+    };
+
+    // Meanwhile the step's own agent is still answered.
+    let body = br#"{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
+    let target = format!("{}/v1/messages", route_of(&held.base_url));
+    let answer = send(&addr, &target, &held.key, body, body.len());
+    let threads_during = held.proc_status("Threads");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(
+        threads_during < threads_before + 32 + 16,
+        "awf went from {threads_before} to {threads_during} threads under a flood of 1,100 connections"
+    );
+    drop(flood);
+
+    let (end, got) = slow.join().unwrap();
+    let closed = matches!(
+        end,
+        Ok(_) | Err(std::io::ErrorKind::ConnectionReset) | Err(std::io::ErrorKind::BrokenPipe)
+    );
+    assert!(
+        closed,
+        "the slow head was still open after 90 s: {end:?} {got}"
+    );
+    assert!(got.is_empty() || got.starts_with("HTTP/1.1 408"), "{got}");
+    held.finish();
+}

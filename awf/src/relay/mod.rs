@@ -15,6 +15,7 @@
 //! through streams upstream as the upstream reads it; the model it names is seen in
 //! passing ([`body`]).
 
+mod accept;
 mod body;
 mod routes;
 pub mod usage;
@@ -28,7 +29,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use usage::{UsageReader, Wire};
@@ -48,12 +49,20 @@ const LINGER: Duration = Duration::from_secs(2);
 struct Limits {
     /// The time a connection has to send its whole request head.
     head_deadline: Duration,
+    /// Connections waiting for their head (or answered, their rest being dropped) at
+    /// once: under the 1,024 descriptors a process commonly may open.
+    open: usize,
+    /// Requests in flight on one step's route: far more than an agent CLI runs at once
+    /// (its subagents included); each is a thread.
+    per_route: usize,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
             head_deadline: Duration::from_secs(10),
+            open: 512,
+            per_route: 32,
         }
     }
 }
@@ -119,11 +128,15 @@ struct Lease {
     audit: Option<AuditLog>,
     books: Mutex<Books>,
     refused: AtomicBool,
+    /// Requests in flight on this route, each on its thread.
+    active: AtomicUsize,
+    per_route: usize,
 }
 
 /// The run's relay.
 pub struct Relay {
     addr: SocketAddr,
+    limits: Limits,
     leases: Arc<Mutex<HashMap<String, Arc<Lease>>>>,
 }
 
@@ -157,16 +170,12 @@ impl Relay {
         let exporter = Arc::new(exporter);
         std::thread::Builder::new()
             .name("awf-relay".into())
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    let Ok(conn) = conn else { continue };
-                    let (routes, exporter) = (routes.clone(), exporter.clone());
-                    let _ = std::thread::Builder::new()
-                        .name("awf-relay-conn".into())
-                        .spawn(move || serve(conn, &routes, exporter.as_ref().as_ref(), limits));
-                }
-            })?;
-        Ok(Relay { addr, leases })
+            .spawn(move || accept::run(listener, routes, exporter, limits))?;
+        Ok(Relay {
+            addr,
+            limits,
+            leases,
+        })
     }
 
     /// Opens a step's route.
@@ -190,6 +199,8 @@ impl Relay {
             audit,
             books: Mutex::default(),
             refused: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            per_route: self.limits.per_route,
         });
         self.leases
             .lock()
@@ -256,41 +267,6 @@ struct RawHead {
     headers: Vec<(String, String)>,
     /// The bytes of the body that came with the head.
     early: Vec<u8>,
-}
-
-/// Reads a request head by `deadline` (for the whole head, however slowly it comes).
-fn read_head(conn: &TcpStream, deadline: Instant) -> Result<RawHead, (u16, String)> {
-    let mut buf = Vec::with_capacity(8192);
-    let mut chunk = [0u8; 8192];
-    loop {
-        let left = deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| (408, "the request head did not come in time".to_string()))?;
-        let _ = conn.set_read_timeout(Some(left));
-        let room = (MAX_HEAD - buf.len()).min(chunk.len());
-        let n = match (&*conn).read(&mut chunk[..room]) {
-            Ok(0) => return Err((400, "the connection ended inside the request head".into())),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err((408, "the request head did not come in time".into()));
-            }
-            Err(e) => return Err((400, format!("cannot read the request: {e}"))),
-        };
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(parsed) = parse_head(&buf)? {
-            return Ok(parsed);
-        }
-        if buf.len() >= MAX_HEAD {
-            return Err((431, "the request head is over 64 KiB".into()));
-        }
-    }
 }
 
 /// The head in `buf` once it is whole.
@@ -419,29 +395,6 @@ fn reply(mut conn: &TcpStream, status: u16, body: &Value) {
     );
 }
 
-/// Answers a request the relay does not pass on, then reads and drops whatever the
-/// client still sends for a while ([`LINGER`]) before closing: a socket closed with bytes
-/// unread resets the connection, and the reset can destroy the answer before the client
-/// has read it. Nothing read is kept.
-fn refuse(conn: &TcpStream, status: u16, body: &Value) {
-    reply(conn, status, body);
-    let _ = conn.shutdown(Shutdown::Write);
-    let until = Instant::now() + LINGER;
-    let mut sink = [0u8; 16 * 1024];
-    while let Some(left) = until
-        .checked_duration_since(Instant::now())
-        .filter(|d| !d.is_zero())
-    {
-        let _ = conn.set_read_timeout(Some(left));
-        match (&*conn).read(&mut sink) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-}
-
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
@@ -453,6 +406,7 @@ fn reason(status: u16) -> &'static str {
         411 => "Length Required",
         413 => "Payload Too Large",
         429 => "Too Many Requests",
+        503 => "Service Unavailable",
         431 => "Request Header Fields Too Large",
         502 => "Bad Gateway",
         _ => "",
@@ -526,28 +480,33 @@ const DROPPED: &[&str] = &[
 ];
 const KEY_HEADERS: &[&str] = &["x-api-key", "authorization", "x-goog-api-key"];
 
-fn serve(
-    conn: TcpStream,
+/// A request let through by its head, with what it holds: its claim on the budget and
+/// its place among the route's requests in flight.
+struct Admitted {
+    lease: Arc<Lease>,
+    head: Head,
+    wire: Option<(Wire, Option<String>)>,
+    claim: Option<Claim>,
+    slot: Slot,
+}
+
+/// A place among a route's requests in flight, given back when dropped.
+struct Slot(Arc<Lease>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Everything the relay decides from a request's head, before any of its body is read:
+/// the route, the key, the size, the path's cost, the route's requests in flight, the
+/// budget. A refusal is the status and the body to answer.
+fn judge(
+    raw: RawHead,
     routes: &Mutex<HashMap<String, Arc<Lease>>>,
-    exporter: Option<&Arc<OtelExporter>>,
-    limits: Limits,
-) {
-    let _ = conn.set_nodelay(true);
-    let raw = match read_head(&conn, Instant::now() + limits.head_deadline) {
-        Ok(h) => h,
-        Err((status, why)) => {
-            let body = json!({"error": {"message": format!("awf relay: {why}")}});
-            refuse(&conn, status, &body);
-            return;
-        }
-    };
-    let (lease, head) = match admit(raw, routes) {
-        Ok(a) => a,
-        Err((status, body)) => {
-            refuse(&conn, status, &body);
-            return;
-        }
-    };
+) -> Result<Admitted, (u16, Value)> {
+    let (lease, head) = admit(raw, routes)?;
     let provider = lease.spec.provider;
     let path = head.rest.split('?').next().unwrap_or("").to_string();
     let wire = match routes::route(provider, &head.rest) {
@@ -570,14 +529,27 @@ fn serve(
                 json!({"type": "model.refused", "method": head.method, "path": path,
                               "reason": message}),
             );
-            refuse(
-                &conn,
+            return Err((
                 403,
-                &provider_error(provider, 403, "permission_error", &message),
-            );
-            return;
+                provider_error(provider, 403, "permission_error", &message),
+            ));
         }
     };
+    // Only this thread lets requests in, so the count cannot pass the cap between the
+    // check and the add.
+    if lease.active.load(Ordering::SeqCst) >= lease.per_route {
+        let message = format!(
+            "awf relay: the step already has {} model requests in flight; try again when \
+             one has ended",
+            lease.per_route
+        );
+        return Err((
+            429,
+            provider_error(provider, 429, "rate_limit_error", &message),
+        ));
+    }
+    lease.active.fetch_add(1, Ordering::SeqCst);
+    let slot = Slot(lease.clone());
     // Only model turns count and are seen.
     let claim = match wire {
         None => None,
@@ -594,16 +566,20 @@ fn serve(
                         _ => lease.spec.budget.tokens.unwrap_or(0),
                     }
                 );
-                refuse(
-                    &conn,
+                return Err((
                     400,
-                    &provider_error(lease.spec.provider, 400, "invalid_request_error", &message),
-                );
-                return;
+                    provider_error(provider, 400, "invalid_request_error", &message),
+                ));
             }
         },
     };
-    forward(conn, &lease, head, wire, claim, exporter);
+    Ok(Admitted {
+        lease,
+        head,
+        wire,
+        claim,
+        slot,
+    })
 }
 
 /// What a step's model requests came to, and what the requests in flight hold of its
@@ -1118,5 +1094,40 @@ mod tests {
         answered(lease, c, true, 1, 1);
         assert_eq!(lease.claim(100).err(), Some("requests"));
         assert_eq!(handle.stats().requests, 1);
+    }
+
+    #[test]
+    fn a_head_is_bounded_by_one_deadline_however_often_its_bytes_come() {
+        use std::io::{Read, Write};
+        let limits = Limits {
+            head_deadline: Duration::from_millis(400),
+            ..Limits::default()
+        };
+        let relay = Relay::start_with(None, limits).unwrap();
+        let mut conn = TcpStream::connect(relay.addr).unwrap();
+        let mut reading = conn.try_clone().unwrap();
+        // A byte every 50 ms: no single read ever waits long, the head never ends.
+        let dribble = std::thread::spawn(move || {
+            for b in b"GET /s/x/v1/models HTTP/1.1\r\nX-Pad: ".iter().cycle() {
+                if conn.write_all(&[*b]).is_err() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            false
+        });
+        reading
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut got = Vec::new();
+        let end = reading.read_to_end(&mut got);
+        let text = String::from_utf8_lossy(&got);
+        assert!(end.is_ok(), "{end:?} {text}");
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(text.contains("within 0.4 s"), "{text}");
+        assert!(
+            dribble.join().unwrap(),
+            "the relay kept reading the slow head"
+        );
     }
 }
