@@ -85,11 +85,16 @@ pub(super) fn run(
                             // The oldest waiting connection makes room for the newest.
                             let _ = waiting.remove(0).conn.shutdown(Shutdown::Both);
                         }
-                        waiting.push(Waiting {
+                        let w = Waiting {
                             conn,
                             head: Some(Vec::new()),
                             deadline: Instant::now() + limits.head_deadline,
-                        });
+                        };
+                        // An agent sends its head with the connection: read it now
+                        // rather than after another poll.
+                        if let Some(w) = step(w, true, &routes, &exporter, limits) {
+                            waiting.push(w);
+                        }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(_) => {

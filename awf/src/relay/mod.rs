@@ -703,6 +703,9 @@ fn forward(
             KeyHeader::Goog => builder.header("x-goog-api-key", key.as_str()),
         };
     }
+    // A body that came whole with its head goes up in one write with the head: the
+    // time to first byte of a small request is not spent on a second packet.
+    let came_whole = req.len <= req.early.len() as u64;
     let mut body = UpstreamBody::new(
         std::mem::take(&mut req.early),
         &conn,
@@ -711,6 +714,10 @@ fn forward(
     );
     let outcome = if req.len == 0 {
         send(&agent, builder.body(()))
+    } else if came_whole {
+        let mut bytes = Vec::new();
+        let _ = body.read_to_end(&mut bytes);
+        send(&agent, builder.body(&bytes[..]))
     } else {
         send(&agent, builder.body(ureq::SendBody::from_reader(&mut body)))
     };
