@@ -10,10 +10,10 @@
 //! pair in the step's audit file, and counts toward the step's budget.
 //!
 //! A request is judged by its head before any of its body is read: a route no step has
-//! (404), a key that is not the step's placeholder (401) or a body over [`MAX_BODY`]
+//! (404), a key that is not the step's placeholder (401) or a body over 32 MiB
 //! (413) is answered at once and its body read and dropped, never held. A body let
 //! through streams upstream as the upstream reads it; the model it names is seen in
-//! passing ([`body`]).
+//! passing. One thread reads every head (`accept`); only a request let through gets one.
 
 mod accept;
 mod body;
