@@ -432,3 +432,484 @@ fn relay_false_hands_the_cli_the_key_itself_with_a_warning() {
     assert!(run.state("work")["model"].is_null());
     assert!(!run.audit.iter().any(|r| r["type"] == "model.request"));
 }
+
+/// An `awf run` whose one agent step holds its route through the relay open: the step's
+/// "CLI" is a script that notes the base URL and placeholder key it is given, then waits
+/// until the test is done with the route. The test then speaks to the relay itself, as a
+/// hostile or a busy agent would, while awf (the process hosting the relay) runs.
+struct HeldStep {
+    child: std::process::Child,
+    step: Step,
+    base_url: String,
+    key: String,
+}
+
+impl HeldStep {
+    fn start(name: &str, upstream: &str, state_extra: &str) -> HeldStep {
+        use std::os::unix::fs::PermissionsExt;
+        let step = Step::new(name);
+        let notes = step.base.join("route");
+        let go = step.base.join("go");
+        let cli = step.base.join("held-cli.sh");
+        std::fs::write(
+            &cli,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n%s\\n' \"$ANTHROPIC_BASE_URL\" \"$ANTHROPIC_API_KEY\" > {notes}.tmp\n\
+                 mv {notes}.tmp {notes}\ni=0\n\
+                 while [ ! -e {go} ] && [ $i -lt 1800 ]; do sleep 0.1; i=$((i+1)); done\n",
+                notes = notes.display(),
+                go = go.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let options = json!({"api_key_env": "AWF_TEST_FAKE_KEY", "model": "claude-sonnet-4-5",
+                             "base_url": upstream, "command": cli});
+        let wf = step.base.join("wf.yaml");
+        std::fs::write(
+            &wf,
+            format!(
+                "name: relay-held\nstates:\n  initial: work\n  work:\n    type: agent\n    \
+                 provider: claude\n    prompt: hold the route\n    timeout: 300s\n    \
+                 options: {options}\n    mcp_proxy: {{enable: true}}\n    {state_extra}\n    on_success: done\n    \
+                 on_failure: done\n  done:\n    type: terminal\n    status: success\n"
+            ),
+        )
+        .unwrap();
+        let audit_dir = step.base.join("run-audit");
+        let child = std::process::Command::new(AWF)
+            .arg("run")
+            .arg(&wf)
+            .args(["--output", "json", "--audit-dir"])
+            .arg(&audit_dir)
+            .current_dir(&step.root)
+            .env("TMPDIR", fake_model::private_tmp(&audit_dir))
+            .env("HOME", &step.home)
+            .env("XDG_STATE_HOME", step.home.join(".local/state"))
+            .env("AWF_TEST_FAKE_KEY", KEY)
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("TRACEPARENT")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn awf run");
+        let mut held = HeldStep {
+            child,
+            step,
+            base_url: String::new(),
+            key: String::new(),
+        };
+        let started = std::time::Instant::now();
+        let text = loop {
+            if let Ok(t) = std::fs::read_to_string(&notes) {
+                break t;
+            }
+            if let Ok(Some(status)) = held.child.try_wait() {
+                panic!("awf run ended ({status}) before the step got its route");
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(120),
+                "the step never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut lines = text.lines();
+        held.base_url = lines.next().unwrap_or_default().to_string();
+        held.key = lines.next().unwrap_or_default().to_string();
+        assert!(
+            held.base_url.contains("/s/") && held.key.starts_with("awf-relay-"),
+            "{text}"
+        );
+        held
+    }
+
+    /// `host:port` of the relay.
+    fn relay_addr(&self) -> String {
+        let rest = self.base_url.trim_start_matches("http://");
+        rest.split('/').next().unwrap().to_string()
+    }
+
+    /// A field of /proc/<awf>/status, in its unit (kB for memory).
+    fn proc_status(&self, field: &str) -> u64 {
+        proc_status(self.child.id(), field)
+    }
+
+    /// Lets the step end; returns awf's audit records.
+    fn finish(mut self) -> Vec<Value> {
+        std::fs::write(self.step.base.join("go"), "").unwrap();
+        let out = std::mem::replace(
+            &mut self.child,
+            std::process::Command::new("true").spawn().unwrap(),
+        )
+        .wait_with_output()
+        .unwrap();
+        let _ = self.child.wait();
+        assert!(
+            !out.stdout.is_empty(),
+            "awf run printed nothing\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut audit = Vec::new();
+        for e in std::fs::read_dir(self.step.base.join("run-audit"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            audit.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()));
+        }
+        audit
+    }
+}
+
+impl Drop for HeldStep {
+    fn drop(&mut self) {
+        // A failed test still lets the step end, so awf and its CLI do not outlive it.
+        let _ = std::fs::write(self.step.base.join("go"), "");
+        let _ = self.child.wait();
+    }
+}
+
+fn proc_status(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// What the relay answered one request: its status and body (empty when it answered none).
+struct Answer {
+    status: u16,
+    body: String,
+}
+
+/// Sends a request with a body of `len` bytes (`body`, then spaces) and reads the answer
+/// at the same time, so an answer that comes before the body is all sent is seen.
+fn send(addr: &str, target: &str, key: &str, body: &[u8], len: usize) -> Answer {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    let mut reading = conn.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let _ = reading.read_to_end(&mut got);
+        got
+    });
+    let head = format!(
+        "POST {target} HTTP/1.1\r\nHost: {addr}\r\nx-api-key: {key}\r\n\
+         anthropic-version: 2023-06-01\r\ncontent-type: application/json\r\n\
+         Content-Length: {len}\r\n\r\n"
+    );
+    let _ = conn.write_all(head.as_bytes()).and_then(|_| {
+        conn.write_all(&body[..body.len().min(len)])?;
+        let pad = vec![b' '; 1 << 20];
+        let mut left = len.saturating_sub(body.len());
+        while left > 0 {
+            let n = left.min(pad.len());
+            conn.write_all(&pad[..n])?;
+            left -= n;
+        }
+        Ok(())
+    });
+    let got = reader.join().unwrap();
+    let text = String::from_utf8_lossy(&got).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Answer { status, body }
+}
+
+/// The path of a step's route (`/s/<id>`) in its base URL.
+fn route_of(base_url: &str) -> String {
+    let rest = base_url.trim_start_matches("http://");
+    rest[rest.find('/').unwrap()..].to_string()
+}
+
+const MIB: usize = 1 << 20;
+
+#[test]
+fn unknown_routes_and_wrong_keys_are_refused_from_the_head_without_holding_their_bodies() {
+    let fake = FakeModel::start(Script::new());
+    let held = HeldStep::start("relay-flood", &fake.base_url(), "");
+    let addr = held.relay_addr();
+    let route = route_of(&held.base_url);
+    let before = held.proc_status("VmHWM");
+    // 8 agents at once, each sending 60 MiB: 4 to a route no step has, 4 with a wrong key.
+    let clients: Vec<_> = (0..8)
+        .map(|i| {
+            let addr = addr.clone();
+            let target = if i % 2 == 0 {
+                "/s/0123456789abcdef0123456789abcdef/v1/messages".to_string()
+            } else {
+                format!("{route}/v1/messages")
+            };
+            std::thread::spawn(move || {
+                let a = send(
+                    &addr,
+                    &target,
+                    "awf-relay-wrong",
+                    b"{\"model\":\"m\"}",
+                    60 * MIB,
+                );
+                (i, a)
+            })
+        })
+        .collect();
+    for c in clients {
+        let (i, a) = c.join().unwrap();
+        let want = if i % 2 == 0 { 404 } else { 401 };
+        assert_eq!(a.status, want, "client {i}: {}", a.body);
+        if want == 401 {
+            let e: Value = serde_json::from_str(&a.body).unwrap();
+            assert_eq!(e["error"]["type"], "authentication_error", "{e}");
+        }
+    }
+    let flood_growth = held.proc_status("VmHWM").saturating_sub(before);
+    eprintln!("peak memory growth under the flood: {flood_growth} kB");
+    assert!(
+        flood_growth < 48 * 1024,
+        "8 refused 60 MiB requests grew awf's peak memory by {flood_growth} kB"
+    );
+
+    // A body over what a model endpoint takes is refused from its Content-Length.
+    let over = send(
+        &addr,
+        &format!("{route}/v1/messages"),
+        &held.key,
+        b"{}",
+        40 * MIB,
+    );
+    assert_eq!(over.status, 413, "{}", over.body);
+    assert!(over.body.contains("32 MiB"), "{}", over.body);
+
+    // A big legitimate body streams through: the model gets it whole, awf does not hold it.
+    let before = held.proc_status("VmHWM");
+    let body = br#"{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
+    let big = send(
+        &addr,
+        &format!("{route}/v1/messages"),
+        &held.key,
+        body,
+        24 * MIB,
+    );
+    assert_eq!(big.status, 200, "{}", big.body);
+    let stream_growth = held.proc_status("VmHWM").saturating_sub(before);
+    let audit = held.finish();
+    eprintln!("peak memory growth through a streamed 24 MiB body: {stream_growth} kB");
+    assert!(
+        stream_growth < 16 * 1024,
+        "a 24 MiB request grew awf's peak memory by {stream_growth} kB"
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1, "{}", fake.describe());
+    let request = audit
+        .iter()
+        .find(|r| r["type"] == "model.request")
+        .expect("a model.request record");
+    assert_eq!(request["request_bytes"], 24 * MIB as u64, "{request}");
+    assert_eq!(request["model"], "claude-sonnet-4-5", "{request}");
+}
+
+/// A slow way to the test model: each connection is passed on after `delay`, so requests
+/// the relay lets through are all in flight together. Returns its base URL.
+fn slow_front(model_port: u16, delay: std::time::Duration) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let Ok(model) = std::net::TcpStream::connect(("127.0.0.1", model_port)) else {
+                    return;
+                };
+                let (mut up_in, mut up_out) =
+                    (conn.try_clone().unwrap(), model.try_clone().unwrap());
+                let up = std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut up_in, &mut up_out);
+                });
+                let (mut down_in, mut down_out) = (model, conn);
+                let _ = std::io::copy(&mut down_in, &mut down_out);
+                let _ = down_out.shutdown(std::net::Shutdown::Both);
+                let _ = up.join();
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}
+
+#[test]
+fn a_request_budget_holds_however_many_requests_arrive_at_once() {
+    let fake = FakeModel::start(Script::new());
+    let upstream = slow_front(fake.port(), std::time::Duration::from_secs(1));
+    let held = HeldStep::start("relay-budget-race", &upstream, "budget: {requests: 3}");
+    let addr = held.relay_addr();
+    let target = format!("{}/v1/messages", route_of(&held.base_url));
+    let body = br#"{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
+    let clients: Vec<_> = (0..10)
+        .map(|_| {
+            let (addr, target, key) = (addr.clone(), target.clone(), held.key.clone());
+            std::thread::spawn(move || send(&addr, &target, &key, body, body.len()))
+        })
+        .collect();
+    let answers: Vec<Answer> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    held.finish();
+    let passed = answers.iter().filter(|a| a.status == 200).count();
+    let refused: Vec<&Answer> = answers.iter().filter(|a| a.status == 400).collect();
+    assert_eq!(fake.requests().len(), 3, "{}", fake.describe());
+    assert_eq!((passed, refused.len()), (3, 7));
+    for a in refused {
+        let e: Value = serde_json::from_str(&a.body).unwrap();
+        assert_eq!(e["type"], "error", "{e}");
+        assert_eq!(e["error"]["type"], "invalid_request_error", "{e}");
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("budget is spent (requests: 3)"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn with_a_budget_only_listed_paths_reach_the_model_and_without_one_unlisted_paths_are_audited() {
+    let fake = FakeModel::start(Script::new());
+    let held = HeldStep::start("relay-unlisted", &fake.base_url(), "budget: {requests: 1}");
+    let (addr, route) = (held.relay_addr(), route_of(&held.base_url));
+    let body = br#"{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
+    let ask = |path: &str| {
+        send(
+            &addr,
+            &format!("{route}{path}"),
+            &held.key,
+            body,
+            body.len(),
+        )
+    };
+    assert_eq!(ask("/v1/messages").status, 200);
+    assert_eq!(ask("/v1/messages").status, 400, "the budget is spent");
+    for path in [
+        "/v1/messages/batches",
+        "/v1/complete",
+        "/v1/files",
+        "/v2/anything",
+    ] {
+        let a = ask(path);
+        assert_eq!(a.status, 403, "{path}: {}", a.body);
+        let e: Value = serde_json::from_str(&a.body).unwrap();
+        let message = e["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("POST {path} is not a path")) && message.contains("budget"),
+            "{message}"
+        );
+    }
+    // Counting tokens costs nothing: it passes a spent budget.
+    assert_eq!(ask("/v1/messages/count_tokens").status, 200);
+    let audit = held.finish();
+    let reached: Vec<String> = fake.requests().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(reached, ["/v1/messages", "/v1/messages/count_tokens"]);
+    let refused: Vec<&Value> = audit
+        .iter()
+        .filter(|r| r["type"] == "model.refused")
+        .collect();
+    assert_eq!(refused.len(), 4, "{audit:#?}");
+    assert_eq!(refused[0]["path"], "/v1/messages/batches");
+
+    // No budget: an unlisted path passes, and the audit says so.
+    let fake = FakeModel::start(Script::new());
+    let held = HeldStep::start("relay-unlisted-free", &fake.base_url(), "");
+    let (addr, route) = (held.relay_addr(), route_of(&held.base_url));
+    let a = send(
+        &addr,
+        &format!("{route}/v1/complete"),
+        &held.key,
+        body,
+        body.len(),
+    );
+    assert_ne!(a.status, 403, "{}", a.body);
+    let audit = held.finish();
+    assert_eq!(fake.requests().len(), 1, "{}", fake.describe());
+    assert!(
+        audit
+            .iter()
+            .any(|r| r["type"] == "model.unlisted" && r["path"] == "/v1/complete"),
+        "{audit:#?}"
+    );
+}
+
+#[test]
+fn a_slow_head_is_closed_at_its_deadline_and_a_flood_of_connections_makes_no_threads() {
+    use std::io::{Read, Write};
+    let fake = FakeModel::start(Script::new());
+    let held = HeldStep::start("relay-slowloris", &fake.base_url(), "");
+    let addr = held.relay_addr();
+    let threads_before = held.proc_status("Threads");
+
+    // 1,100 connections that send nothing, all open at once.
+    let flood: Vec<std::net::TcpStream> = (0..1100)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    // Then a head sent one byte a second: the relay must close it (at its 10 s deadline for the
+    // whole head); the wait here is only there to end the test if it never does.
+    let slow = {
+        let addr = addr.clone();
+        std::thread::spawn(move || {
+            let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+            let mut reading = conn.try_clone().unwrap();
+            reading
+                .set_read_timeout(Some(std::time::Duration::from_secs(90)))
+                .unwrap();
+            let dribble = std::thread::spawn(move || {
+                for b in b"POST /s/0123/v1/messages HTTP/1.1\r\nHost: x\r\nX-Pad: "
+                    .iter()
+                    .cycle()
+                {
+                    if conn.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            });
+            let mut got = Vec::new();
+            let end = reading.read_to_end(&mut got);
+            drop(reading);
+            let _ = dribble.join();
+            (
+                end.map_err(|e| e.kind()),
+                String::from_utf8_lossy(&got).into_owned(),
+            )
+        })
+    };
+
+    // Meanwhile the step's own agent is still answered.
+    let body = br#"{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}"#;
+    let target = format!("{}/v1/messages", route_of(&held.base_url));
+    let answer = send(&addr, &target, &held.key, body, body.len());
+    let threads_during = held.proc_status("Threads");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(
+        threads_during < threads_before + 32 + 16,
+        "awf went from {threads_before} to {threads_during} threads under a flood of 1,100 connections"
+    );
+    drop(flood);
+
+    let (end, got) = slow.join().unwrap();
+    let closed = matches!(
+        end,
+        Ok(_) | Err(std::io::ErrorKind::ConnectionReset) | Err(std::io::ErrorKind::BrokenPipe)
+    );
+    assert!(
+        closed,
+        "the slow head was still open after 90 s: {end:?} {got}"
+    );
+    assert!(got.is_empty() || got.starts_with("HTTP/1.1 408"), "{got}");
+    held.finish();
+}

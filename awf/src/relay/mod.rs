@@ -8,26 +8,64 @@
 //! [`usage`] reads the model, the tokens and the finish reasons out of it: each request is
 //! a `chat <model>` span under the step's span and a `model.request` + `model.response`
 //! pair in the step's audit file, and counts toward the step's budget.
+//!
+//! A request is judged by its head before any of its body is read: a route no step has
+//! (404), a key that is not the step's placeholder (401) or a body over 32 MiB
+//! (413) is answered at once and its body read and dropped, never held. A body let
+//! through streams upstream as the upstream reads it; the model it names is seen in
+//! passing. One thread reads every head (`accept`); only a request let through gets one.
 
+mod accept;
+mod body;
+mod routes;
 pub mod usage;
 
 use crate::telemetry::audit::{AuditLog, now_rfc3339};
 use crate::telemetry::otel::{OtelExporter, parse_traceparent};
+use body::UpstreamBody;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{Span as _, SpanKind, Status as SpanStatus};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use usage::{UsageReader, Wire};
 
-/// The largest request head and body the relay takes (a model request with a long
-/// conversation is a few MiB).
+/// The largest request head the relay reads.
 const MAX_HEAD: usize = 64 * 1024;
-const MAX_BODY: usize = 64 * 1024 * 1024;
+/// The largest request body the relay passes on: the most the providers' model endpoints
+/// take (Anthropic's Messages API refuses a request over 32 MB; Gemini's and OpenAI's
+/// inline limits are lower), so a bigger body could only be refused upstream. The body
+/// streams through; this bounds what one request may send, not what the relay holds.
+const MAX_BODY: u64 = 32 * 1024 * 1024;
+/// How long a refused request's remaining bytes are read and dropped before the close.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// The relay's bounds on its clients.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// The time a connection has to send its whole request head.
+    head_deadline: Duration,
+    /// Connections waiting for their head (or answered, their rest being dropped) at
+    /// once: under the 1,024 descriptors a process commonly may open.
+    open: usize,
+    /// Requests in flight on one step's route: far more than an agent CLI runs at once
+    /// (its subagents included); each is a thread.
+    per_route: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            head_deadline: Duration::from_secs(10),
+            open: 512,
+            per_route: 32,
+        }
+    }
+}
 
 /// How a provider's API takes its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,13 +126,17 @@ struct Lease {
     /// Masks secrets in recorded content (awf's secret-looking variables, key shapes).
     masker: Option<crate::telemetry::audit::Masker>,
     audit: Option<AuditLog>,
-    stats: Mutex<ModelStats>,
+    books: Mutex<Books>,
     refused: AtomicBool,
+    /// Requests in flight on this route, each on its thread.
+    active: AtomicUsize,
+    per_route: usize,
 }
 
 /// The run's relay.
 pub struct Relay {
     addr: SocketAddr,
+    limits: Limits,
     leases: Arc<Mutex<HashMap<String, Arc<Lease>>>>,
 }
 
@@ -117,6 +159,10 @@ fn random_hex(bytes: usize) -> String {
 impl Relay {
     /// Listens on a free port of 127.0.0.1; `exporter` takes the chat spans.
     pub fn start(exporter: Option<Arc<OtelExporter>>) -> io::Result<Relay> {
+        Relay::start_with(exporter, Limits::default())
+    }
+
+    fn start_with(exporter: Option<Arc<OtelExporter>>, limits: Limits) -> io::Result<Relay> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let leases: Arc<Mutex<HashMap<String, Arc<Lease>>>> = Arc::default();
@@ -124,16 +170,12 @@ impl Relay {
         let exporter = Arc::new(exporter);
         std::thread::Builder::new()
             .name("awf-relay".into())
-            .spawn(move || {
-                for conn in listener.incoming() {
-                    let Ok(conn) = conn else { continue };
-                    let (routes, exporter) = (routes.clone(), exporter.clone());
-                    let _ = std::thread::Builder::new()
-                        .name("awf-relay-conn".into())
-                        .spawn(move || serve(conn, &routes, exporter.as_ref().as_ref()));
-                }
-            })?;
-        Ok(Relay { addr, leases })
+            .spawn(move || accept::run(listener, routes, exporter, limits))?;
+        Ok(Relay {
+            addr,
+            limits,
+            leases,
+        })
     }
 
     /// Opens a step's route.
@@ -155,8 +197,10 @@ impl Relay {
             masker,
             spec,
             audit,
-            stats: Mutex::new(ModelStats::default()),
+            books: Mutex::default(),
             refused: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            per_route: self.limits.per_route,
         });
         self.leases
             .lock()
@@ -183,7 +227,7 @@ impl LeaseHandle {
     }
 
     pub fn stats(&self) -> ModelStats {
-        self.lease.stats.lock().unwrap().clone()
+        self.lease.books.lock().unwrap().stats.clone()
     }
 }
 
@@ -193,109 +237,155 @@ impl Drop for LeaseHandle {
     }
 }
 
-/// One request from a CLI, read whole (a model request is one JSON body).
-struct Request {
+/// A request's head from a CLI, checked before any of its body is read.
+struct Head {
     method: String,
     /// The path after `/s/<id>`, with its query.
     rest: String,
+    /// Names lowercase.
     headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    /// The body's length (Content-Length; 0 without one).
+    len: u64,
+    /// The bytes of the body that came with the head.
+    early: Vec<u8>,
 }
 
-fn read_request(conn: &mut TcpStream) -> Result<(String, Request), (u16, String)> {
-    conn.set_read_timeout(Some(Duration::from_secs(60))).ok();
-    let mut buf = Vec::with_capacity(8192);
-    let mut chunk = [0u8; 8192];
-    let (head_len, method, path, headers) = loop {
-        let n = conn
-            .read(&mut chunk)
-            .map_err(|e| (400, format!("cannot read the request: {e}")))?;
-        if n == 0 {
-            return Err((400, "the connection ended inside the request head".into()));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let mut hs = [httparse::EMPTY_HEADER; 128];
-        let mut req = httparse::Request::new(&mut hs);
-        match req.parse(&buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let headers = req
-                    .headers
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.name.to_ascii_lowercase(),
-                            String::from_utf8_lossy(h.value).into_owned(),
-                        )
-                    })
-                    .collect::<Vec<_>>();
-                break (
-                    len,
-                    req.method.unwrap_or("GET").to_string(),
-                    req.path.unwrap_or("/").to_string(),
-                    headers,
-                );
-            }
-            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
-            Ok(httparse::Status::Partial) => {
-                return Err((431, "the request head is too large".into()));
-            }
-            Err(e) => return Err((400, format!("not an HTTP request: {e}"))),
-        }
-    };
-    let header = |name: &str| {
-        headers
+impl Head {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
-    };
-    if header("transfer-encoding").is_some() {
-        return Err((411, "send the request with a Content-Length".into()));
     }
-    let len: usize = header("content-length")
-        .map(|v| {
-            v.trim()
-                .parse()
-                .map_err(|_| (400, "a bad Content-Length".to_string()))
-        })
-        .transpose()?
-        .unwrap_or(0);
-    if len > MAX_BODY {
-        return Err((
-            413,
-            format!("the request body is over {} MiB", MAX_BODY >> 20),
-        ));
-    }
-    let mut body = buf[head_len..].to_vec();
-    while body.len() < len {
-        let n = conn
-            .read(&mut chunk)
-            .map_err(|e| (400, format!("cannot read the request body: {e}")))?;
-        if n == 0 {
-            return Err((400, "the connection ended inside the request body".into()));
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    body.truncate(len);
-    let Some(after) = path.strip_prefix("/s/") else {
-        return Err((404, format!("{path} is not a step's route")));
-    };
-    let (id, rest) = after.split_at(after.find(['/', '?']).unwrap_or(after.len()));
-    Ok((
-        id.to_string(),
-        Request {
-            method,
-            rest: if rest.starts_with('/') || rest.is_empty() {
-                rest.to_string()
-            } else {
-                format!("/{rest}")
-            },
-            headers,
-            body,
-        },
-    ))
 }
 
-fn reply(conn: &mut TcpStream, status: u16, body: &Value) {
+/// A request head as it came, before it is checked.
+struct RawHead {
+    method: String,
+    target: String,
+    /// Names lowercase.
+    headers: Vec<(String, String)>,
+    /// The bytes of the body that came with the head.
+    early: Vec<u8>,
+}
+
+/// The head in `buf` once it is whole.
+fn parse_head(buf: &[u8]) -> Result<Option<RawHead>, (u16, String)> {
+    let mut hs = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut hs);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => {
+            let headers = req
+                .headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_ascii_lowercase(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
+                .collect();
+            Ok(Some(RawHead {
+                method: req.method.unwrap_or("GET").to_string(),
+                target: req.path.unwrap_or("/").to_string(),
+                headers,
+                early: buf[len..].to_vec(),
+            }))
+        }
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            Err((431, "the request has more than 128 header fields".into()))
+        }
+        Err(e) => Err((400, format!("not an HTTP request: {e}"))),
+    }
+}
+
+/// What the head says is let through: the step's lease and the request, or the answer
+/// that refuses it. Nothing of the body has been read yet.
+fn admit(
+    raw: RawHead,
+    routes: &Mutex<HashMap<String, Arc<Lease>>>,
+) -> Result<(Arc<Lease>, Head), (u16, Value)> {
+    let RawHead {
+        method,
+        target,
+        headers,
+        early,
+    } = raw;
+    let plain = |why: String| json!({"error": {"message": format!("awf relay: {why}")}});
+    let Some(after) = target.strip_prefix("/s/") else {
+        return Err((404, plain(format!("{target} is not a step's route"))));
+    };
+    let (id, rest) = after.split_at(after.find(['/', '?']).unwrap_or(after.len()));
+    let Some(lease) = routes.lock().unwrap().get(id).cloned() else {
+        return Err((
+            404,
+            plain("no step has this route (the step ended?)".into()),
+        ));
+    };
+    let mut head = Head {
+        method,
+        rest: if rest.starts_with('/') || rest.is_empty() {
+            rest.to_string()
+        } else {
+            format!("/{rest}")
+        },
+        headers,
+        len: 0,
+        early,
+    };
+    let provider = lease.spec.provider;
+    let refuse = |status: u16, kind: &str, why: String| {
+        (
+            status,
+            provider_error(provider, status, kind, &format!("awf relay: {why}")),
+        )
+    };
+    if let Some(p) = &lease.placeholder
+        && !sent_key(&head).is_some_and(|k| same(&k, p))
+    {
+        return Err(refuse(
+            401,
+            "authentication_error",
+            "this key is not the step's; the relay takes only the key awf gave the step".into(),
+        ));
+    }
+    if head.header("transfer-encoding").is_some() {
+        return Err(refuse(
+            411,
+            "invalid_request_error",
+            "send the request with a Content-Length".into(),
+        ));
+    }
+    head.len = match head
+        .header("content-length")
+        .map(|v| v.trim().parse::<u64>())
+    {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => {
+            return Err(refuse(
+                400,
+                "invalid_request_error",
+                "a bad Content-Length".into(),
+            ));
+        }
+    };
+    if head.len > MAX_BODY {
+        return Err(refuse(
+            413,
+            "request_too_large",
+            format!(
+                "the request body is {} bytes, over the {} MiB a model request may be",
+                head.len,
+                MAX_BODY >> 20
+            ),
+        ));
+    }
+    Ok((lease, head))
+}
+
+fn reply(mut conn: &TcpStream, status: u16, body: &Value) {
     let text = body.to_string();
     let _ = write!(
         conn,
@@ -310,10 +400,13 @@ fn reason(status: u16) -> &'static str {
         200 => "OK",
         400 => "Bad Request",
         401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
+        408 => "Request Timeout",
         411 => "Length Required",
         413 => "Payload Too Large",
         429 => "Too Many Requests",
+        503 => "Service Unavailable",
         431 => "Request Header Fields Too Large",
         502 => "Bad Gateway",
         _ => "",
@@ -339,13 +432,8 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 /// The key the CLI sent, in whichever form its provider takes.
-fn sent_key(req: &Request) -> Option<String> {
-    let header = |name: &str| {
-        req.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.trim().to_string())
-    };
+fn sent_key(req: &Head) -> Option<String> {
+    let header = |name: &str| req.header(name).map(|v| v.trim().to_string());
     header("x-api-key")
         .or_else(|| {
             header("authorization").and_then(|v| v.strip_prefix("Bearer ").map(String::from))
@@ -392,139 +480,201 @@ const DROPPED: &[&str] = &[
 ];
 const KEY_HEADERS: &[&str] = &["x-api-key", "authorization", "x-goog-api-key"];
 
-fn serve(
-    mut conn: TcpStream,
-    routes: &Mutex<HashMap<String, Arc<Lease>>>,
-    exporter: Option<&Arc<OtelExporter>>,
-) {
-    let _ = conn.set_nodelay(true);
-    let (id, req) = match read_request(&mut conn) {
-        Ok(r) => r,
-        Err((status, why)) => {
-            reply(
-                &mut conn,
-                status,
-                &json!({"error": {"message": format!("awf relay: {why}")}}),
-            );
-            return;
-        }
-    };
-    let Some(lease) = routes.lock().unwrap().get(&id).cloned() else {
-        reply(
-            &mut conn,
-            404,
-            &json!({"error": {"message": "awf relay: no step has this route (the step ended?)"}}),
-        );
-        return;
-    };
-    let provider = lease.spec.provider;
-    if let Some(p) = &lease.placeholder
-        && !sent_key(&req).is_some_and(|k| same(&k, p))
-    {
-        reply(
-            &mut conn,
-            401,
-            &provider_error(
-                provider,
-                401,
-                "authentication_error",
-                "awf relay: this key is not the step's; the relay takes only the key awf gave the step",
-            ),
-        );
-        return;
-    }
-    let (wire, model) = match usage::classify(&req.rest, &req.body) {
-        Some((w, m)) => (Some(w), m),
-        None => (None, None),
-    };
-    // Only model turns count and are seen; a token count or a model list passes quietly.
-    if wire.is_some()
-        && let Some(limit) = over_budget(&lease)
-    {
-        lease.refused.store(true, Ordering::SeqCst);
-        lease.stats.lock().unwrap().budget_exhausted = Some(limit);
-        let message = format!(
-            "awf: the step's model budget is spent ({limit}: {}); no further request is sent",
-            match limit {
-                "requests" => lease.spec.budget.requests.unwrap_or(0),
-                _ => lease.spec.budget.tokens.unwrap_or(0),
-            }
-        );
-        reply(
-            &mut conn,
-            400,
-            &provider_error(provider, 400, "invalid_request_error", &message),
-        );
-        return;
-    }
-    forward(conn, &lease, req, wire, model, exporter);
+/// A request let through by its head, with what it holds: its claim on the budget and
+/// its place among the route's requests in flight.
+struct Admitted {
+    lease: Arc<Lease>,
+    head: Head,
+    wire: Option<(Wire, Option<String>)>,
+    claim: Option<Claim>,
+    slot: Slot,
 }
 
-fn over_budget(lease: &Lease) -> Option<&'static str> {
-    let s = lease.stats.lock().unwrap();
-    let b = lease.spec.budget;
-    if b.requests.is_some_and(|n| s.requests >= n) {
-        return Some("requests");
+/// A place among a route's requests in flight, given back when dropped.
+struct Slot(Arc<Lease>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
-    if b.tokens
-        .is_some_and(|n| s.input_tokens + s.output_tokens >= n)
-    {
-        return Some("tokens");
+}
+
+/// Everything the relay decides from a request's head, before any of its body is read:
+/// the route, the key, the size, the path's cost, the route's requests in flight, the
+/// budget. A refusal is the status and the body to answer.
+fn judge(
+    raw: RawHead,
+    routes: &Mutex<HashMap<String, Arc<Lease>>>,
+) -> Result<Admitted, (u16, Value)> {
+    let (lease, head) = admit(raw, routes)?;
+    let provider = lease.spec.provider;
+    let path = head.rest.split('?').next().unwrap_or("").to_string();
+    let wire = match routes::route(provider, &head.rest) {
+        routes::Route::Billable(w, m) => Some((w, m)),
+        // A token count or a model list passes quietly.
+        routes::Route::Free => None,
+        routes::Route::Unlisted if lease.spec.budget == Budget::default() => {
+            lease.note(json!({"type": "model.unlisted", "method": head.method, "path": path}));
+            None
+        }
+        routes::Route::Unlisted => {
+            let (billable, free) = routes::listed(provider);
+            let message = format!(
+                "awf relay: {} {path} is not a path whose cost the relay can count, so with \
+                 a model budget set it is not sent; the step's budget lets through model \
+                 turns ({billable}) and free calls ({free})",
+                head.method
+            );
+            lease.note(
+                json!({"type": "model.refused", "method": head.method, "path": path,
+                              "reason": message}),
+            );
+            return Err((
+                403,
+                provider_error(provider, 403, "permission_error", &message),
+            ));
+        }
+    };
+    // Only this thread lets requests in, so the count cannot pass the cap between the
+    // check and the add.
+    if lease.active.load(Ordering::SeqCst) >= lease.per_route {
+        let message = format!(
+            "awf relay: the step already has {} model requests in flight; try again when \
+             one has ended",
+            lease.per_route
+        );
+        return Err((
+            429,
+            provider_error(provider, 429, "rate_limit_error", &message),
+        ));
     }
-    None
+    lease.active.fetch_add(1, Ordering::SeqCst);
+    let slot = Slot(lease.clone());
+    // Only model turns count and are seen.
+    let claim = match wire {
+        None => None,
+        Some(_) => match lease.claim(head.len) {
+            Ok(c) => Some(c),
+            Err(limit) => {
+                lease.refused.store(true, Ordering::SeqCst);
+                lease.books.lock().unwrap().stats.budget_exhausted = Some(limit);
+                let message = format!(
+                    "awf: the step's model budget is spent ({limit}: {}); no further request \
+                     is sent",
+                    match limit {
+                        "requests" => lease.spec.budget.requests.unwrap_or(0),
+                        _ => lease.spec.budget.tokens.unwrap_or(0),
+                    }
+                );
+                return Err((
+                    400,
+                    provider_error(provider, 400, "invalid_request_error", &message),
+                ));
+            }
+        },
+    };
+    Ok(Admitted {
+        lease,
+        head,
+        wire,
+        claim,
+        slot,
+    })
+}
+
+/// What a step's model requests came to, and what the requests in flight hold of its
+/// budget: one budget check and one claim under one lock, so however many requests
+/// arrive at once, no more pass than the budget allows.
+#[derive(Default)]
+struct Books {
+    stats: ModelStats,
+    /// Model requests let through: those answered and those in flight.
+    admitted: u64,
+    /// The token estimates of the requests in flight.
+    held_tokens: u64,
+}
+
+/// A model request's claim on the step's budget, taken when its head is let through: a
+/// request, and an estimate of its tokens that its answer's own figure replaces.
+struct Claim {
+    tokens: u64,
+}
+
+/// A request's tokens until its answer tells: its input at 4 bytes a token (the usual
+/// rule of thumb for text and code; the JSON around a conversation makes it an
+/// overestimate, which errs toward refusing), at least one. Its output cannot be known
+/// before it is written, so the last request let through may go over a token budget, by
+/// its own answer only.
+fn token_estimate(body_len: u64) -> u64 {
+    body_len.div_ceil(4).max(1)
+}
+
+impl Lease {
+    /// Appends a record about this step's model traffic to its audit, when it has one.
+    fn note(&self, mut record: Value) {
+        if let Some(a) = &self.audit {
+            record["ts"] = json!(now_rfc3339());
+            record["provider"] = json!(self.spec.provider);
+            let _ = a.append(&record);
+        }
+    }
+
+    /// Takes a claim for a model request with a body of `body_len` bytes, or names the
+    /// limit it would pass: a request is let through while the requests admitted are
+    /// under `requests`, and the tokens used and held under `tokens`.
+    fn claim(&self, body_len: u64) -> Result<Claim, &'static str> {
+        let mut b = self.books.lock().unwrap();
+        let budget = self.spec.budget;
+        if budget.requests.is_some_and(|n| b.admitted >= n) {
+            return Err("requests");
+        }
+        let used = b.stats.input_tokens + b.stats.output_tokens;
+        if budget.tokens.is_some_and(|n| used + b.held_tokens >= n) {
+            return Err("tokens");
+        }
+        let tokens = token_estimate(body_len);
+        b.admitted += 1;
+        b.held_tokens += tokens;
+        Ok(Claim { tokens })
+    }
 }
 
 fn forward(
-    mut conn: TcpStream,
+    conn: TcpStream,
     lease: &Lease,
-    req: Request,
-    wire: Option<Wire>,
-    model: Option<String>,
+    mut req: Head,
+    wire: Option<(Wire, Option<String>)>,
+    claim: Option<Claim>,
     exporter: Option<&Arc<OtelExporter>>,
 ) {
     let url = format!("{}{}", lease.spec.upstream, upstream_path(&req.rest));
     let started = Instant::now();
     let provider = lease.spec.provider;
     let (host, port) = server_of(&lease.spec.upstream);
+    let (wire, path_model) = match wire {
+        Some((w, m)) => (Some(w), m),
+        None => (None, None),
+    };
+    // The span starts with the request; the model it names is known once its body is
+    // sent (the body streams upstream, so it is read only as the upstream takes it).
     let mut span = wire.and(exporter).map(|e| {
         let parent = lease
             .spec
             .traceparent
             .as_deref()
             .and_then(parse_traceparent);
-        let mut attrs = vec![
-            KeyValue::new("gen_ai.operation.name", "chat"),
-            KeyValue::new("gen_ai.provider.name", provider),
-            KeyValue::new("server.address", host.clone()),
-            KeyValue::new("server.port", i64::from(port)),
-        ];
-        if let Some(m) = &model {
-            attrs.push(KeyValue::new("gen_ai.request.model", m.clone()));
-        }
-        if let Some(masker) = &lease.masker {
-            attrs.push(KeyValue::new(
-                "gen_ai.input.messages",
-                masker.mask_text(&cut(&String::from_utf8_lossy(&req.body))),
-            ));
-        }
         e.start_span(
-            format!("chat {}", model.as_deref().unwrap_or(""))
-                .trim_end()
-                .to_string(),
+            "chat".to_string(),
             SpanKind::Client,
             parent.as_ref(),
-            attrs,
+            vec![
+                KeyValue::new("gen_ai.operation.name", "chat"),
+                KeyValue::new("gen_ai.provider.name", provider),
+                KeyValue::new("server.address", host.clone()),
+                KeyValue::new("server.port", i64::from(port)),
+            ],
         )
     });
-    if wire.is_some()
-        && let Some(a) = &lease.audit
-    {
-        let _ = a.append(&json!({
-            "ts": now_rfc3339(), "type": "model.request", "provider": provider,
-            "model": model, "server": host, "path": req.rest.split('?').next().unwrap_or(""),
-            "request_bytes": req.body.len(),
-        }));
-    }
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
@@ -543,6 +693,9 @@ fn forward(
         }
         builder = builder.header(k.as_str(), v.as_str());
     }
+    if req.header("content-length").is_some() {
+        builder = builder.header("content-length", req.len.to_string());
+    }
     if let Some((how, key)) = &lease.spec.key {
         builder = match how {
             KeyHeader::XApiKey => builder.header("x-api-key", key.as_str()),
@@ -550,29 +703,76 @@ fn forward(
             KeyHeader::Goog => builder.header("x-goog-api-key", key.as_str()),
         };
     }
-    let outcome = builder
-        .body(req.body)
-        .map_err(|e| e.to_string())
-        .and_then(|r| agent.run(r).map_err(|e| e.to_string()));
+    // A body that came whole with its head goes up in one write with the head: the
+    // time to first byte of a small request is not spent on a second packet.
+    let came_whole = req.len <= req.early.len() as u64;
+    let mut body = UpstreamBody::new(
+        std::mem::take(&mut req.early),
+        &conn,
+        req.len,
+        lease.masker.as_ref().map(|_| CONTENT_BYTES),
+    );
+    let outcome = if req.len == 0 {
+        send(&agent, builder.body(()))
+    } else if came_whole {
+        let mut bytes = Vec::new();
+        let _ = body.read_to_end(&mut bytes);
+        send(&agent, builder.body(&bytes[..]))
+    } else {
+        send(&agent, builder.body(ureq::SendBody::from_reader(&mut body)))
+    };
+    let sent = body.complete();
+    let request_bytes = body.sent;
+    let broken = body.broken.take();
+    let prefix = body.prefix.take();
+    let scanned = std::mem::take(&mut body.scan).model();
+    let model = wire.and_then(|w| usage::requested_model(w, path_model, scanned));
+    if let Some(span) = span.as_mut() {
+        if let Some(m) = &model {
+            span.update_name(format!("chat {m}"));
+            span.set_attribute(KeyValue::new("gen_ai.request.model", m.clone()));
+        }
+        if let (Some(masker), Some(p)) = (&lease.masker, &prefix) {
+            span.set_attribute(KeyValue::new(
+                "gen_ai.input.messages",
+                masker.mask_text(&cut(&String::from_utf8_lossy(p))),
+            ));
+        }
+    }
+    if wire.is_some()
+        && let Some(a) = &lease.audit
+    {
+        let _ = a.append(&json!({
+            "ts": now_rfc3339(), "type": "model.request", "provider": provider,
+            "model": model, "server": host, "path": req.rest.split('?').next().unwrap_or(""),
+            "request_bytes": request_bytes,
+        }));
+    }
+    let turn = Turn {
+        wire,
+        sent,
+        claim,
+        started,
+    };
     let resp = match outcome {
+        Ok(r) if sent => r,
+        Ok(_) | Err(_) if broken.is_some() => {
+            // The agent is gone before its request was whole: no answer to give, and no
+            // model turn happened.
+            let _ = conn.shutdown(Shutdown::Both);
+            finish(lease, span, &turn, None, 400, None, broken.as_deref());
+            return;
+        }
         Ok(r) => r,
         Err(e) => {
             let message = format!("awf relay: cannot reach {url}: {e}");
             reply(
-                &mut conn,
+                &conn,
                 502,
                 &provider_error(provider, 502, "api_error", &message),
             );
-            finish(
-                lease,
-                span.take(),
-                wire,
-                None,
-                502,
-                started,
-                None,
-                Some(&message),
-            );
+            let _ = conn.shutdown(Shutdown::Both);
+            finish(lease, span, &turn, None, 502, None, Some(&message));
             return;
         }
     };
@@ -602,7 +802,8 @@ fn forward(
     let mut content = lease.masker.as_ref().map(|_| Vec::new());
     let mut first_byte = None;
     let mut failed = None;
-    if conn.write_all(head.as_bytes()).is_ok() {
+    let mut out = &conn;
+    if out.write_all(head.as_bytes()).is_ok() {
         let mut body = resp.into_body().into_reader();
         let mut buf = vec![0u8; 16 * 1024];
         loop {
@@ -617,7 +818,7 @@ fn forward(
                         let room = CONTENT_BYTES.saturating_sub(c.len());
                         c.extend_from_slice(&buf[..n.min(room)]);
                     }
-                    if conn.write_all(&buf[..n]).is_err() {
+                    if out.write_all(&buf[..n]).is_err() {
                         failed = Some("the agent closed the connection".to_string());
                         break;
                     }
@@ -641,13 +842,21 @@ fn forward(
     finish(
         lease,
         span,
-        wire,
+        &turn,
         used,
         status,
-        started,
         first_byte,
         failed.as_deref(),
     );
+}
+
+fn send(
+    agent: &ureq::Agent,
+    request: Result<ureq::http::Request<impl ureq::AsSendBody>, ureq::http::Error>,
+) -> Result<ureq::http::Response<ureq::Body>, String> {
+    agent
+        .run(request.map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())
 }
 
 /// The certificates HTTPS endpoints are checked against: those of `SSL_CERT_FILE` when it
@@ -706,26 +915,42 @@ fn server_of(base: &str) -> (String, u16) {
     }
 }
 
+/// One request on its way: what it speaks, and whether the upstream got it whole.
+struct Turn {
+    wire: Option<Wire>,
+    /// The whole body went upstream: a model turn happened (or was refused by the model).
+    sent: bool,
+    claim: Option<Claim>,
+    started: Instant,
+}
+
 /// Records one model turn: the step's counts, its span, its audit record.
-#[allow(clippy::too_many_arguments)]
 fn finish(
     lease: &Lease,
     span: Option<opentelemetry_sdk::trace::Span>,
-    wire: Option<Wire>,
+    turn: &Turn,
     used: Option<usage::Usage>,
     status: u16,
-    started: Instant,
     first_byte: Option<Duration>,
     failed: Option<&str>,
 ) {
-    if wire.is_none() {
+    if turn.wire.is_none() {
         return;
     }
-    let elapsed = started.elapsed();
+    let elapsed = turn.started.elapsed();
     let u = used.unwrap_or_default();
     {
-        let mut s = lease.stats.lock().unwrap();
-        s.requests += 1;
+        let mut b = lease.books.lock().unwrap();
+        // The answer's figures replace the estimate; a request the upstream never got
+        // whole gives its claim back.
+        if let Some(c) = &turn.claim {
+            b.held_tokens -= c.tokens;
+            if !turn.sent {
+                b.admitted -= 1;
+            }
+        }
+        let s = &mut b.stats;
+        s.requests += u64::from(turn.sent);
         s.input_tokens += u.input_tokens.unwrap_or(0);
         s.output_tokens += u.output_tokens.unwrap_or(0);
         s.cache_read_tokens += u.cache_read_tokens.unwrap_or(0);
@@ -803,5 +1028,113 @@ fn finish(
             "time_to_first_byte_ms": first_byte.map(|t| (t.as_secs_f64() * 1e6).round() / 1000.0),
             "error": failed,
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease_with(budget: Budget) -> (Relay, LeaseHandle) {
+        let relay = Relay::start(None).unwrap();
+        let lease = relay
+            .lease(LeaseSpec {
+                upstream: "http://127.0.0.1:9".into(),
+                key: None,
+                provider: "anthropic",
+                traceparent: None,
+                audit: None,
+                budget,
+                model_content: false,
+            })
+            .unwrap();
+        (relay, lease)
+    }
+
+    fn answered(lease: &Lease, claim: Claim, sent: bool, input: u64, output: u64) {
+        let turn = Turn {
+            wire: Some(Wire::AnthropicMessages),
+            sent,
+            claim: Some(claim),
+            started: Instant::now(),
+        };
+        let used = usage::Usage {
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            ..Default::default()
+        };
+        finish(lease, None, &turn, Some(used), 200, None, None);
+    }
+
+    #[test]
+    fn a_token_claim_holds_its_estimate_until_the_answer_tells_the_real_figure() {
+        let (_relay, handle) = lease_with(Budget {
+            requests: None,
+            tokens: Some(1000),
+        });
+        let lease = &handle.lease;
+        // 4 bytes a token: a 2,000-byte body holds 500, two of them the whole budget.
+        let first = lease.claim(2000).unwrap();
+        let second = lease.claim(2000).unwrap();
+        assert_eq!(lease.claim(10).err(), Some("tokens"));
+        // The answers say far fewer: the estimates go back, the real figures count.
+        answered(lease, first, true, 30, 10);
+        answered(lease, second, true, 50, 10);
+        assert_eq!(
+            handle.stats().input_tokens + handle.stats().output_tokens,
+            100
+        );
+        assert!(lease.claim(10).is_ok());
+    }
+
+    #[test]
+    fn a_request_the_upstream_never_got_whole_gives_its_claim_back() {
+        let (_relay, handle) = lease_with(Budget {
+            requests: Some(1),
+            tokens: None,
+        });
+        let lease = &handle.lease;
+        let c = lease.claim(100).unwrap();
+        assert_eq!(lease.claim(100).err(), Some("requests"));
+        answered(lease, c, false, 0, 0);
+        let c = lease.claim(100).unwrap();
+        answered(lease, c, true, 1, 1);
+        assert_eq!(lease.claim(100).err(), Some("requests"));
+        assert_eq!(handle.stats().requests, 1);
+    }
+
+    #[test]
+    fn a_head_is_bounded_by_one_deadline_however_often_its_bytes_come() {
+        use std::io::{Read, Write};
+        let limits = Limits {
+            head_deadline: Duration::from_millis(400),
+            ..Limits::default()
+        };
+        let relay = Relay::start_with(None, limits).unwrap();
+        let mut conn = TcpStream::connect(relay.addr).unwrap();
+        let mut reading = conn.try_clone().unwrap();
+        // A byte every 50 ms: no single read ever waits long, the head never ends.
+        let dribble = std::thread::spawn(move || {
+            for b in b"GET /s/x/v1/models HTTP/1.1\r\nX-Pad: ".iter().cycle() {
+                if conn.write_all(&[*b]).is_err() {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            false
+        });
+        reading
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut got = Vec::new();
+        let end = reading.read_to_end(&mut got);
+        let text = String::from_utf8_lossy(&got);
+        assert!(end.is_ok(), "{end:?} {text}");
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(text.contains("within 0.4 s"), "{text}");
+        assert!(
+            dribble.join().unwrap(),
+            "the relay kept reading the slow head"
+        );
     }
 }
