@@ -973,3 +973,42 @@ fn plugin_results_are_bounded_with_a_note_like_the_builtins() {
     assert_eq!(answer["result"]["structuredContent"]["blob"], "yyyyyyyyyy");
     server.finish_in_process();
 }
+
+/// A plugin reaches no unix socket of the host's (as Bash cannot): a server the test starts
+/// on a pathname socket outside every path (as docker.sock lies) is refused with
+/// *Permission denied*, while the plugin's own socket serves and TCP goes on.
+#[test]
+fn a_plugin_reaches_no_host_unix_socket_and_tcp_goes_on() {
+    use std::io::{Read, Write};
+    let s = setup("unix");
+    let sock = s.base.join("daemon.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for mut c in listener.incoming().flatten() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = c.read(&mut [0u8; 256]);
+            let _ = c.write_all(b"HTTP/1.0 200 UNIX-REACHED\r\n\r\n");
+        }
+    });
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = tcp.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for mut c in tcp.incoming().flatten() {
+            let _ = c.read(&mut [0u8; 256]);
+            let _ = c.write_all(b"HTTP/1.0 200 TCP-REACHED\r\n\r\n");
+        }
+    });
+    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["connect"]}]));
+    let mut server = s.serve(&cfg, &[]);
+    let text = server.err("faulty_connect", json!({"path": sock}));
+    assert!(text.contains("Permission denied"), "{text}");
+    assert!(!text.contains("UNIX-REACHED"), "{text}");
+    let text = server.ok("faulty_connect", json!({"addr": addr}));
+    assert!(text.contains("TCP-REACHED"), "{text}");
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("net.connect denied (unix)"), "{stderr}");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+}

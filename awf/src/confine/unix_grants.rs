@@ -246,10 +246,14 @@ fn errno() -> i32 {
 /// Makes the connection the caller asked for, or refuses it; the errno to answer (0: done).
 fn decide(listener: RawFd, n: &Notif, grants: &[PathBuf], report: &Reporter) -> i32 {
     let started = Instant::now();
+    // The thread that made the call; its descriptors are its process's (thread group's).
     let pid = n.pid as libc::pid_t;
+    let Some(tgid) = thread_group(pid) else {
+        return libc::ESRCH;
+    };
     let (fd, addr_ptr, addr_len) = (n.args[0] as i32, n.args[1], n.args[2] as usize);
     // SAFETY: plain syscalls; descriptors received are owned at once.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) };
     if pidfd < 0 {
         return libc::ESRCH;
     }
@@ -400,6 +404,15 @@ fn decide(listener: RawFd, n: &Notif, grants: &[PathBuf], report: &Reporter) -> 
         duration: started.elapsed(),
     });
     e
+}
+
+/// The process (thread group) the thread `tid` belongs to.
+fn thread_group(tid: libc::pid_t) -> Option<libc::pid_t> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// `connect(sock, addr)`; the errno, or 0.
