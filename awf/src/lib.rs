@@ -13,8 +13,10 @@
 //! `workflow` is the domain of `awf run` (model, parse, checks; no printing, no process:
 //! installed plugins come through its `PluginCatalog` port, which `plugins::catalog`
 //! implements). `run` drives a workflow, using `providers` for agents and `proxy` for each
-//! step's tools; `private_files` holds the files only awf may use. `cli`, `validate` and
-//! `client` are the command-line front; only they and `run` (progress, summary) print.
+//! step's tools; `private_files` holds the files only awf may use, `session_dirs` the
+//! directories a session makes under the temp directory (and the sweep of those a killed
+//! session left). `cli`, `validate` and `client` are the command-line front; only they and
+//! `run` (progress, summary) print.
 
 pub mod builtins;
 pub mod child_env;
@@ -30,6 +32,7 @@ pub mod providers;
 pub mod proxy;
 pub mod relay;
 pub mod run;
+pub mod session_dirs;
 pub mod telemetry;
 pub mod terminal;
 pub mod tools;

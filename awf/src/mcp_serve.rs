@@ -289,6 +289,10 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
     let shutdown = Shutdown::new();
     let mut private_tmp = None;
     if cfg.intercept_builtins {
+        // What killed sessions left goes, while this one starts (once per process:
+        // in-process sessions share one; on a thread of its own, off the start's path).
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(confine::PrivateTmp::sweep_leftovers);
         let tmp = confine::PrivateTmp::create().map_err(|e| {
             AwfError::new(
                 codes::IO,

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// A test directory: `plugins/{notes,faulty}/{plugin.yaml,<exe>}` as a user installs them,
-/// `root/` (the workspace) and `tmp/` (the plugins' TMPDIR, where their sockets go).
+/// `root/` (the workspace) and `tmp` (the plugins' TMPDIR, where their sockets go).
 struct Setup {
     base: PathBuf,
     plugins: PathBuf,
@@ -33,7 +33,10 @@ fn setup(tag: &str) -> Setup {
         plugin_examples::install(name, &plugins);
     }
     let root = base.join("root");
-    let tmp = base.join("tmp");
+    // Short whatever the checkout's path: the socket directories awf names after its
+    // process must fit here with the SDK's socket path (else awf makes them under /tmp).
+    let tmp = Path::new("/tmp").join(format!("awf-pt-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&root).unwrap();
     std::fs::create_dir_all(&tmp).unwrap();
     std::fs::write(root.join("hello.txt"), "hello\n").unwrap();
@@ -42,6 +45,13 @@ fn setup(tag: &str) -> Setup {
         plugins,
         root,
         tmp,
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        // Outside the target's directory: not left behind.
+        let _ = std::fs::remove_dir_all(&self.tmp);
     }
 }
 

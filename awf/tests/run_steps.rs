@@ -396,3 +396,172 @@ states:
         assert_eq!(summary_state(&s, step)["output"], hostile, "{step}: {s:#}");
     }
 }
+
+/// A 1 MiB and a 200 KiB value (beyond Linux's 128 KiB for one environment string), with
+/// quotes, shell code and trailing newlines: what a step command must receive exactly.
+fn large_values() -> (String, String) {
+    let line = "a line with 'quotes', \"double\" ones, $(touch PWNED) and `touch PWNED`\n";
+    let big = line.repeat((1 << 20) / line.len() + 1) + "\n\n";
+    let mid = line.repeat((200 << 10) / line.len() + 1) + "\n";
+    (big, mid)
+}
+
+/// `s` as a YAML double-quoted scalar.
+fn yaml_quoted(s: &str) -> String {
+    format!(
+        "\"{}\"",
+        s.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    )
+}
+
+#[test]
+fn large_inputs_and_for_each_items_reach_step_commands_exactly() {
+    let dir = scratch("large-values");
+    let (big, mid) = large_values();
+    let wf = dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            r#"
+name: large-values
+inputs:
+  - name: big
+    default: {big}
+  - name: mid
+    default: {mid}
+states:
+  initial: inputs
+  inputs:
+    type: step
+    command: printf %s {{{{.inputs.big}}}} > big-bare && printf %s "{{{{.inputs.big}}}}" > big-double && printf %s '{{{{.inputs.mid}}}}' > mid-single
+    on_success: make
+  make:
+    type: step
+    command: |
+      a=$(head -c 1048576 /dev/zero | tr '\0' a); b=$(head -c 204800 /dev/zero | tr '\0' b)
+      printf '["%s $(touch PWNED)\\n\\n", "%s\\n"]' "$a" "$b"
+    on_success: each
+  each:
+    type: for_each
+    items: "{{{{.states.make.Output}}}}"
+    body: [keep]
+    on_complete: done
+  keep:
+    type: step
+    command: printf %s {{{{.loop.Item}}}} > item-{{{{.loop.Index}}}}
+    on_success: done
+  done:
+    type: terminal
+"#,
+            big = yaml_quoted(&big),
+            mid = yaml_quoted(&mid),
+        ),
+    )
+    .unwrap();
+    let out = awf_run(&dir, &wf, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    assert!(read("big-bare") == big, "{} bytes", read("big-bare").len());
+    assert!(read("big-double") == big);
+    assert!(read("mid-single") == mid);
+    let item0 = "a".repeat(1 << 20) + " $(touch PWNED)\n\n";
+    let item1 = "b".repeat(200 << 10) + "\n";
+    assert!(read("item-0") == item0, "{} bytes", read("item-0").len());
+    assert!(read("item-1") == item1, "{} bytes", read("item-1").len());
+    assert!(!dir.join("PWNED").exists());
+}
+
+#[test]
+fn a_prompt_too_long_for_an_argument_is_refused_naming_the_state_its_size_and_the_limit() {
+    let dir = scratch("large-prompt");
+    let (_, mid) = large_values();
+    let wf = dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            r#"
+name: large-prompt
+inputs:
+  - name: text
+    default: {mid}
+states:
+  initial: review
+  review:
+    type: agent
+    provider: claude
+    prompt: "Review this: {{{{.inputs.text}}}}"
+    options:
+      command: /bin/echo
+    on_success: done
+    on_failure: done
+  done:
+    type: terminal
+"#,
+            mid = yaml_quoted(&mid),
+        ),
+    )
+    .unwrap();
+    let out = awf_run(&dir, &wf, &[]);
+    let s = run_summary(&out);
+    let message = summary_state(&s, "review")["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let size = "Review this: ".len() + mid.len();
+    for part in [
+        "the prompt of state \"review\"".to_string(),
+        format!("{size} bytes"),
+        "131071 bytes (MAX_ARG_STRLEN)".to_string(),
+    ] {
+        assert!(message.contains(&part), "no {part:?} in {message:?}");
+    }
+}
+
+#[test]
+fn a_raw_value_too_long_for_the_command_is_refused_naming_the_step_its_size_and_the_limit() {
+    let dir = scratch("large-raw");
+    let wf = dir.join("wf.yaml");
+    let text = "x".repeat(200 << 10);
+    std::fs::write(
+        &wf,
+        format!(
+            r#"
+name: large-raw
+inputs:
+  - name: text
+    default: {text}
+states:
+  initial: paste
+  paste:
+    type: step
+    command: "echo {{{{.inputs.text | raw}}}} > /dev/null"
+    on_success: done
+    on_failure: done
+  done:
+    type: terminal
+"#
+        ),
+    )
+    .unwrap();
+    let out = awf_run(&dir, &wf, &[]);
+    let s = run_summary(&out);
+    let message = summary_state(&s, "paste")["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let size = "echo  > /dev/null".len() + text.len();
+    for part in [
+        "the command of step \"paste\"".to_string(),
+        format!("{size} bytes"),
+        "131071 bytes for one argument (MAX_ARG_STRLEN)".to_string(),
+    ] {
+        assert!(message.contains(&part), "no {part:?} in {message:?}");
+    }
+}

@@ -1,33 +1,56 @@
 //! The session's private temp directory: Bash's TMPDIR, the one temp directory it may write.
 
+use crate::session_dirs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-/// A session's own temp directory: created fresh (0700, unique name) under the system
-/// temp directory, removed with everything in it when dropped, i.e. at the session's end.
+/// A session's own temp directory: created fresh (0700, named after this process) under
+/// the system temp directory, removed with everything in it when dropped, i.e. at the
+/// session's end; one left by a killed session goes at a later session's start.
 #[derive(Debug)]
 pub struct PrivateTmp {
     path: PathBuf,
 }
 
+/// How the names of these directories begin (see [`session_dirs`] for the rest).
+const PREFIX: &str = "awf-tmp-";
+
+/// How deep a leftover's tree is removed (Bash may leave a build's tree there).
+const MAX_DEPTH: usize = 64;
+
 impl PrivateTmp {
     pub fn create() -> std::io::Result<PrivateTmp> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        // pid, clock and a counter: unique among live and earlier sessions alike.
-        static CREATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        let path = std::env::temp_dir().join(format!(
-            "awf-tmp-{}-{nanos:x}-{}",
-            std::process::id(),
-            CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        // Not recursive: fails if the name exists (nothing planted there is reused).
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        // The umask may have taken bits off; the owner needs all three.
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
-        Ok(PrivateTmp { path })
+        static CREATED: AtomicU32 = AtomicU32::new(0);
+        for _ in 0..100 {
+            let n = CREATED.fetch_add(1, Ordering::Relaxed);
+            let path = std::env::temp_dir().join(session_dirs::fresh_name(PREFIX, n));
+            // Not recursive: fails if the name exists (nothing planted there is reused).
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+            // The umask may have taken bits off; the owner needs all three.
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
+            return Ok(PrivateTmp { path });
+        }
+        Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "no fresh name for a private temp directory",
+        ))
+    }
+
+    /// Removes, in the background, the temp directories left under the temp directory by
+    /// sessions that no longer run (killed before they could remove theirs; see
+    /// [`session_dirs::sweep`]).
+    pub fn sweep_leftovers() {
+        session_dirs::sweep_in_background(
+            "temp directories",
+            vec![std::env::temp_dir()],
+            PREFIX,
+            MAX_DEPTH,
+        );
     }
 
     pub fn path(&self) -> &Path {

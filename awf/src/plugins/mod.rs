@@ -67,6 +67,10 @@ pub fn start_exposed(
     if plugin_tools.is_empty() {
         return Ok(Vec::new());
     }
+    // What killed sessions' plugins left goes, while these start (once per process:
+    // in-process sessions share one; on a thread of its own, off the start's path).
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(socket_dir::sweep_leftovers);
     let discovery = Discovery::scan(discovery::search_path(root));
     // Plugin name → (manifest, [(operation, entry index)]), in first-mention order.
     let mut wanted: Vec<(&Manifest, Vec<(&str, usize)>)> = Vec::new();

@@ -3,15 +3,18 @@
 //! only inside it, as a socket reached without a symlink — never a path elsewhere, never
 //! another plugin's socket. At cleanup awf removes this directory and what is in it, by
 //! the descriptor it opened at creation (entries by `unlinkat`, symlinks never followed),
-//! and nothing a plugin named.
+//! and nothing a plugin named. The directory of an awf that was killed before it could
+//! remove it is removed by a later session ([`sweep_leftovers`]).
 
-use std::ffi::CString;
+use crate::session_dirs::{self, clear, open_dir};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// How the names of these directories begin (see [`session_dirs`] for the rest).
+const PREFIX: &str = "awf-p-";
 
 /// A socket path has at most 107 bytes (`sun_path`, NUL included).
 const MAX_SOCKET_PATH: usize = 107;
@@ -42,7 +45,7 @@ impl SocketDir {
         static SEQ: AtomicU32 = AtomicU32::new(0);
         for _ in 0..100 {
             let n = SEQ.fetch_add(1, Ordering::Relaxed);
-            let name = format!("awf-p-{}-{n}", std::process::id());
+            let name = session_dirs::fresh_name(PREFIX, n);
             // Under the temp dir when the SDK's socket path fits there, else under /tmp
             // (short on every Linux system), which the SDK would fall back to anyway.
             let fits = temp.as_os_str().len() + 1 + name.len() + SDK_SUFFIX <= MAX_SOCKET_PATH;
@@ -112,7 +115,7 @@ impl SocketDir {
 
     /// Removes the directory and its content, by descriptor; never follows a symlink.
     pub fn remove(&self) {
-        let _ = clear(&self.fd, 0);
+        let _ = clear(&self.fd, MAX_DEPTH);
         // The name is removed only while it still names the directory made.
         if let Ok(meta) = std::fs::symlink_metadata(&self.path)
             && meta.is_dir()
@@ -123,56 +126,22 @@ impl SocketDir {
     }
 }
 
+/// Removes, in the background, the socket directories left by sessions that no longer run
+/// (see [`session_dirs::sweep`]), in both places [`SocketDir::create`] makes them.
+pub fn sweep_leftovers() {
+    let temp = std::env::temp_dir();
+    let tmp = PathBuf::from("/tmp");
+    let mut parents = vec![temp];
+    if std::fs::canonicalize(&parents[0]).ok().as_ref() != Some(&tmp) {
+        parents.push(tmp);
+    }
+    session_dirs::sweep_in_background("plugin socket directories", parents, PREFIX, MAX_DEPTH);
+}
+
 impl Drop for SocketDir {
     fn drop(&mut self) {
         self.remove();
     }
-}
-
-fn cstr(name: &std::ffi::OsStr) -> io::Result<CString> {
-    CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
-fn open_dir(at: libc::c_int, name: &Path) -> io::Result<OwnedFd> {
-    let c = cstr(name.as_os_str())?;
-    // SAFETY: a NUL-terminated path; the fd returned is owned by the OwnedFd.
-    let fd = unsafe {
-        libc::openat(
-            at,
-            c.as_ptr(),
-            libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_RDONLY,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Removes everything in the directory `dir` (entries by `unlinkat` relative to it).
-fn clear(dir: &OwnedFd, depth: usize) -> io::Result<()> {
-    // The listing of the directory the descriptor holds, whatever its name is now.
-    let entries = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let c = cstr(&name)?;
-        // SAFETY: a NUL-terminated name relative to an open directory descriptor.
-        let r = unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) };
-        if r == 0 {
-            continue;
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EISDIR) || depth >= MAX_DEPTH {
-            continue;
-        }
-        if let Ok(sub) = open_dir(dir.as_raw_fd(), Path::new(&name)) {
-            let _ = clear(&sub, depth + 1);
-        }
-        // SAFETY: as above.
-        unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) };
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -254,6 +254,36 @@ impl Runner<'_> {
         for w in &command.warnings {
             tracing::warn!(state = name, provider = %a.provider, "{w}");
         }
+        // The CLIs take the prompt as an argument, which the kernel bounds: say so rather
+        // than "Argument list too long".
+        if let Some(arg) = command
+            .args
+            .iter()
+            .find(|arg| arg.len() >= super::step::MAX_ARG_BYTES)
+        {
+            if let Some(s) = session {
+                r.proxy = Some(self.proxy.close(s, None));
+            }
+            let what = if arg.contains(prompt) {
+                format!("the prompt of state {name:?} is {} bytes", prompt.len())
+            } else {
+                format!(
+                    "an argument of state {name:?} for the {} CLI is {} bytes",
+                    a.provider,
+                    arg.len()
+                )
+            };
+            return Err(AwfError::new(
+                codes::SPAWN,
+                format!(
+                    "{what}; the {} CLI takes it as a command-line argument, which Linux \
+                     limits to {} bytes (MAX_ARG_STRLEN): make it shorter, e.g. write the \
+                     large text to a file in a step before and let the prompt name the file",
+                    a.provider,
+                    super::step::MAX_ARG_BYTES - 1
+                ),
+            ));
+        }
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args).current_dir(&self.workdir);
         for k in &command.env_remove {

@@ -1,16 +1,35 @@
 //! `step` states: the rendered command run by `/bin/sh -c` in the step's directory, with
 //! its timeout; the exit code decides success. Template values reach the shell as
-//! environment variables (`AWF_VALUE_1`, ...) that the command text refers to, so no
-//! value is ever parsed as shell code (see `workflow::template::render_command`).
+//! variables (`AWF_VALUE_1`, ...) that the command text refers to, so no value is ever
+//! parsed as shell code (see `workflow::template::render_command`).
+//!
+//! Linux takes at most 128 KiB in one environment string (`MAX_ARG_STRLEN`) and about
+//! 2 MiB in all of them with the arguments: a large value (a file's content, a long
+//! output, a for_each item) would make the command fail to start. Such a value reaches the
+//! shell through a sealed memory file instead, inherited as a descriptor: the command
+//! text begins with an assignment that reads it (`AWF_VALUE_1=$(cat /proc/self/fd/N &&
+//! echo x)`, then the `x` taken off, so trailing newlines are kept) and the variable is
+//! the shell's, not exported (the commands it runs do not inherit it).
 
 use super::engine::Runner;
 use super::report::{ErrorJson, StateResult, Status};
 use super::supervise::last_lines;
 use crate::error::{AwfError, codes};
 use crate::workflow;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
+
+/// What one argument or environment string may hold, its NUL included (`MAX_ARG_STRLEN`).
+pub(super) const MAX_ARG_BYTES: usize = 128 * 1024;
+
+/// Values above this size go through a memory file rather than the environment.
+const ENV_VALUE_BYTES: usize = 32 * 1024;
+
+/// What all values in the environment may hold together; the largest beyond it go through
+/// memory files too (the rest of the 2 MiB is the arguments' and awf's own environment's).
+const ENV_TOTAL_BYTES: usize = 256 * 1024;
 
 impl Runner<'_> {
     pub(super) fn run_step(
@@ -24,9 +43,10 @@ impl Runner<'_> {
             None => self.workdir.clone(),
         };
         let mut r = StateResult::new(name, "step");
+        // The memory files of large values stay open until the command has ended.
         let waited = self
             .shell(name, &s.command, &dir)
-            .and_then(|cmd| self.spawn_and_wait(cmd, s.timeout, name));
+            .and_then(|(cmd, _files)| self.spawn_and_wait(cmd, s.timeout, name));
         match waited {
             Err(e) => {
                 r.status = Status::Failure;
@@ -72,8 +92,14 @@ impl Runner<'_> {
         r
     }
 
-    /// `/bin/sh -c COMMAND` in `dir`, the command's values in its environment.
-    fn shell(&self, name: &str, command: &str, dir: &Path) -> Result<Command, AwfError> {
+    /// `/bin/sh -c COMMAND` in `dir`, the command's values in its environment or, when
+    /// large, in memory files it inherits (returned: to be kept open until it ends).
+    fn shell(
+        &self,
+        name: &str,
+        command: &str,
+        dir: &Path,
+    ) -> Result<(Command, Vec<OwnedFd>), AwfError> {
         // Checked here: a missing cwd would otherwise read as "cannot start /bin/sh".
         if !dir.is_dir() {
             return Err(AwfError::new(
@@ -97,11 +123,134 @@ impl Runner<'_> {
                 ),
             ));
         }
+        let (env, large) = split_large(rendered.env);
+        let mut text = String::new();
+        let mut files = Vec::new();
+        for (var, value) in &large {
+            let file = sealed_memory_file(value.as_bytes()).map_err(|e| {
+                AwfError::new(
+                    codes::SPAWN,
+                    format!(
+                        "step {name:?}: cannot hold a template value of {} bytes in a memory \
+                         file: {e}",
+                        value.len()
+                    ),
+                )
+            })?;
+            let fd = file.as_raw_fd();
+            // `&& echo x` and `%x`: `$(...)` drops trailing newlines, the value keeps them.
+            text.push_str(&format!(
+                "{var}=$(cat /proc/self/fd/{fd} && echo x) || {{ echo 'awf: cannot read the \
+                 value of {var}' >&2; exit 125; }}\n{var}=${{{var}%x}}\n"
+            ));
+            files.push(file);
+        }
+        text.push_str(&rendered.text);
+        // The text is one argument: `| raw` values pasted into it are bounded by that.
+        if text.len() >= MAX_ARG_BYTES {
+            return Err(AwfError::new(
+                codes::STATE_FAILED,
+                format!(
+                    "the command of step {name:?} is {} bytes once its `| raw` values are \
+                     pasted, above Linux's limit of {} bytes for one argument \
+                     (MAX_ARG_STRLEN); pass large values without `| raw`, which has no such \
+                     limit",
+                    text.len(),
+                    MAX_ARG_BYTES - 1
+                ),
+            ));
+        }
         let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c")
-            .arg(&rendered.text)
-            .envs(rendered.env)
-            .current_dir(dir);
-        Ok(cmd)
+        cmd.arg("-c").arg(&text).envs(env).current_dir(dir);
+        let inherited: Vec<libc::c_int> = files.iter().map(|f| f.as_raw_fd()).collect();
+        if !inherited.is_empty() {
+            // SAFETY: only fcntl, async-signal-safe, on descriptors open in the parent (kept
+            // open by `files` until the child has started).
+            unsafe {
+                use std::os::unix::process::CommandExt;
+                cmd.pre_exec(move || {
+                    for &fd in &inherited {
+                        if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        }
+        Ok((cmd, files))
+    }
+}
+
+/// A template value for the shell: the variable's name and the value.
+type Value = (String, String);
+
+/// The values to pass in the environment, and those to pass in memory files: every value
+/// above [`ENV_VALUE_BYTES`], then the largest until the rest fits [`ENV_TOTAL_BYTES`].
+fn split_large(values: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
+    let (mut env, mut large): (Vec<_>, Vec<_>) = values
+        .into_iter()
+        .partition(|(_, v)| v.len() <= ENV_VALUE_BYTES);
+    let size = |vs: &[Value]| vs.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    let mut total: usize = size(&env);
+    while total > ENV_TOTAL_BYTES {
+        let Some(i) = (0..env.len()).max_by_key(|&i| env[i].1.len()) else {
+            break;
+        };
+        let moved = env.swap_remove(i);
+        total -= moved.0.len() + moved.1.len() + 2;
+        large.push(moved);
+    }
+    (env, large)
+}
+
+/// A memory file holding `bytes`, sealed against any change, closed on exec unless the
+/// caller says otherwise.
+fn sealed_memory_file(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    use std::io::Write;
+    // SAFETY: a NUL-terminated name; the descriptor returned is owned below.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"awf-value".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    (&file).write_all(bytes)?;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(sizes: &[usize]) -> Vec<Value> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (format!("AWF_VALUE_{}", i + 1), "v".repeat(n)))
+            .collect()
+    }
+
+    #[test]
+    fn large_values_and_then_the_largest_leave_the_environment() {
+        let (env, large) = split_large(values(&[10, 200 * 1024, 20]));
+        assert_eq!(env.len(), 2);
+        assert_eq!(large[0].0, "AWF_VALUE_2");
+        // Ten values of 30 KiB fit one by one, not together: the largest go until they do.
+        let (env, large) = split_large(values(&[30 * 1024; 10]));
+        let in_env: usize = env.iter().map(|(_, v)| v.len()).sum();
+        assert!(in_env <= ENV_TOTAL_BYTES, "{in_env}");
+        assert_eq!(env.len() + large.len(), 10);
+        assert!(!large.is_empty());
     }
 }

@@ -6,7 +6,8 @@
 //! Prompts, `dir` and messages get values verbatim ([`render`]). A `step` command is shell
 //! text, so there a value is never pasted: [`render_command`] writes a reference to an
 //! environment variable (`AWF_VALUE_1`, `AWF_VALUE_2`, ... per command) that the caller
-//! sets on the shell to the value, and the shell never parses a value. How the reference
+//! sets on the shell to the value (a large one through a file the shell reads, see
+//! `run::step`), and the shell never parses a value. How the reference
 //! is written depends on where the template stands in the command ([`Quoting`]), so that
 //! `echo {{x}}`, `echo "{{x}}"` and `echo '{{x}}'` all print the value as one word.
 //! `| raw` pastes the value into the command as shell text instead, for the rare command
