@@ -35,6 +35,7 @@ pub mod run;
 pub mod session_dirs;
 pub mod telemetry;
 pub mod terminal;
+pub mod text;
 pub mod tools;
 pub mod validate;
 pub mod workflow;

@@ -11,7 +11,7 @@ pub fn bound_text(text: String, limit: usize, hint: &str) -> String {
         return text;
     }
     let total = text.len();
-    let mut cut = floor_char_boundary(&text, limit);
+    let mut cut = crate::text::floor_char_boundary(&text, limit);
     // Prefer ending on a whole line unless that would throw away most of the budget.
     if let Some(nl) = text[..cut].rfind('\n')
         && nl + 1 >= cut / 2
@@ -27,18 +27,6 @@ pub fn bound_text(text: String, limit: usize, hint: &str) -> String {
         "[output cut: showing the first {cut} of {total} bytes; {hint}]"
     ));
     out
-}
-
-/// The largest index `<= i` that is a char boundary of `s`.
-pub fn floor_char_boundary(s: &str, i: usize) -> usize {
-    if i >= s.len() {
-        return s.len();
-    }
-    let mut i = i;
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }
 
 /// A byte sink that keeps the first `cap` bytes and counts the rest, so a process's output

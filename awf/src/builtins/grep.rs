@@ -221,7 +221,7 @@ impl Sink for Collect<'_> {
             let text = if text.len() > self.line_bytes {
                 format!(
                     "{} [line cut: {} of {} bytes shown]",
-                    &text[..bound::floor_char_boundary(text, self.line_bytes)],
+                    &text[..crate::text::floor_char_boundary(text, self.line_bytes)],
                     self.line_bytes,
                     text.len()
                 )

@@ -155,7 +155,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
             cut_lines += 1;
             format!(
                 "{} [line cut: {} of {} bytes shown]",
-                &body[..bound::floor_char_boundary(body, line_cap)],
+                &body[..crate::text::floor_char_boundary(body, line_cap)],
                 line_cap,
                 total
             )

@@ -342,7 +342,7 @@ impl Usage {
 
 fn excerpt(text: &str) -> String {
     let t = text.trim();
-    let cut = crate::builtins::bound::floor_char_boundary(t, 500);
+    let cut = crate::text::floor_char_boundary(t, 500);
     if cut < t.len() {
         format!("{}…", &t[..cut])
     } else {

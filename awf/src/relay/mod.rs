@@ -897,7 +897,7 @@ fn tls_config() -> &'static ureq::tls::TlsConfig {
 
 /// `text` cut to [`CONTENT_BYTES`] on a character boundary.
 fn cut(text: &str) -> String {
-    let end = crate::builtins::bound::floor_char_boundary(text, CONTENT_BYTES);
+    let end = crate::text::floor_char_boundary(text, CONTENT_BYTES);
     text[..end].to_string()
 }
 

@@ -303,7 +303,7 @@ impl Masker {
             s
         } else {
             let end = (self.max_value_bytes + SHAPE_WINDOW).min(s.len());
-            &s[..crate::builtins::bound::floor_char_boundary(s, end)]
+            &s[..crate::text::floor_char_boundary(s, end)]
         };
         let mut text = mask_shapes(window);
         for secret in &self.secrets {
@@ -315,7 +315,7 @@ impl Masker {
         {
             // The length the text has once masked (the part past the window counted as is).
             let total = text.len() + (s.len() - window.len());
-            let cut = crate::builtins::bound::floor_char_boundary(&text, self.max_value_bytes);
+            let cut = crate::text::floor_char_boundary(&text, self.max_value_bytes);
             text.truncate(cut);
             text.push_str(&format!("…[cut: {total} bytes]"));
         }

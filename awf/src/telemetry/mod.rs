@@ -547,7 +547,7 @@ impl Hooks for CallHooks {
 
 fn first_line(text: &str) -> String {
     let line = text.lines().next().unwrap_or("");
-    let cut = crate::builtins::bound::floor_char_boundary(line, 300);
+    let cut = crate::text::floor_char_boundary(line, 300);
     line[..cut].to_string()
 }
 
