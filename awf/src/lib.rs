@@ -15,7 +15,8 @@
 //! implements). `run` drives a workflow, using `providers` for agents and `proxy` for each
 //! step's tools; `private_files` holds the files only awf may use, `session_dirs` the
 //! directories a session makes under the temp directory (and the sweep of those a killed
-//! session left). `cli`, `validate` and `client` are the command-line front; only they and
+//! session left), `step_servers` the registry through which a step's teardown finds every
+//! `awf mcp-serve` it started; `text` cuts text without splitting a character. `cli`, `validate` and `client` are the command-line front; only they and
 //! `run` (progress, summary) print.
 
 pub mod builtins;
@@ -33,6 +34,7 @@ pub mod proxy;
 pub mod relay;
 pub mod run;
 pub mod session_dirs;
+pub mod step_servers;
 pub mod telemetry;
 pub mod terminal;
 pub mod text;

@@ -36,7 +36,7 @@ pub struct ServeConfig {
     /// JSONL audit file (appended); none means no audit trail.
     #[serde(default)]
     pub audit_path: Option<PathBuf>,
-    /// The step's server registry ([`crate::proxy::servers`]): this server registers there
+    /// The step's server registry ([`crate::step_servers`]): this server registers there
     /// before it serves, and stops at once if the step is closed already.
     #[serde(default)]
     pub servers_dir: Option<PathBuf>,
@@ -612,7 +612,7 @@ pub fn fast_serve_args(args: &[std::ffi::OsString]) -> Option<FastServeArgs> {
 /// Runs `awf mcp-serve` to completion. Returns Ok on every clean stop.
 pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
     if let Some(dir) = &cfg.servers_dir {
-        let open = crate::proxy::servers::register(dir).map_err(|e| {
+        let open = crate::step_servers::register(dir).map_err(|e| {
             AwfError::new(
                 codes::IO,
                 format!(

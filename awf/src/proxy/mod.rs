@@ -20,8 +20,6 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub mod servers;
-
 /// Per-run settings of the service.
 #[derive(Clone)]
 pub struct ToolProxyService {
@@ -329,7 +327,7 @@ impl ToolProxyService {
     /// and any `awf mcp-serve` still running with this step's config, then the files.
     pub fn close(&self, session: ProxySession, leader: Option<&mut ProcessGroup>) -> ProxyReport {
         // Closed first: a server registering from here on stops by itself.
-        let strays = servers::close(
+        let strays = crate::step_servers::close(
             &session.injection.step_dir.join("servers"),
             &session.config_path.display().to_string(),
         );
