@@ -2,8 +2,12 @@
 //! readable paths, read mode, hidden paths, network, Landlock off, process cap, environment). Paths are checked here, at validate time,
 //! so that a typo or a dangerous path stops `awf validate` and `awf run` before any agent.
 
-use super::*;
+use super::context::{Ctx, join};
 use crate::confine::{Network, ReadMode};
+use crate::error::codes;
+use crate::workflow::SandboxPolicy;
+use crate::workflow::yaml::{Kind, Node};
+use std::path::{Path, PathBuf};
 
 const SANDBOX_KEYS: &[&str] = &[
     "writable",

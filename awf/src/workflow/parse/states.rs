@@ -1,0 +1,480 @@
+//! `states:`: the initial state and every named state, read by its `type` (agent, step,
+//! parallel, for_each, terminal) with the keys that type allows. An agent's `mcp_proxy`
+//! block is read in `proxy`, its `budget` here.
+
+use super::context::{Ctx, join};
+use super::proxy::parse_proxy;
+use crate::error::codes;
+use crate::workflow::yaml::{Kind, Node};
+use crate::workflow::{
+    AgentState, DEFAULT_MAX_ITERATIONS, ForEachState, MAX_ITERATIONS_LIMIT, ParallelState, Prompt,
+    State, StateKind, StepState, Strategy, TerminalState, TerminalStatus,
+};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+const AGENT_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "provider",
+    "prompt",
+    "prompt_file",
+    "options",
+    "timeout",
+    "mcp_proxy",
+    "budget",
+    "telemetry",
+    "on_success",
+    "on_failure",
+];
+const PARALLEL_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "parallel",
+    "strategy",
+    "max_concurrent",
+    "timeout",
+    "on_success",
+    "on_failure",
+];
+const FOR_EACH_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "items",
+    "body",
+    "max_iterations",
+    "max_concurrent",
+    "timeout",
+    "on_complete",
+    "on_failure",
+];
+const STEP_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "command",
+    "dir",
+    "timeout",
+    "mcp_proxy",
+    "on_success",
+    "on_failure",
+];
+const TERMINAL_KEYS: &[&str] = &["type", "description", "status", "message", "mcp_proxy"];
+
+pub(super) fn parse_states(
+    cx: &mut Ctx,
+    node: &Node,
+    wf_dir: &Path,
+) -> (String, usize, Vec<State>) {
+    let Some(fields) = cx.fields(node, "states", &[], codes::UNKNOWN_KEY) else {
+        return (String::new(), node.line, Vec::new());
+    };
+    let mut initial = None;
+    let mut initial_line = node.line;
+    let mut states = Vec::new();
+    for (key, n) in fields {
+        let path = join("states", key);
+        if key == "initial" {
+            initial = cx.string(n, &path);
+            initial_line = n.line;
+            continue;
+        }
+        if let Some(s) = parse_state(cx, key, n, &path, wf_dir) {
+            states.push(s);
+        }
+    }
+    let initial = match initial {
+        Some(i) => i,
+        None => {
+            cx.push(
+                codes::MISSING_INITIAL,
+                "states.initial",
+                node.line,
+                "the workflow has no initial state".into(),
+                format!(
+                    "add `initial: <state>` under states{}",
+                    states
+                        .first()
+                        .map(|s| format!(", e.g. `initial: {}`", s.name))
+                        .unwrap_or_default()
+                ),
+            );
+            String::new()
+        }
+    };
+    (initial, initial_line, states)
+}
+
+fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path) -> Option<State> {
+    let Kind::Map(_) = &node.kind else {
+        cx.fields(node, path, &[], codes::UNKNOWN_KEY);
+        return None;
+    };
+    let ty = match &node.kind {
+        Kind::Map(entries) => entries
+            .iter()
+            .find(|(k, _)| k.as_str() == Some("type"))
+            .map(|(_, v)| v),
+        _ => None,
+    };
+    let Some(ty) = ty else {
+        cx.push(
+            codes::MISSING_FIELD,
+            &join(path, "type"),
+            node.line,
+            format!("state {name:?} has no `type`"),
+            "add `type: agent`, `type: step`, `type: parallel`, `type: for_each` or `type: terminal`",
+        );
+        return None;
+    };
+    let allowed = match ty.as_str() {
+        Some("agent") => AGENT_KEYS,
+        Some("step") => STEP_KEYS,
+        Some("terminal") => TERMINAL_KEYS,
+        Some("parallel") => PARALLEL_KEYS,
+        Some("for_each") => FOR_EACH_KEYS,
+        _ => {
+            cx.push(
+                codes::INVALID_VALUE,
+                &join(path, "type"),
+                ty.line,
+                format!("state {name:?} has the unknown type {}", ty.describe()),
+                "use agent, step, parallel, for_each or terminal",
+            );
+            return None;
+        }
+    };
+    let fields = cx.fields(node, path, allowed, codes::UNKNOWN_KEY)?;
+    let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let str_field = |cx: &mut Ctx, k: &str| get(k).and_then(|v| cx.string(v, &join(path, k)));
+    let require = |cx: &mut Ctx, k: &str, hint: &str| -> Option<String> {
+        match get(k) {
+            Some(v) => cx.string(v, &join(path, k)),
+            None => {
+                cx.push(
+                    codes::MISSING_FIELD,
+                    &join(path, k),
+                    node.line,
+                    format!("{} state {name:?} has no `{k}`", ty.as_str().unwrap_or("")),
+                    hint,
+                );
+                None
+            }
+        }
+    };
+    let timeout = get("timeout").and_then(|v| cx.timeout(v, &join(path, "timeout")));
+    let mcp_proxy = get("mcp_proxy").and_then(|v| parse_proxy(cx, v, &join(path, "mcp_proxy")));
+    if let Some(p) = &mcp_proxy
+        && p.enable
+        && ty.as_str() != Some("agent")
+    {
+        cx.push(
+            codes::UNSUPPORTED_PROVIDER,
+            &p.path,
+            p.line,
+            format!(
+                "state {name:?} is a {} state: only agent states can use mcp_proxy",
+                ty.as_str().unwrap_or("")
+            ),
+            "remove mcp_proxy from this state, or make it an agent state",
+        );
+    }
+    let kind = match ty.as_str() {
+        Some("agent") => {
+            let provider = require(
+                cx,
+                "provider",
+                "add `provider: claude` (or gemini, codex, opencode, openai_compatible)",
+            );
+            let prompt = match (get("prompt"), get("prompt_file")) {
+                (Some(p), None) => cx.string(p, &join(path, "prompt")).map(Prompt::Inline),
+                (None, Some(f)) => cx
+                    .string(f, &join(path, "prompt_file"))
+                    .map(|f| Prompt::File(wf_dir.join(f))),
+                (Some(_), Some(f)) => {
+                    cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, "prompt_file"),
+                        f.line,
+                        format!("state {name:?} has both `prompt` and `prompt_file`"),
+                        "keep one of them",
+                    );
+                    None
+                }
+                (None, None) => {
+                    cx.push(
+                        codes::MISSING_FIELD,
+                        &join(path, "prompt"),
+                        node.line,
+                        format!("agent state {name:?} has no `prompt`"),
+                        "add `prompt: ...` or `prompt_file: FILE`",
+                    );
+                    None
+                }
+            };
+            let options = match get("options") {
+                None => Map::new(),
+                Some(o) if o.is_null() => Map::new(),
+                Some(o) => {
+                    // Options are provider-specific: any keys, checked by the provider.
+                    cx.fields(o, &join(path, "options"), &[], codes::UNKNOWN_KEY);
+                    match o.to_json() {
+                        Value::Object(m) => m,
+                        _ => Map::new(),
+                    }
+                }
+            };
+            let budget = get("budget").and_then(|b| parse_budget(cx, b, &join(path, "budget")));
+            let model_content = get("telemetry").is_some_and(|t| {
+                let tpath = join(path, "telemetry");
+                cx.fields(t, &tpath, &["model_content"], codes::UNKNOWN_KEY)
+                    .and_then(|f| f.into_iter().find(|(k, _)| *k == "model_content"))
+                    .and_then(|(_, v)| {
+                        cx.boolean(v, &join(&tpath, "model_content"), codes::WRONG_TYPE)
+                    })
+                    .unwrap_or(false)
+            });
+            StateKind::Agent(Box::new(AgentState {
+                provider: provider.unwrap_or_default(),
+                prompt: prompt.unwrap_or(Prompt::Inline(String::new())),
+                options,
+                timeout,
+                mcp_proxy,
+                budget,
+                model_content,
+                on_success: str_field(cx, "on_success"),
+                on_failure: str_field(cx, "on_failure"),
+            }))
+        }
+        Some("for_each") => {
+            let bpath = join(path, "body");
+            let mut body = Vec::new();
+            match get("body").map(|n| (n, &n.kind)) {
+                Some((_, Kind::Seq(items))) if !items.is_empty() => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let Some(b) = cx.string(item, &format!("{bpath}[{i}]")) {
+                            body.push(b);
+                        }
+                    }
+                }
+                other => cx.push(
+                    codes::MISSING_FIELD,
+                    &bpath,
+                    other.map_or(node.line, |(n, _)| n.line),
+                    format!("for_each state {name:?} has no body"),
+                    "list the states each iteration runs: `body: [review_one]`",
+                ),
+            }
+            let items = match get("items") {
+                Some(v) if matches!(v.kind, Kind::Seq(_)) => Some(v.to_json().to_string()),
+                Some(v) => cx.string(v, &join(path, "items")),
+                None => {
+                    cx.push(
+                        codes::MISSING_FIELD,
+                        &join(path, "items"),
+                        node.line,
+                        format!("for_each state {name:?} has no items"),
+                        "write `items: [a, b]`, `items: '[\"a\", \"b\"]'` or a template giving \
+                         a JSON list: `items: \"{{.states.list.Output}}\"`",
+                    );
+                    None
+                }
+            };
+            let count = |cx: &mut Ctx, key: &str, max: usize, default: usize, example: &str| {
+                get(key).map_or(default, |v| {
+                    match v.as_str().and_then(|s| s.parse::<usize>().ok()) {
+                        Some(n) if (1..=max).contains(&n) => n,
+                        _ => {
+                            cx.push(
+                                codes::INVALID_VALUE,
+                                &join(path, key),
+                                v.line,
+                                format!(
+                                    "{key} must be a whole number from 1 to {max}, found {}",
+                                    v.describe()
+                                ),
+                                example,
+                            );
+                            default
+                        }
+                    }
+                })
+            };
+            let max_iterations = count(
+                cx,
+                "max_iterations",
+                MAX_ITERATIONS_LIMIT,
+                DEFAULT_MAX_ITERATIONS,
+                "write e.g. `max_iterations: 500` (the default is 100, the limit 10000)",
+            );
+            let max_concurrent = count(
+                cx,
+                "max_concurrent",
+                MAX_ITERATIONS_LIMIT,
+                1,
+                "write e.g. `max_concurrent: 4` (the default 1 runs iterations one after another)",
+            );
+            StateKind::ForEach(ForEachState {
+                items: items.unwrap_or_default(),
+                body,
+                max_iterations,
+                max_concurrent,
+                timeout,
+                on_complete: str_field(cx, "on_complete"),
+                on_failure: str_field(cx, "on_failure"),
+            })
+        }
+        Some("parallel") => {
+            let ppath = join(path, "parallel");
+            let mut branches = Vec::new();
+            match get("parallel").map(|n| (n, &n.kind)) {
+                Some((_, Kind::Seq(items))) if !items.is_empty() => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let Some(b) = cx.string(item, &format!("{ppath}[{i}]")) {
+                            branches.push(b);
+                        }
+                    }
+                }
+                other => cx.push(
+                    codes::MISSING_FIELD,
+                    &ppath,
+                    other.map_or(node.line, |(n, _)| n.line),
+                    format!("parallel state {name:?} names no branch"),
+                    "list the states to run at once: `parallel: [security, tests, style]`",
+                ),
+            }
+            let strategy = match get("strategy").map(|v| (v, v.as_str())) {
+                None => Strategy::AllSucceed,
+                Some((_, Some("all_succeed"))) => Strategy::AllSucceed,
+                Some((_, Some("any_succeed"))) => Strategy::AnySucceed,
+                Some((_, Some("best_effort"))) => Strategy::BestEffort,
+                Some((v, _)) => {
+                    cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, "strategy"),
+                        v.line,
+                        format!("strategy {} is not known", v.describe()),
+                        "use all_succeed (the default), any_succeed or best_effort",
+                    );
+                    Strategy::AllSucceed
+                }
+            };
+            let max_concurrent = get("max_concurrent").and_then(|v| {
+                match v.as_str().and_then(|s| s.parse::<usize>().ok()) {
+                    Some(n) if n >= 1 => Some(n),
+                    _ => {
+                        cx.push(
+                            codes::INVALID_VALUE,
+                            &join(path, "max_concurrent"),
+                            v.line,
+                            format!(
+                                "max_concurrent must be a whole number from 1, found {}",
+                                v.describe()
+                            ),
+                            "write e.g. `max_concurrent: 3` (the default: every branch at once)",
+                        );
+                        None
+                    }
+                }
+            });
+            StateKind::Parallel(ParallelState {
+                branches,
+                strategy,
+                max_concurrent,
+                timeout,
+                on_success: str_field(cx, "on_success"),
+                on_failure: str_field(cx, "on_failure"),
+            })
+        }
+        Some("step") => StateKind::Step(StepState {
+            command: require(cx, "command", "add `command: <shell command>`").unwrap_or_default(),
+            dir: str_field(cx, "dir"),
+            timeout,
+            on_success: str_field(cx, "on_success"),
+            on_failure: str_field(cx, "on_failure"),
+        }),
+        _ => {
+            let status = match get("status") {
+                None => TerminalStatus::Success,
+                Some(v) => match v.as_str() {
+                    Some("success") => TerminalStatus::Success,
+                    Some("failure") | Some("failed") => TerminalStatus::Failure,
+                    _ => {
+                        cx.push(
+                            codes::INVALID_VALUE,
+                            &join(path, "status"),
+                            v.line,
+                            format!("terminal status {} is not known", v.describe()),
+                            "use success or failure",
+                        );
+                        TerminalStatus::Failure
+                    }
+                },
+            };
+            StateKind::Terminal(TerminalState {
+                status,
+                message: str_field(cx, "message"),
+            })
+        }
+    };
+    Some(State {
+        name: name.to_string(),
+        line: node.line,
+        field_lines: fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.line))
+            .collect(),
+        kind,
+    })
+}
+
+/// `budget: {tokens: N, requests: N}` of an agent state: at least one, each a whole
+/// number from 1.
+fn parse_budget(cx: &mut Ctx, node: &Node, path: &str) -> Option<crate::relay::Budget> {
+    let fields = cx.fields(node, path, &["tokens", "requests"], codes::UNKNOWN_KEY)?;
+    let mut budget = crate::relay::Budget::default();
+    for (key, v) in fields {
+        let kpath = join(path, key);
+        match v.as_str().and_then(|s| s.parse::<u64>().ok()) {
+            Some(n) if n >= 1 => {
+                if key == "tokens" {
+                    budget.tokens = Some(n);
+                } else {
+                    budget.requests = Some(n);
+                }
+            }
+            _ => cx.push(
+                codes::INVALID_VALUE,
+                &kpath,
+                v.line,
+                format!(
+                    "{kpath} must be a whole number from 1, found {}",
+                    v.describe()
+                ),
+                "write e.g. `budget: {tokens: 200000, requests: 50}`",
+            ),
+        }
+    }
+    if budget == crate::relay::Budget::default() {
+        cx.push(
+            codes::MISSING_FIELD,
+            path,
+            node.line,
+            format!("{path} names no limit"),
+            "write `budget: {tokens: N}`, `budget: {requests: N}` or both",
+        );
+        return None;
+    }
+    Some(budget)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::context::closest;
+    use super::*;
+
+    #[test]
+    fn typos_get_a_suggestion() {
+        assert_eq!(closest("promt", AGENT_KEYS), Some("prompt"));
+        assert_eq!(closest("zzzzzz", AGENT_KEYS), None);
+    }
+}
