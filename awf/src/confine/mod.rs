@@ -366,6 +366,14 @@ impl Confinement {
             unix_filter: Some(seccomp::Filter::new(!policy.unix_sockets.is_empty())),
             unix_grants: Arc::new(policy.unix_sockets.clone()),
         };
+        if !policy.unix_sockets.is_empty()
+            && let Err(why) = unix_grants::supervisable()
+        {
+            return Err(format!(
+                "unix_sockets cannot be granted here: {why}; set it to 1 (sysctl \
+                 kernel.yama.ptrace_scope=1), or remove unix_sockets"
+            ));
+        }
         let want = policy.network.clone().unwrap_or(Network::Deny);
         c.net = c.net_status(&want);
         match (&policy.network, &c.net) {

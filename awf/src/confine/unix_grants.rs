@@ -29,6 +29,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+/// Whether this machine lets awf act for a process it started (`pidfd_getfd` needs ptrace
+/// rights over it): Yama's `ptrace_scope` 2 and 3 refuse them to unprivileged users, and
+/// then no supervisor can work; why, otherwise.
+pub fn supervisable() -> Result<(), String> {
+    match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
+        Ok(v) if matches!(v.trim(), "2" | "3") => Err(format!(
+            "kernel.yama.ptrace_scope is {}, which keeps awf from acting for the processes it \
+             starts (pidfd_getfd)",
+            v.trim()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// One connection to a unix socket, as the supervisor decided it.
 #[derive(Debug, Clone)]
 pub struct Attempt {

@@ -147,13 +147,24 @@ impl PluginProcess {
             .stderr(Stdio::inherit());
         // As Bash: the plugin serves its own socket, but reaches none of the host's
         // (docker.sock, ssh-agent, D-Bus); its connect() calls go through awf.
-        let (unix, sock) = crate::confine::unix_grants::Pending::pair()
-            .map_err(|e| fail(format!("cannot be supervised: {e}")))?;
-        crate::confine::unix_grants::install(&mut command, sock);
+        let unix = match crate::confine::unix_grants::supervisable() {
+            Ok(()) => {
+                let (unix, sock) = crate::confine::unix_grants::Pending::pair()
+                    .map_err(|e| fail(format!("cannot be supervised: {e}")))?;
+                crate::confine::unix_grants::install(&mut command, sock);
+                Some(unix)
+            }
+            Err(why) => {
+                tracing::warn!(plugin = %name, "the plugin may reach the host's unix sockets: {why}");
+                None
+            }
+        };
         let mut child = crate::process::spawn_dying_with_awf(command)
             .map_err(|e| fail(format!("cannot be started: {e}")))?;
         // The supervisor ends by itself with the plugin's last process.
-        if let Err(e) = unix.serve(Arc::default(), plugin_unix_reporter(name)) {
+        if let Some(unix) = unix
+            && let Err(e) = unix.serve(Arc::default(), plugin_unix_reporter(name))
+        {
             child.kill();
             return Err(fail(format!("cannot be supervised: {e}")));
         }
