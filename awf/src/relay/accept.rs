@@ -10,6 +10,7 @@
 //! and dropped for [`super::LINGER`] before the close (a close with bytes unread resets
 //! the connection, and the reset can destroy the answer before it is read).
 
+use super::workers::Workers;
 use super::{Admitted, LINGER, Lease, Limits, MAX_HEAD, RawHead, parse_head, reply};
 use crate::telemetry::otel::OtelExporter;
 use serde_json::{Value, json};
@@ -33,6 +34,13 @@ struct Waiting {
 
 type Routes = Arc<Mutex<HashMap<String, Arc<Lease>>>>;
 
+/// What the front door hands a request on to.
+struct Door<'a> {
+    routes: &'a Routes,
+    exporter: &'a Arc<Option<Arc<OtelExporter>>>,
+    workers: &'a Workers,
+}
+
 /// Runs the front door on `listener` until the process ends.
 pub(super) fn run(
     listener: TcpListener,
@@ -44,6 +52,12 @@ pub(super) fn run(
         return;
     }
     let mut waiting: Vec<Waiting> = Vec::new();
+    let workers = Workers::default();
+    let door = Door {
+        routes: &routes,
+        exporter: &exporter,
+        workers: &workers,
+    };
     loop {
         let now = Instant::now();
         let timeout = waiting
@@ -68,7 +82,7 @@ pub(super) fn run(
         let ready: Vec<bool> = fds[1..].iter().map(|p| p.revents != 0).collect();
         let mut kept = Vec::with_capacity(waiting.len());
         for (w, ready) in waiting.into_iter().zip(ready) {
-            if let Some(w) = step(w, ready, &routes, &exporter, limits) {
+            if let Some(w) = step(w, ready, &door, limits) {
                 kept.push(w);
             }
         }
@@ -92,7 +106,7 @@ pub(super) fn run(
                         };
                         // An agent sends its head with the connection: read it now
                         // rather than after another poll.
-                        if let Some(w) = step(w, true, &routes, &exporter, limits) {
+                        if let Some(w) = step(w, true, &door, limits) {
                             waiting.push(w);
                         }
                     }
@@ -114,13 +128,7 @@ pub(super) fn run(
 
 /// One waiting connection after a poll: still waiting, or gone (answered, handed to a
 /// thread, or closed).
-fn step(
-    mut w: Waiting,
-    ready: bool,
-    routes: &Routes,
-    exporter: &Arc<Option<Arc<OtelExporter>>>,
-    limits: Limits,
-) -> Option<Waiting> {
+fn step(mut w: Waiting, ready: bool, door: &Door, limits: Limits) -> Option<Waiting> {
     let expired = Instant::now() >= w.deadline;
     let Some(head) = w.head.as_mut() else {
         // Answered: drop what comes until the client closes or the time is up.
@@ -145,7 +153,7 @@ fn step(
                 Ok(n) => {
                     head.extend_from_slice(&chunk[..n]);
                     match parse_head(head) {
-                        Ok(Some(raw)) => return hand_on(w, raw, routes, exporter),
+                        Ok(Some(raw)) => return hand_on(w, raw, door),
                         Ok(None) if head.len() >= MAX_HEAD => {
                             return answer(w, 431, plain("the request head is over 64 KiB"));
                         }
@@ -184,36 +192,30 @@ fn answer(mut w: Waiting, status: u16, body: Value) -> Option<Waiting> {
     Some(w)
 }
 
-/// A whole head: refused from here, or its request handed to a thread of its own.
-fn hand_on(
-    w: Waiting,
-    raw: RawHead,
-    routes: &Routes,
-    exporter: &Arc<Option<Arc<OtelExporter>>>,
-) -> Option<Waiting> {
-    match super::judge(raw, routes) {
+/// A whole head: refused from here, or its request handed to a thread of its own (one
+/// waiting in the pool when there is one, so no thread starts on the way to its answer).
+fn hand_on(w: Waiting, raw: RawHead, door: &Door) -> Option<Waiting> {
+    match super::judge(raw, door.routes) {
         Err((status, body)) => answer(w, status, body),
         Ok(admitted) => {
             if w.conn.set_nonblocking(false).is_err() {
                 return None;
             }
-            let exporter = exporter.clone();
+            let exporter = door.exporter.clone();
             let conn = w.conn;
             // A thread that cannot start drops its request unanswered; its claim stays
             // taken (its finish never runs), which errs toward refusing.
-            let _ = std::thread::Builder::new()
-                .name("awf-relay-conn".into())
-                .spawn(move || {
-                    let Admitted {
-                        lease,
-                        head,
-                        wire,
-                        claim,
-                        slot,
-                    } = admitted;
-                    super::forward(conn, &lease, head, wire, claim, (*exporter).as_ref());
-                    drop(slot);
-                });
+            door.workers.run(Box::new(move || {
+                let Admitted {
+                    lease,
+                    head,
+                    wire,
+                    claim,
+                    slot,
+                } = admitted;
+                super::forward(conn, &lease, head, wire, claim, (*exporter).as_ref());
+                drop(slot);
+            }));
             None
         }
     }

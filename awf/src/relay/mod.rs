@@ -19,6 +19,7 @@ mod accept;
 mod body;
 mod routes;
 pub mod usage;
+mod workers;
 
 use crate::telemetry::audit::{AuditLog, now_rfc3339};
 use crate::telemetry::otel::{OtelExporter, parse_traceparent};
