@@ -654,6 +654,32 @@ fn bad_budgets_and_telemetry_name_the_key_and_the_fix() {
     }
 }
 
+/// `awf validate --format json` of an agent state whose `mcp_proxy.sandbox` is `sandbox`
+/// (YAML lines at the sandbox's indentation), written in `dir`: the exit code and the JSON.
+fn validate_sandbox(dir: &Path, sandbox: &str) -> (Option<i32>, Value) {
+    let wf = dir.join("sandbox.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
+             prompt: p\n    mcp_proxy:\n      enable: true\n      sandbox:\n{sandbox}    \
+             on_success: done\n  done:\n    type: terminal\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(AWF)
+        .args(["validate", "--format", "json"])
+        .arg(&wf)
+        .current_dir(dir)
+        .env("AWF_PLUGINS_PATH", dir.join("no-plugins"))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        serde_json::from_slice(&out.stdout).expect("validate --format json prints JSON"),
+    )
+}
+
 #[test]
 fn a_sandbox_path_through_a_link_is_a_warning_naming_where_it_leads() {
     let dir = scratch("links");
@@ -662,26 +688,14 @@ fn a_sandbox_path_through_a_link_is_a_warning_naming_where_it_leads() {
     let link = dir.join("keys-link");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let wf = dir.join("links.yaml");
-    std::fs::write(
-        &wf,
-        format!(
-            "name: links\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
-             prompt: p\n    mcp_proxy:\n      enable: true\n      sandbox:\n        readable: [{0}]\n        \
-             hidden: [{0}/inner]\n    on_success: done\n  done:\n    type: terminal\n",
+    let (code, json) = validate_sandbox(
+        &dir,
+        &format!(
+            "        readable: [{0}]\n        hidden: [{0}/inner]\n",
             link.display()
         ),
-    )
-    .unwrap();
-    let out = Command::new(AWF)
-        .args(["validate", "--format", "json"])
-        .arg(&wf)
-        .current_dir(&dir)
-        .env("AWF_PLUGINS_PATH", dir.join("no-plugins"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "a warning only");
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    );
+    assert_eq!(code, Some(0), "a warning only");
     let base = "states.a.mcp_proxy.sandbox";
     let real = std::fs::canonicalize(&target).unwrap();
     for path in [format!("{base}.readable[0]"), format!("{base}.hidden[0]")] {
@@ -707,26 +721,14 @@ fn a_sandbox_path_through_a_link_is_a_warning_naming_where_it_leads() {
 fn a_unix_sockets_entry_that_is_no_socket_is_an_error_naming_it() {
     let dir = scratch("unix-sockets");
     std::fs::write(dir.join("plain.txt"), "x").unwrap();
-    let wf = dir.join("sockets.yaml");
-    std::fs::write(
-        &wf,
-        format!(
-            "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
-             prompt: p\n    mcp_proxy:\n      enable: true\n      sandbox:\n        unix_sockets: \
-             [{}, {}]\n    on_success: done\n  done:\n    type: terminal\n",
+    let (code, json) = validate_sandbox(
+        &dir,
+        &format!(
+            "        unix_sockets: [{}, {}]\n",
             dir.join("plain.txt").display(),
             dir.join("not-yet.sock").display()
         ),
-    )
-    .unwrap();
-    let out = Command::new(AWF)
-        .args(["validate", "--format", "json"])
-        .arg(&wf)
-        .current_dir(&dir)
-        .env("AWF_PLUGINS_PATH", dir.join("no-plugins"))
-        .output()
-        .unwrap();
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    );
     let problems = json["problems"].as_array().unwrap();
     assert_eq!(problems.len(), 1, "{json:#}");
     let p = &problems[0];
@@ -738,5 +740,5 @@ fn a_unix_sockets_entry_that_is_no_socket_is_an_error_naming_it() {
         p["message"].as_str().unwrap().contains("not a unix socket"),
         "{p:#}"
     );
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(code, Some(2));
 }

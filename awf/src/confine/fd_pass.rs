@@ -4,7 +4,26 @@
 //! receives once the command is spawned.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// A stream socketpair (close-on-exec): awf's end, and the end a jail sends over.
+pub fn pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: socketpair fills two descriptors, owned from here on.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both are fresh descriptors of this process.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
 
 /// Sends `fd` over the unix socket `sock` (SCM_RIGHTS, one byte of data), by syscalls.
 pub unsafe fn send_fd(sock: libc::c_int, fd: libc::c_int) -> io::Result<()> {

@@ -211,19 +211,9 @@ impl Jail {
         if let Some(plan) = &self.landlock {
             plan.apply()?;
         }
-        if let Some(filter) = &self.seccomp
-            && let Some(listener) = filter.apply()?
-        {
-            let sock = self
-                .notify
-                .as_ref()
-                .map_or(-1, std::os::fd::AsRawFd::as_raw_fd);
-            // SAFETY: syscalls on descriptors of this process.
-            unsafe {
-                let sent = super::fd_pass::send_fd(sock, listener);
-                libc::close(listener);
-                sent?;
-            }
+        if let Some(filter) = &self.seccomp {
+            let notify = self.notify.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+            super::unix_grants::enter(filter, notify)?;
         }
         Ok(())
     }

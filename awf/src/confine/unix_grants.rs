@@ -116,22 +116,7 @@ pub struct Pending {
 impl Pending {
     /// A socketpair: awf's end, and the end the jail sends the descriptor over.
     pub fn pair() -> io::Result<(Pending, OwnedFd)> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: socketpair fills two descriptors, owned from here on.
-        let r = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                0,
-                fds.as_mut_ptr(),
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: both are fresh descriptors of this process.
-        let (ours, theirs) =
-            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (ours, theirs) = super::fd_pass::pair()?;
         Ok((Pending { sock: ours }, theirs))
     }
 
@@ -160,16 +145,21 @@ pub fn install(cmd: &mut std::process::Command, sock: OwnedFd) {
     use std::os::unix::process::CommandExt;
     let filter = super::seccomp::Filter::new(true);
     // SAFETY: the closure only makes syscalls on memory allocated before fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(listener) = filter.apply()? {
-                let sent = super::fd_pass::send_fd(sock.as_raw_fd(), listener);
-                libc::close(listener);
-                sent?;
-            }
-            Ok(())
-        })
-    };
+    unsafe { cmd.pre_exec(move || enter(&filter, Some(sock.as_raw_fd()))) };
+}
+
+/// Between fork and exec: installs `filter`; a supervised one's notification descriptor
+/// goes out over `notify` (and is closed here). Syscalls only.
+pub(super) fn enter(filter: &super::seccomp::Filter, notify: Option<RawFd>) -> io::Result<()> {
+    if let Some(listener) = filter.apply()? {
+        // SAFETY: syscalls on descriptors of this process.
+        unsafe {
+            let sent = super::fd_pass::send_fd(notify.unwrap_or(-1), listener);
+            libc::close(listener);
+            sent?;
+        }
+    }
+    Ok(())
 }
 
 /// One call's supervisor at work.

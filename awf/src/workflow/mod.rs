@@ -62,6 +62,20 @@ impl Diagnostic {
         }
     }
 
+    /// A warning found at `path`, on `line` of the document: printed, the workflow runs.
+    pub fn warning(
+        code: &'static str,
+        path: String,
+        line: usize,
+        message: String,
+        hint: String,
+    ) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(code, path, line, message, hint)
+        }
+    }
+
     /// 0 for a warning.
     pub fn exit_code(&self) -> u8 {
         match self.severity {

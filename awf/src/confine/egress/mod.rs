@@ -83,22 +83,7 @@ pub struct Bridge {
 impl Bridge {
     /// A socketpair: awf's end, and the end the jail sends the listener over.
     pub fn pair() -> io::Result<(Bridge, OwnedFd)> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: socketpair fills two descriptors, owned from here on.
-        let r = unsafe {
-            libc::socketpair(
-                libc::AF_UNIX,
-                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-                0,
-                fds.as_mut_ptr(),
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: both are fresh descriptors of this process.
-        let (ours, theirs) =
-            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (ours, theirs) = super::fd_pass::pair()?;
         Ok((Bridge { sock: ours }, theirs))
     }
 

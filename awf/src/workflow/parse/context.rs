@@ -4,8 +4,8 @@
 //! (`join`, `name_of`) and the typo suggestion behind "did you mean".
 
 use crate::error::codes;
+use crate::workflow::Diagnostic;
 use crate::workflow::yaml::{Kind, Node};
-use crate::workflow::{Diagnostic, Severity};
 use std::time::Duration;
 
 pub(crate) fn join(path: &str, key: &str) -> String {
@@ -47,14 +47,13 @@ impl Ctx {
         message: String,
         hint: impl Into<String>,
     ) {
-        self.diags.push(Diagnostic {
-            severity: Severity::Warning,
+        self.diags.push(Diagnostic::warning(
             code,
+            path.to_string(),
+            line,
             message,
-            path: path.to_string(),
-            line: Some(line),
-            hint: hint.into(),
-        });
+            hint.into(),
+        ));
     }
 
     /// The entries of a map node, with unknown and duplicate keys reported.
