@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use common::{Client, object_schema};
@@ -869,6 +869,53 @@ fn script() -> Vec<Vec<u8>> {
     lines
 }
 
+/// A client that sends line `i` once `answered_before[i]` answers have come back.
+struct Paced {
+    lines: Vec<Vec<u8>>,
+    answered_before: Vec<usize>,
+    next: usize,
+    pending: Vec<u8>,
+    output: Arc<(Mutex<Vec<u8>>, Condvar)>,
+}
+
+impl std::io::Read for Paced {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pending.is_empty() {
+            let Some(line) = self.lines.get(self.next) else {
+                return Ok(0);
+            };
+            let due = self.answered_before[self.next];
+            let (written, grew) = &*self.output;
+            let mut written = written.lock().unwrap();
+            while written.iter().filter(|&&b| b == b'\n').count() < due {
+                written = grew.wait(written).unwrap();
+            }
+            self.pending = line.clone();
+            self.pending.push(b'\n');
+            self.next += 1;
+        }
+        let n = buf.len().min(self.pending.len());
+        buf[..n].copy_from_slice(&self.pending[..n]);
+        self.pending.drain(..n);
+        Ok(n)
+    }
+}
+
+/// The served side's output, waking [`Paced`] at every write.
+struct Sink(Arc<(Mutex<Vec<u8>>, Condvar)>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.0.lock().unwrap().extend_from_slice(buf);
+        self.0.1.notify_all();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[test]
 fn the_dispatcher_answers_each_line_as_serve_does() {
     let build = |hooks: Arc<Recorder>| {
@@ -880,22 +927,13 @@ fn the_dispatcher_answers_each_line_as_serve_does() {
             .unwrap()
     };
     let lines = script();
-    let served_hooks = Arc::new(Recorder::default());
-    let mut input = Vec::new();
-    for line in &lines {
-        input.extend_from_slice(line);
-        input.extend_from_slice(b"\n");
-    }
-    let mut served = Vec::new();
-    let reason = build(served_hooks.clone())
-        .serve(std::io::Cursor::new(input), &mut served)
-        .unwrap();
-
     let dispatched_hooks = Arc::new(Recorder::default());
     let server = build(dispatched_hooks.clone());
     let mut session = server.dispatcher();
     let mut dispatched = String::new();
+    let mut answered_before = Vec::new();
     for line in &lines {
+        answered_before.push(dispatched.lines().count());
         let answer = session.dispatch(line);
         assert!(
             answer.is_empty() || (answer.ends_with('\n') && answer.lines().count() == 1),
@@ -903,6 +941,22 @@ fn the_dispatcher_answers_each_line_as_serve_does() {
         );
         dispatched.push_str(&answer);
     }
+
+    // The served side gets the same lines from a client that waits for each answer, so
+    // that no call finds the one slot still taken by the call before it.
+    let served_hooks = Arc::new(Recorder::default());
+    let output = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
+    let client = Paced {
+        lines: lines.clone(),
+        answered_before,
+        next: 0,
+        pending: Vec::new(),
+        output: output.clone(),
+    };
+    let reason = build(served_hooks.clone())
+        .serve(client, Sink(output.clone()))
+        .unwrap();
+    let served = std::mem::take(&mut *output.0.lock().unwrap());
     assert_eq!(reason, StopReason::Shutdown);
     assert_eq!(session.stopped(), Some(StopReason::Shutdown));
     assert_eq!(dispatched, String::from_utf8(served).unwrap());
