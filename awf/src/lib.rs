@@ -26,6 +26,7 @@ pub mod client;
 pub mod confine;
 pub mod error;
 pub mod mcp_serve;
+pub mod mcp_servers;
 pub mod plugins;
 pub mod private_files;
 pub mod process;

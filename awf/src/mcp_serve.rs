@@ -30,6 +30,13 @@ pub struct ServeConfig {
     /// `crate::plugins::start_exposed` before serving.
     #[serde(default)]
     pub plugin_tools: Vec<PluginTools>,
+    /// Third-party MCP servers to start, each in its own jail, their tools re-exported as
+    /// `<server>_<tool>` ([`crate::mcp_servers`]).
+    #[serde(default)]
+    pub servers: std::collections::BTreeMap<String, crate::mcp_servers::ServerSpec>,
+    /// The lock file of the servers' tool pins; absent: pins are neither read nor written.
+    #[serde(default)]
+    pub pins: Option<PathBuf>,
     /// Where this config came from, for error messages (`the config /path`, `--root`).
     #[serde(skip)]
     pub origin: String,
@@ -100,6 +107,8 @@ impl ServeConfig {
             root,
             intercept_builtins: true,
             plugin_tools: Vec::new(),
+            servers: Default::default(),
+            pins: None,
             origin: "--root".into(),
             audit_path: None,
             servers_dir: None,
@@ -152,6 +161,7 @@ impl ServeConfig {
         cfg.root = abs(&cfg.root);
         cfg.audit_path = cfg.audit_path.as_deref().map(abs);
         cfg.servers_dir = cfg.servers_dir.as_deref().map(abs);
+        cfg.pins = cfg.pins.as_deref().map(abs);
         cfg.writable_paths = cfg.writable_paths.iter().map(|p| abs(p)).collect();
         cfg.readable_paths = cfg.readable_paths.iter().map(|p| abs(p)).collect();
         cfg.hidden_paths = cfg.hidden_paths.iter().map(|p| abs(p)).collect();
@@ -172,11 +182,11 @@ impl ServeConfig {
                 ),
             ));
         }
-        if !self.intercept_builtins && self.plugin_tools.is_empty() {
+        if !self.intercept_builtins && self.plugin_tools.is_empty() && self.servers.is_empty() {
             return Err(AwfError::new(
                 codes::EMPTY_PROXY,
                 format!(
-                    "{origin}: intercept_builtins is false and plugin_tools is empty, so there is no tool to serve"
+                    "{origin}: intercept_builtins is false and plugin_tools and servers are empty, so there is no tool to serve"
                 ),
             ));
         }
