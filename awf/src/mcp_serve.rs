@@ -333,6 +333,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             unix_sockets: cfg.unix_sockets.clone(),
             processes: cfg.processes,
             support: cfg.confine_support,
+            root_read_only: false,
         };
         let confinement = confine::Confinement::new(
             &policy,
@@ -386,16 +387,6 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             shutdown: shutdown.clone(),
         })));
     }
-    // Plugins start (and their tools are checked) only when the config exposes some.
-    let bounds = crate::plugins::CallBounds {
-        timeout: std::time::Duration::from_secs(cfg.limits.bash_timeout_seconds),
-        output_bytes: cfg.limits.output_bytes,
-    };
-    for adapter in
-        crate::plugins::start_exposed(&cfg.plugin_tools, &cfg.origin, &root, &shutdown, bounds)?
-    {
-        sources.push(Box::new(adapter));
-    }
     let audit = match &cfg.audit_path {
         Some(p) => Some(AuditLog::open(p).map_err(|e| {
             AwfError::new(
@@ -418,6 +409,30 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         audit,
         traceparent.as_deref(),
     ));
+    // Plugins start (and their tools are checked) only when the config exposes some.
+    let bounds = crate::plugins::CallBounds {
+        timeout: std::time::Duration::from_secs(cfg.limits.bash_timeout_seconds),
+        output_bytes: cfg.limits.output_bytes,
+    };
+    for adapter in
+        crate::plugins::start_exposed(&cfg.plugin_tools, &cfg.origin, &root, &shutdown, bounds)?
+    {
+        sources.push(Box::new(adapter));
+    }
+    let step = crate::mcp_servers::Step {
+        root: &root,
+        support: cfg.confine_support,
+        processes: cfg.processes,
+        pins: cfg.pins.as_deref(),
+        timeout: bounds.timeout,
+        output_bytes: bounds.output_bytes,
+        shutdown: &shutdown,
+        telemetry: &telemetry,
+        origin: &cfg.origin,
+    };
+    for server in crate::mcp_servers::start(&cfg.servers, &step)? {
+        sources.push(Box::new(server));
+    }
     let tools = ToolSet::new(sources, &cfg.tools)
         .map_err(|e| AwfError::new(e.code(), format!("{}: {}", cfg.origin, e.message())))?;
     Ok(Prepared {

@@ -335,10 +335,17 @@ fn arm_parent_death(cmd: &mut Command, subreaper: bool) {
 /// (by SIGKILL too), whichever thread asks. PR_SET_PDEATHSIG fires when the spawning
 /// *thread* ends, not the process: the spawn is made by one thread that lives as long as
 /// the process (for children that outlive the thread that wanted them, as plugins do).
-pub fn spawn_dying_with_awf(mut cmd: Command) -> io::Result<ProcessGroup> {
+///
+/// `after_tie` adds the `pre_exec` steps meant for the process below the spawned one (a
+/// [`crate::confine::Jail`] forks there), after the death signal is armed.
+pub fn spawn_dying_with_awf(
+    mut cmd: Command,
+    after_tie: impl FnOnce(&mut Command),
+) -> io::Result<ProcessGroup> {
     type Job = (Command, mpsc::Sender<io::Result<ProcessGroup>>);
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     arm_parent_death(&mut cmd, false);
+    after_tie(&mut cmd);
     let spawner = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()

@@ -74,6 +74,7 @@ fn sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Val
                     unix_sockets: sb.unix_sockets.clone(),
                     processes: sb.processes,
                     support: None,
+                    root_read_only: false,
                 };
                 let stated =
                     policy.stated(path.as_deref(), home.as_deref(), &|n| std::env::var(n).ok());

@@ -133,6 +133,9 @@ pub struct Policy {
     /// What the kernel allows, when it was probed already (by `awf run`); None: probed
     /// here.
     pub support: Option<Support>,
+    /// The root is readable, not writable (a third-party server's jail; Bash's root is
+    /// writable).
+    pub root_read_only: bool,
 }
 
 impl Policy {
@@ -271,8 +274,10 @@ pub struct Confinement {
     read: ReadMode,
     support: Support,
     processes: u32,
-    /// Root, temp dir, /dev/null, then the `writable:` paths.
+    /// Root (unless read-only), temp dir, /dev/null, then the `writable:` paths.
     writable: Vec<PathBuf>,
+    /// How many of `writable` come before the `writable:` paths.
+    fixed_writable: usize,
     /// Under `read: confined`: every read-only root (system, toolchains, `readable:`).
     readable: Vec<PathBuf>,
     /// The user's `readable:` paths, for the description.
@@ -314,7 +319,11 @@ impl Confinement {
         home: Option<&Path>,
         var: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Confinement, String> {
-        let mut writable = vec![real_path(root), real_path(tmp), PathBuf::from("/dev/null")];
+        let mut writable = vec![real_path(tmp), PathBuf::from("/dev/null")];
+        if !policy.root_read_only {
+            writable.insert(0, real_path(root));
+        }
+        let fixed_writable = writable.len();
         writable.extend(policy.writable.iter().map(|p| real_path(p)));
         let status = if !policy.landlock {
             Status::Off
@@ -348,7 +357,10 @@ impl Confinement {
             ));
         }
         let homes = readable::homes(home);
-        let readable = policy.read_roots(read, path, home, var);
+        let mut readable = policy.read_roots(read, path, home, var);
+        if policy.root_read_only && read == ReadMode::Confined {
+            readable.push(real_path(root));
+        }
         let mut c = Confinement {
             status,
             net: NetStatus::Allowed,
@@ -356,6 +368,7 @@ impl Confinement {
             support,
             processes: policy.processes.unwrap_or(DEFAULT_PROCESSES),
             writable,
+            fixed_writable,
             readable,
             readable_extra: policy.readable.clone(),
             homes,
@@ -430,6 +443,7 @@ impl Confinement {
             },
             processes: DEFAULT_PROCESSES,
             writable: vec![root.to_path_buf(), tmp.to_path_buf()],
+            fixed_writable: 2,
             readable: Vec::new(),
             readable_extra: Vec::new(),
             homes: Vec::new(),
@@ -592,7 +606,7 @@ impl Confinement {
         };
         let writes = match &self.status {
             Status::On(_) => {
-                let extra = &self.writable[3..];
+                let extra = &self.writable[self.fixed_writable..];
                 format!(
                     "writes are confined (Landlock) to the root, a private temp directory \
                      ($TMPDIR), /dev/null{}; the rest, /tmp and $HOME included, is read-only",

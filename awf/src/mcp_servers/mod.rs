@@ -1,8 +1,444 @@
-//! Third-party MCP servers behind the proxy: each started in its own jail (built by
-//! [`crate::confine`], the one Bash's calls and plugins get), spoken to as an MCP client,
-//! its tools re-exported as `<server>_<tool>`, every tool pinned by a hash of what an
-//! agent reads of it.
+//! Third-party MCP servers behind the proxy: each started in its own jail, built by
+//! [`crate::confine`] as Bash's calls get theirs ([`process`]), spoken to as an MCP
+//! client on mcpserver's wire types ([`client`], restarted once per step by [`link`]), its
+//! tools re-exported as `<server>_<tool>` ([`source`]) and pinned by a hash of all an
+//! agent reads of them ([`pins`]). [`start`] is what `awf mcp-serve` calls for its
+//! config's `servers`: every server starts in parallel, and one that fails fails the step
+//! (naming it, its command and its stderr's last lines) unless it is `optional`.
 
+pub mod client;
 pub mod config;
+pub mod link;
+pub mod pins;
+pub mod process;
+pub mod source;
+mod wire_shim;
 
 pub use config::{SandboxSpec, ServerSpec, ServerTools};
+pub use source::ServerSource;
+
+use crate::error::{AwfError, codes};
+use crate::telemetry::{CallScope, Telemetry};
+use link::Link;
+use opentelemetry::KeyValue;
+use process::{Report, StartContext};
+use serde_json::Value;
+use source::{CLIENT_PREFIX, Exposed};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+/// What the servers of one step share.
+pub struct Step<'a> {
+    pub root: &'a Path,
+    pub support: Option<crate::confine::Support>,
+    pub processes: Option<u32>,
+    /// The lock file of the tool pins, if pins are kept.
+    pub pins: Option<&'a Path>,
+    /// A call's deadline unless the server's `timeout_seconds` says otherwise.
+    pub timeout: Duration,
+    pub output_bytes: usize,
+    pub shutdown: &'a crate::process::Shutdown,
+    pub telemetry: &'a Arc<Telemetry>,
+    /// Where the config came from, for messages.
+    pub origin: &'a str,
+}
+
+/// Starts every server of `servers` (in parallel) and returns their tool sources.
+pub fn start(
+    servers: &BTreeMap<String, ServerSpec>,
+    step: &Step<'_>,
+) -> Result<Vec<ServerSource>, AwfError> {
+    if servers.is_empty() {
+        return Ok(Vec::new());
+    }
+    for (name, spec) in servers {
+        check_spec(name, spec, step.origin)?;
+    }
+    let mut pins = match step.pins {
+        Some(p) => Some(pins::Pins::load(p).map_err(|e| AwfError::new(codes::CONFIG_INVALID, e))?),
+        None => None,
+    };
+    let started: Vec<(String, Result<Started, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = servers
+            .iter()
+            .map(|(name, spec)| {
+                let h = s.spawn(move || launch(name, spec, step));
+                (name.clone(), h)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(name, h)| {
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err("its start panicked (a bug in awf)".into()));
+                (name, r)
+            })
+            .collect()
+    });
+    let mut out = Vec::new();
+    let mut first_use = Vec::new();
+    for (name, result) in started {
+        let spec = &servers[&name];
+        let started = match result {
+            Ok(s) => s,
+            Err(why) if spec.optional => {
+                tracing::warn!(
+                    server = %name,
+                    "server {name} ({}) did not start and is optional, so its tools are absent: {why}",
+                    spec.command.join(" ")
+                );
+                continue;
+            }
+            Err(why) => {
+                return Err(AwfError::new(
+                    codes::SERVER_FAILED,
+                    format!(
+                        "{}: server {name} ({}) did not start: {why}; fix its command or \
+                         sandbox, or mark it optional: true",
+                        step.origin,
+                        spec.command.join(" ")
+                    ),
+                ));
+            }
+        };
+        let verdicts = match &pins {
+            Some(p) => {
+                if !p.knows(&name) {
+                    first_use.push((name.clone(), started.tools.clone()));
+                }
+                p.check(&name, &started.tools)
+            }
+            None => vec![pins::Verdict::Pinned; started.tools.len()],
+        };
+        let pins_path = step.pins.map(Path::to_path_buf).unwrap_or_default();
+        out.push(expose(&name, spec, started, &verdicts, &pins_path, step)?);
+    }
+    if let Some(p) = pins.as_mut()
+        && !first_use.is_empty()
+    {
+        for (name, tools) in &first_use {
+            p.record(name, tools);
+            tracing::info!(
+                server = %name,
+                "pinned the {} tools of server {name} in {} (first use): a later run withholds \
+                 any of them that changes; commit the file",
+                tools.len(),
+                p.path().display()
+            );
+        }
+        p.save()
+            .map_err(|e| AwfError::new(codes::IO, format!("{}: {e}", step.origin)))?;
+    }
+    Ok(out)
+}
+
+/// A started server before its tools are checked.
+struct Started {
+    link: Arc<Link>,
+    tools: Vec<Value>,
+    withdrawn: Arc<Mutex<HashMap<String, String>>>,
+    in_flight: Arc<Mutex<Vec<CallScope>>>,
+    /// Upstream name → hash of the tools as offered, filled once they are known.
+    offered: Arc<OnceLock<HashMap<String, String>>>,
+}
+
+fn check_spec(name: &str, spec: &ServerSpec, origin: &str) -> Result<(), AwfError> {
+    let at = format!("{origin}, servers.{name}");
+    let bad = |why: String| Err(AwfError::new(codes::CONFIG_INVALID, format!("{at}: {why}")));
+    let ok_name = name.len() <= 32
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if !ok_name {
+        return bad(format!(
+            "the server name {name:?} is not letters, digits and hyphens (starting with a \
+             letter, at most 32): it becomes the prefix `{name}_` of its tools' names; rename it"
+        ));
+    }
+    if spec.command.is_empty() || spec.command[0].is_empty() {
+        return bad("command is empty; give the server's argv, e.g. [npx, -y, package]".into());
+    }
+    if spec.timeout_seconds == Some(0) || spec.start_timeout_seconds == Some(0) {
+        return bad("a timeout of 0 s; give at least 1, or leave it out for the default".into());
+    }
+    if spec.tools.allow.is_some() && !spec.tools.deny.is_empty() {
+        return bad("tools has both allow and deny; keep one of them".into());
+    }
+    for p in spec
+        .env_passthrough
+        .iter()
+        .chain(&spec.sandbox.env_passthrough)
+    {
+        crate::child_env::check_pattern(p).map_err(|e| {
+            AwfError::new(codes::CONFIG_INVALID, format!("{at}: env_passthrough: {e}"))
+        })?;
+    }
+    for n in spec.env.keys().chain(spec.sandbox.env.keys()) {
+        crate::child_env::check_name(n)
+            .map_err(|e| AwfError::new(codes::CONFIG_INVALID, format!("{at}: env: {e}")))?;
+    }
+    Ok(())
+}
+
+fn launch(name: &str, spec: &ServerSpec, step: &Step<'_>) -> Result<Started, String> {
+    let withdrawn: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let in_flight: Arc<Mutex<Vec<CallScope>>> = Arc::default();
+    let offered: Arc<OnceLock<HashMap<String, String>>> = Arc::default();
+    let cx = Arc::new(StartContext {
+        root: step.root.to_path_buf(),
+        support: step.support,
+        processes: step.processes,
+        report: reporter(name, step.telemetry.clone(), in_flight.clone()),
+    });
+    let telemetry = step.telemetry.clone();
+    let server = name.to_string();
+    let stderr: process::StderrSink = Arc::new(move |line: &str| {
+        tracing::info!(server = %server, stderr = %telemetry.mask_text(line), "server stderr");
+    });
+    let me: Arc<OnceLock<Weak<Link>>> = Arc::default();
+    let list_changed = {
+        let (me, withdrawn, offered, server) = (
+            me.clone(),
+            withdrawn.clone(),
+            offered.clone(),
+            name.to_string(),
+        );
+        Arc::new(move || {
+            let Some(link) = me.get().and_then(Weak::upgrade) else {
+                return;
+            };
+            let Some(offered) = offered.get() else { return };
+            recheck(&server, &link, offered, &withdrawn);
+        }) as Arc<dyn Fn() + Send + Sync>
+    };
+    let (link, tools) = Link::start(name, spec, cx, stderr, list_changed)?;
+    let link = Arc::new(link);
+    let _ = me.set(Arc::downgrade(&link));
+    Ok(Started {
+        link,
+        tools,
+        withdrawn,
+        in_flight,
+        offered,
+    })
+}
+
+/// After `notifications/tools/list_changed` (or a restart): every offered tool that is
+/// gone or whose hash changed is withdrawn for the rest of the step.
+fn recheck(
+    server: &str,
+    link: &Link,
+    offered: &HashMap<String, String>,
+    withdrawn: &Mutex<HashMap<String, String>>,
+) {
+    let tools = match link.list_tools() {
+        Ok(t) => t,
+        Err(why) => {
+            tracing::warn!(server = %server, "cannot list the tools again after a change: {why}");
+            return;
+        }
+    };
+    let now: HashMap<&str, String> = tools
+        .iter()
+        .filter_map(|t| Some((t.get("name")?.as_str()?, pins::hash(t))))
+        .collect();
+    let mut w = withdrawn.lock().unwrap_or_else(|e| e.into_inner());
+    for (upstream, hash) in offered {
+        let why = match now.get(upstream.as_str()) {
+            None => "the server removed it during this run",
+            Some(h) if h != hash => {
+                "changed since pinned: the server changed its description, schema or \
+                 annotations during this run"
+            }
+            Some(_) => continue,
+        };
+        if w.insert(upstream.clone(), why.to_string()).is_none() {
+            tracing::warn!(server = %server, tool = %upstream, "withheld from now on: {why}");
+        }
+    }
+}
+
+/// The server's tools checked and named: the `tools` block, renames, pins, and the name
+/// rules (valid MCP names that fit after the longest client prefix).
+fn expose(
+    name: &str,
+    spec: &ServerSpec,
+    started: Started,
+    verdicts: &[pins::Verdict],
+    pins_path: &Path,
+    step: &Step<'_>,
+) -> Result<ServerSource, AwfError> {
+    let mut offered = Vec::new();
+    let mut withheld = Vec::new();
+    let upstream_names: Vec<&str> = started
+        .tools
+        .iter()
+        .filter_map(|t| t.get("name")?.as_str())
+        .collect();
+    for listed in spec
+        .tools
+        .allow
+        .iter()
+        .flatten()
+        .chain(&spec.tools.deny)
+        .chain(spec.rename.keys())
+    {
+        if !upstream_names.contains(&listed.as_str()) {
+            tracing::warn!(
+                server = %name,
+                "servers.{name} names the tool {listed:?}, which the server does not list (it \
+                 lists {})",
+                upstream_names.join(", ")
+            );
+        }
+    }
+    for (def, verdict) in started.tools.iter().zip(verdicts) {
+        let Some(upstream) = def.get("name").and_then(Value::as_str) else {
+            tracing::warn!(server = %name, "the server listed a tool without a name: {def}");
+            continue;
+        };
+        let short = spec.rename.get(upstream).map_or(upstream, String::as_str);
+        let full = format!("{name}_{short}");
+        if let Err(why) = mcpserver::check_name(&full) {
+            return Err(AwfError::new(
+                codes::INVALID_TOOL_NAME,
+                format!(
+                    "{}: tool {upstream:?} of server {name} would be {full:?}: {why}; add \
+                     rename: {{{upstream}: <a shorter name of letters, digits, _ and ->}} to \
+                     servers.{name}, or deny it in servers.{name}.tools",
+                    step.origin
+                ),
+            ));
+        }
+        if CLIENT_PREFIX.len() + full.len() > 64 {
+            return Err(AwfError::new(
+                codes::INVALID_TOOL_NAME,
+                format!(
+                    "{}: tool {upstream:?} of server {name} would be {full:?}, {} characters: \
+                     with the longest client prefix ({CLIENT_PREFIX}) it passes MCP's 64; give \
+                     the server a shorter name, or add rename: {{{upstream}: <shorter>}} to \
+                     servers.{name}",
+                    step.origin,
+                    full.len()
+                ),
+            ));
+        }
+        let kept_back = if spec
+            .tools
+            .allow
+            .as_ref()
+            .is_some_and(|a| !a.iter().any(|t| t == upstream))
+        {
+            Some(format!("servers.{name}.tools.allow does not list it"))
+        } else if spec.tools.deny.iter().any(|t| t == upstream) {
+            Some(format!("servers.{name}.tools.deny denies it"))
+        } else {
+            verdict.withheld(pins_path)
+        };
+        if let Some(why) = kept_back {
+            if matches!(verdict, pins::Verdict::New | pins::Verdict::Changed(_)) {
+                tracing::warn!(server = %name, tool = %upstream, "withheld: {why}");
+            }
+            withheld.push((full, why));
+            continue;
+        }
+        offered.push(Exposed {
+            tool: source::tool_from(&full, def),
+            upstream: upstream.to_string(),
+            hash: pins::hash(def),
+            read_only: def
+                .get("annotations")
+                .and_then(|a| a.get("readOnlyHint"))
+                .and_then(Value::as_bool)
+                == Some(true),
+        });
+    }
+    let hashes = offered
+        .iter()
+        .map(|e| (e.upstream.clone(), e.hash.clone()))
+        .collect();
+    let _ = started.offered.set(hashes);
+    Ok(ServerSource::new(
+        name,
+        started.link,
+        offered,
+        withheld,
+        started.withdrawn,
+        started.in_flight,
+        spec.timeout_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(step.timeout),
+        step.output_bytes,
+        step.shutdown.clone(),
+    ))
+}
+
+/// Where a server's jail reports go: a log line each, and an audit record (with the
+/// server's name) and span event of the server's call in flight, or a record of the
+/// session when none is.
+fn reporter(
+    server: &str,
+    telemetry: Arc<Telemetry>,
+    in_flight: Arc<Mutex<Vec<CallScope>>>,
+) -> Arc<dyn Fn(Report) + Send + Sync> {
+    let server = server.to_string();
+    Arc::new(move |report: Report| {
+        let (mut record, mut attributes, allowed, what) = match &report {
+            Report::Egress(a) => {
+                let attributes = vec![
+                    KeyValue::new("server.address", a.host.clone()),
+                    KeyValue::new("server.port", i64::from(a.port)),
+                    KeyValue::new("awf.net.decision", a.decision_name()),
+                ];
+                (
+                    a.record(),
+                    attributes,
+                    a.decision_name() == "allowed",
+                    format!("{}:{}", a.host, a.port),
+                )
+            }
+            Report::Unix(a) => {
+                let attributes = vec![
+                    KeyValue::new("network.transport", "unix"),
+                    KeyValue::new("server.address", a.path.clone()),
+                    KeyValue::new("awf.net.decision", a.decision_name()),
+                ];
+                (a.record(), attributes, a.allowed, a.path.clone())
+            }
+        };
+        record.insert("server".into(), server.clone().into());
+        attributes.push(KeyValue::new("awf.mcp.server", server.clone()));
+        let why = record
+            .get("rule")
+            .or(record.get("reason"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let why = telemetry.mask_text(&why);
+        if allowed {
+            tracing::info!(server = %server, to = %what, rule = %why, "net.connect allowed");
+        } else {
+            tracing::warn!(server = %server, to = %what, reason = %why, "net.connect denied");
+        }
+        let scope = in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last()
+            .cloned();
+        match scope {
+            Some(scope) => scope.record("net.connect", record, attributes),
+            None => telemetry.record("net.connect", record),
+        }
+    })
+}
+
+/// The default pins file of a workflow: `fix.yaml` → `fix.lock.json` beside it.
+pub fn default_pins_path(workflow: &Path) -> PathBuf {
+    let stem = workflow
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "workflow".into());
+    workflow.with_file_name(format!("{stem}.lock.json"))
+}

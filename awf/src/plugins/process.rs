@@ -159,7 +159,7 @@ impl PluginProcess {
                 None
             }
         };
-        let mut child = crate::process::spawn_dying_with_awf(command)
+        let mut child = crate::process::spawn_dying_with_awf(command, |_| {})
             .map_err(|e| fail(format!("cannot be started: {e}")))?;
         // The supervisor ends by itself with the plugin's last process.
         if let Some(unix) = unix

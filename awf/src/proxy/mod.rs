@@ -273,7 +273,7 @@ impl ToolProxyService {
             }
         }
         // The agent CLI allows only what the server offers.
-        tool_names.retain(|name| proxy.tools.withheld(name).is_none());
+        tool_names.retain(|name| proxy.tools.withheld(name, false).is_none());
         let mut env = vec![("TRACEPARENT".to_string(), traceparent.clone())];
         for k in [
             "AWF_LOG",

@@ -219,6 +219,25 @@ impl Telemetry {
         }
     }
 
+    /// A `kind` audit record of the session outside any call (masked), with a log line
+    /// left to the caller: what a third-party server's jail reports while none of its
+    /// calls runs.
+    pub fn record(&self, kind: &str, fields: serde_json::Map<String, Value>) {
+        if self.audit.is_none() {
+            return;
+        }
+        let mut r = self.base_record(kind);
+        if let Value::Object(masked) = self.masker.mask(&Value::Object(fields)) {
+            r.extend(masked);
+        }
+        self.write(r);
+    }
+
+    /// Masks `text` as audit records are masked (for log lines).
+    pub fn mask_text(&self, text: &str) -> String {
+        self.masker.mask_text(text)
+    }
+
     /// `session.start`: who is serving what.
     pub fn session_start(&self, root: &str, tools: &[String]) {
         let mut r = self.base_record("session.start");

@@ -26,6 +26,24 @@ pub trait ToolSource: Send + Sync {
 
     /// Registers on `builder` the tools that `offered` accepts.
     fn register(&self, builder: ServerBuilder, offered: &dyn Fn(&str) -> bool) -> ServerBuilder;
+
+    /// Tools among [`names`](Self::names) the source itself keeps from the agent, with
+    /// why (a third-party tool its config denies, or one changed since it was pinned).
+    fn withheld(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    /// True when `name` only looks (a third-party tool annotated `readOnlyHint: true`):
+    /// a read-only step offers it besides Read, Glob and Grep.
+    fn read_only(&self, _name: &str) -> bool {
+        false
+    }
+
+    /// The name the tool has where it comes from, when it differs (a third-party
+    /// server's own name of it).
+    fn upstream_name(&self, _name: &str) -> Option<String> {
+        None
+    }
 }
 
 /// A step's tools, checked: one name space over its sources, with the policy applied.
@@ -64,7 +82,8 @@ impl ToolSet {
                         codes::NAME_COLLISION,
                         format!(
                             "tool name {name:?} is offered by both {} and {}; expose only one \
-                             of them (or set intercept_builtins: false)",
+                             of them, rename a server's tool (servers.<name>.rename), or set \
+                             intercept_builtins: false",
                             sources[*first].source(),
                             source.source()
                         ),
@@ -78,8 +97,13 @@ impl ToolSet {
             .map_err(|why| AwfError::new(codes::CONFIG_INVALID, why))?;
         let mut offered = Vec::new();
         let mut withheld = Vec::new();
-        for (name, _) in &all {
-            match policy.withheld(name) {
+        let kept: Vec<Vec<(String, String)>> = sources.iter().map(|s| s.withheld()).collect();
+        for (name, i) in &all {
+            let own = kept[*i]
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, w)| w.clone());
+            match own.or_else(|| policy.withheld(name, sources[*i].read_only(name))) {
                 Some(why) => withheld.push((name.clone(), why)),
                 None => offered.push(name.clone()),
             }

@@ -17,15 +17,17 @@ pub struct ToolPolicy {
 }
 
 impl ToolPolicy {
-    /// Why `tool` is withheld, or None when it is offered.
-    pub fn withheld(&self, tool: &str) -> Option<String> {
+    /// Why `tool` is withheld, or None when it is offered; `looks_only` tells a tool that
+    /// declares it changes nothing (a third-party tool's `readOnlyHint`), which a
+    /// read-only step offers too.
+    pub fn withheld(&self, tool: &str, looks_only: bool) -> Option<String> {
         if self.deny.iter().any(|d| d == tool) {
             return Some("this step's tool policy denies it (mcp_proxy.tools.deny)".into());
         }
-        if self.read_only && !READ_ONLY_TOOLS.contains(&tool) {
+        if self.read_only && !looks_only && !READ_ONLY_TOOLS.contains(&tool) {
             return Some(
                 "this step's tool policy is read-only (mcp_proxy.tools.read_only: true offers \
-                 Read, Glob and Grep only)"
+                 Read, Glob, Grep and the tools of servers annotated readOnlyHint: true)"
                     .into(),
             );
         }
@@ -61,11 +63,20 @@ mod tests {
             deny: vec!["Grep".into()],
             read_only: true,
         };
-        assert!(p.withheld("Read").is_none());
-        assert!(p.withheld("Grep").unwrap().contains("mcp_proxy.tools.deny"));
-        assert!(p.withheld("Bash").unwrap().contains("read-only"));
-        assert!(p.withheld("notes_add").unwrap().contains("read-only"));
-        assert!(ToolPolicy::default().withheld("Bash").is_none());
+        assert!(p.withheld("Read", false).is_none());
+        assert!(
+            p.withheld("Grep", false)
+                .unwrap()
+                .contains("mcp_proxy.tools.deny")
+        );
+        assert!(p.withheld("Bash", false).unwrap().contains("read-only"));
+        assert!(
+            p.withheld("notes_add", false)
+                .unwrap()
+                .contains("read-only")
+        );
+        assert!(p.withheld("github_get_issue", true).is_none());
+        assert!(ToolPolicy::default().withheld("Bash", false).is_none());
     }
 
     #[test]

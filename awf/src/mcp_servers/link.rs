@@ -1,0 +1,241 @@
+//! A server link that outlives one crash: the running process and its client, started
+//! with a deadline for `initialize` and `tools/list`, and started again at most once per
+//! step when the server dies.
+
+use super::client::{Client, Failure};
+use super::config::{DEFAULT_START_TIMEOUT, ServerSpec};
+use super::process::{ServerProcess, StartContext, StderrSink, describe_status};
+use serde_json::Value;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Restarts a server gets in one step.
+const MAX_RESTARTS: u32 = 1;
+
+struct Instance {
+    process: ServerProcess,
+    client: Client,
+}
+
+/// What a running server is told about and asks for.
+pub struct Link {
+    name: String,
+    spec: ServerSpec,
+    cx: Arc<StartContext>,
+    stderr: StderrSink,
+    /// Runs (on a thread of its own) when the server says its tool list changed.
+    list_changed: Arc<dyn Fn() + Send + Sync>,
+    current: Mutex<Option<Arc<Instance>>>,
+    restarts: AtomicU32,
+}
+
+/// Why a call got no result, in words for the agent.
+pub type CallFailure = String;
+
+impl Link {
+    /// Starts the server and lists its tools, within its start deadline.
+    pub fn start(
+        name: &str,
+        spec: &ServerSpec,
+        cx: Arc<StartContext>,
+        stderr: StderrSink,
+        list_changed: Arc<dyn Fn() + Send + Sync>,
+    ) -> Result<(Link, Vec<Value>), String> {
+        let link = Link {
+            name: name.to_string(),
+            spec: spec.clone(),
+            cx,
+            stderr,
+            list_changed,
+            current: Mutex::new(None),
+            restarts: AtomicU32::new(0),
+        };
+        let (instance, tools) = link.launch()?;
+        *link.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(instance));
+        Ok((link, tools))
+    }
+
+    fn start_timeout(&self) -> Duration {
+        self.spec
+            .start_timeout_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_START_TIMEOUT)
+    }
+
+    fn launch(&self) -> Result<(Instance, Vec<Value>), String> {
+        let (process, stdin, stdout) =
+            ServerProcess::start(&self.name, &self.spec, &self.cx, self.stderr.clone())?;
+        let notify = self.list_changed.clone();
+        let server = self.name.clone();
+        let client = Client::new(
+            &self.name,
+            stdin,
+            stdout,
+            Box::new(move || {
+                let notify = notify.clone();
+                // Re-listing needs the reader thread that called this: not on it.
+                let _ = std::thread::Builder::new()
+                    .name("awf-server-relist".into())
+                    .spawn(move || notify());
+            }),
+            Box::new(move |params: &Value| {
+                let level = params
+                    .get("level")
+                    .and_then(Value::as_str)
+                    .unwrap_or("info");
+                let data = params.get("data").map(Value::to_string).unwrap_or_default();
+                let cut = crate::text::floor_char_boundary(&data, 2048);
+                tracing::info!(server = %server, level, "{}", &data[..cut]);
+            }),
+        );
+        let timeout = self.start_timeout();
+        let deadline = Instant::now() + timeout;
+        let fail = |what: &str, f: Failure| {
+            let status = process.exit_status(Duration::from_millis(300));
+            let exited = if status.is_some() {
+                format!("; it exited ({})", describe_status(status))
+            } else {
+                String::new()
+            };
+            let failure = match f {
+                Failure::TimedOut(_) => format!(
+                    "it did not answer {what} within {} s (start_timeout_seconds)",
+                    timeout.as_secs()
+                ),
+                other => format!("{what} failed: {other}"),
+            };
+            format!("{failure}{exited}; {}", process.stderr_tail())
+        };
+        if let Err(f) = client.initialize(deadline) {
+            let why = fail("initialize", f);
+            return Err(why);
+        }
+        let tools = match client.list_tools(deadline) {
+            Ok(t) => t,
+            Err(f) => return Err(fail("tools/list", f)),
+        };
+        Ok((Instance { process, client }, tools))
+    }
+
+    /// The live instance, started again (once per step) when the last one died.
+    fn instance(&self) -> Result<Arc<Instance>, CallFailure> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = current.as_ref()
+            && i.client.down().is_none()
+        {
+            return Ok(i.clone());
+        }
+        let status = current
+            .as_ref()
+            .map(|i| describe_status(i.process.exit_status(Duration::from_millis(300))))
+            .unwrap_or_else(|| "not running".into());
+        if self.restarts.load(Ordering::SeqCst) >= MAX_RESTARTS {
+            return Err(format!(
+                "server {} is down ({status}) and was restarted once already in this step; its \
+                 tools are unavailable for the rest of the step, the other tools still work",
+                self.name
+            ));
+        }
+        self.restarts.fetch_add(1, Ordering::SeqCst);
+        tracing::warn!(
+            server = %self.name,
+            "server {} is down ({status}); starting it again (once per step)",
+            self.name
+        );
+        if let Some(old) = current.take() {
+            old.process.stop(Duration::from_millis(200));
+        }
+        match self.launch() {
+            Ok((instance, _tools)) => {
+                let instance = Arc::new(instance);
+                *current = Some(instance.clone());
+                // What it offers now is checked as on a list change.
+                (self.list_changed)();
+                Ok(instance)
+            }
+            Err(why) => Err(format!(
+                "server {} is down ({status}) and could not be started again: {why}",
+                self.name
+            )),
+        }
+    }
+
+    /// `tools/call` of upstream `tool`, until `deadline` or `cancelled()`.
+    pub fn call(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        timeout: Duration,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Value, CallFailure> {
+        let instance = self.instance()?;
+        let params = serde_json::json!({"name": tool, "arguments": arguments});
+        let deadline = Instant::now() + timeout;
+        match instance
+            .client
+            .request("tools/call", Some(params), deadline, cancelled)
+        {
+            Ok(v) => Ok(v),
+            Err(Failure::TimedOut(_)) => Err(format!(
+                "{tool} of server {} did not answer within {} s and was cancelled (the server \
+                 was sent notifications/cancelled); raise timeout_seconds of the server, or ask \
+                 for less",
+                self.name,
+                timeout.as_secs()
+            )),
+            Err(Failure::Cancelled) => Err(format!("{tool} was cancelled")),
+            Err(Failure::Gone(why)) => {
+                let status = instance.process.exit_status(Duration::from_millis(500));
+                Err(format!(
+                    "server {} went down during this call ({why}; {}); it is started again at \
+                     the next call, once per step",
+                    self.name,
+                    describe_status(status)
+                ))
+            }
+            Err(Failure::Rpc { code, message }) => Err(format!(
+                "server {} refused the call to {tool}: {message} ({code})",
+                self.name
+            )),
+            Err(Failure::Malformed(why)) => Err(format!(
+                "server {} answered the call to {tool} with {why}",
+                self.name
+            )),
+        }
+    }
+
+    /// The server's tools as it lists them now.
+    pub fn list_tools(&self) -> Result<Vec<Value>, CallFailure> {
+        let instance = self.instance()?;
+        instance
+            .client
+            .list_tools(Instant::now() + self.start_timeout())
+            .map_err(|f| format!("tools/list of server {} failed: {f}", self.name))
+    }
+
+    /// Sends `notifications/cancelled`-free end: closes its input, then stops it.
+    pub fn stop(&self, grace: Duration) {
+        if let Some(i) = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            i.client.close();
+            if i.process.exit_status(grace).is_none() {
+                i.process.stop(grace);
+            }
+        }
+    }
+
+    /// The command line, for messages.
+    pub fn shown(&self) -> String {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|i| i.process.shown.clone())
+            .unwrap_or_else(|| self.spec.command.join(" "))
+    }
+}
