@@ -150,8 +150,12 @@ impl Link {
             Ok((instance, _tools)) => {
                 let instance = Arc::new(instance);
                 *current = Some(instance.clone());
-                // What it offers now is checked as on a list change.
-                (self.list_changed)();
+                // What it offers now is checked as on a list change (on a thread of its
+                // own: the check asks this link, whose lock is held here).
+                let check = self.list_changed.clone();
+                let _ = std::thread::Builder::new()
+                    .name("awf-server-relist".into())
+                    .spawn(move || check());
                 Ok(instance)
             }
             Err(why) => Err(format!(
