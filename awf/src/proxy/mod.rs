@@ -655,7 +655,7 @@ mod tests {
             ["CARGO_PKG_*", "AWF_TEST_UNSET_VARIABLE"]
         );
         let sb = &gh.sandbox;
-        assert_eq!(sb.writable, [cache.clone()]);
+        assert_eq!(sb.writable, std::slice::from_ref(&cache));
         assert!(
             cache.is_dir(),
             "a server's writable path is made before it starts"

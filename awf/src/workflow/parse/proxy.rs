@@ -202,7 +202,8 @@ fn pins_file(cx: &mut Ctx, node: &Node, path: &str) -> Option<PathBuf> {
             path,
             node.line,
             message,
-            "name a file in an existing directory, relative to the workflow's (e.g.              `pins: fix.lock.json`, the default beside fix.yaml); commit it like a package lock",
+            "name a file in an existing directory, relative to the workflow's (e.g. \
+             `pins: fix.lock.json`, the default beside fix.yaml); commit it like a package lock",
         );
         return None;
     }

@@ -1,6 +1,8 @@
 //! `mcp_proxy.sandbox`: what a step's Bash may do beyond the defaults (extra writable and
-//! readable paths, read mode, hidden paths, network, Landlock off, process cap, environment). Paths are checked here, at validate time,
-//! so that a typo or a dangerous path stops `awf validate` and `awf run` before any agent.
+//! readable paths, read mode, hidden paths, network, Landlock off, process cap, environment);
+//! also a third-party server's `sandbox`, which takes the same keys. Paths are checked here,
+//! at validate time, so that a typo or a dangerous path stops `awf validate` and `awf run`
+//! before any agent.
 
 use super::context::{Ctx, join};
 use crate::confine::{Network, ReadMode};
@@ -128,8 +130,8 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
                             v.describe()
                         ),
                         format!(
-                            "write e.g. `processes: 2048` (processes and threads one Bash call \
-                             may have alive at once; the default is {DEFAULT_PROCESSES})"
+                            "write e.g. `processes: 2048` (processes and threads one Bash call, \
+                             or one server, may have alive at once; the default is {DEFAULT_PROCESSES})"
                         ),
                     ),
                 }
@@ -345,8 +347,8 @@ fn readable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<Pa
     let message = if real == Path::new("/") {
         Some((
             format!("{path}: {text:?} is the whole file system"),
-            "write `read: host` to read what the user can, or name the directories Bash \
-             needs to read"
+            "write `read: host` to read what the user can, or name the directories that \
+             need reading"
                 .to_string(),
         ))
     } else {
@@ -421,7 +423,7 @@ fn writable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<Pa
     if real == Path::new("/") {
         return bad(
             format!("{path}: {text:?} is the whole file system"),
-            "name the directories Bash needs to write, e.g. ~/.cargo or ~/.npm",
+            "name the directories that need writing, e.g. ~/.cargo or ~/.npm",
         );
     }
     // The nearest existing ancestor must be a directory we may create entries in.

@@ -52,6 +52,18 @@ pub(super) fn parse_servers(cx: &mut Ctx, node: &Node, path: &str) -> Vec<McpSer
     if node.is_null() {
         return out;
     }
+    if matches!(node.kind, Kind::Seq(_)) {
+        // Unlike plugin_tools, a map: each server is named by its key.
+        cx.push(
+            codes::WRONG_TYPE,
+            path,
+            node.line,
+            format!("{path} must be a map of servers by name, found a list"),
+            "write `servers:` then one `<name>: {command: [...]}` line per server, e.g. \
+             `github: {command: [npx, -y, \"@modelcontextprotocol/server-github\"]}`",
+        );
+        return out;
+    }
     let Some(entries) = cx.fields(node, path, &[], codes::PROXY_UNKNOWN_KEY) else {
         return out;
     };
@@ -517,6 +529,16 @@ mod tests {
         }
         let (_, diags) = parse_servers_block(&["gh:"]);
         assert_eq!(only(&diags).code, codes::MISSING_FIELD);
+    }
+
+    #[test]
+    fn servers_written_as_a_list_are_shown_the_map_form() {
+        let (wf, diags) = parse_servers_block(&["- command: [srv]"]);
+        let d = only(&diags);
+        assert_eq!(d.code, codes::WRONG_TYPE);
+        assert_eq!(d.path, "states.a.mcp_proxy.servers");
+        assert!(d.hint.contains("<name>: {command:"), "{d:#?}");
+        assert!(servers(&wf).is_empty());
     }
 
     #[test]
