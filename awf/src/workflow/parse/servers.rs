@@ -130,8 +130,23 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
     let mut env_passthrough = Vec::new();
     let mut sandbox = Default::default();
     if let Some(s) = get("sandbox") {
-        let mut sb: crate::workflow::SandboxPolicy =
-            sandbox::parse_sandbox(cx, s, &join(path, "sandbox"));
+        let sbpath = join(path, "sandbox");
+        let mut sb: crate::workflow::SandboxPolicy = sandbox::parse_sandbox(cx, s, &sbpath);
+        // Bash's defaults follow `landlock: false` (reads and network open); a server's
+        // (confined, deny) cannot, so they must be given up in writing.
+        if !sb.landlock && (sb.read.is_none() || sb.network.is_none()) {
+            cx.push(
+                codes::INVALID_VALUE,
+                &join(&sbpath, "landlock"),
+                s.line,
+                format!(
+                    "{sbpath}: landlock: false turns the server's jail off, but its defaults \
+                     (reads confined, network deny) need it"
+                ),
+                "write `read: host` and `network: allow` beside `landlock: false` to say what \
+                 the server may do, or remove `landlock: false`",
+            );
+        }
         env = std::mem::take(&mut sb.env);
         env_passthrough = std::mem::take(&mut sb.env_passthrough);
         sandbox = sb;
@@ -529,6 +544,27 @@ mod tests {
         }
         let (_, diags) = parse_servers_block(&["gh:"]);
         assert_eq!(only(&diags).code, codes::MISSING_FIELD);
+    }
+
+    #[test]
+    fn landlock_off_must_give_up_a_server_s_defaults_in_writing() {
+        let (_, diags) = parse_servers_block(&[
+            "gh:",
+            "  command: [srv]",
+            "  sandbox: {landlock: false, read: host}",
+        ]);
+        let d = only(&diags);
+        assert_eq!(d.code, codes::INVALID_VALUE);
+        assert_eq!(d.path, "states.a.mcp_proxy.servers.gh.sandbox.landlock");
+        assert_eq!(d.line, Some(13));
+        assert!(d.hint.contains("network: allow"), "{d:#?}");
+        let (wf, diags) = parse_servers_block(&[
+            "gh:",
+            "  command: [srv]",
+            "  sandbox: {landlock: false, read: host, network: allow}",
+        ]);
+        assert!(diags.is_empty(), "{diags:#?}");
+        assert!(!servers(&wf)[0].sandbox.landlock);
     }
 
     #[test]
