@@ -29,7 +29,7 @@ const SERVER_TOOLS_KEYS: &[&str] = &["allow", "deny"];
 const MAX_TOOL_NAME: usize = 64;
 
 /// Why `name` cannot name a server, if it cannot.
-pub(crate) fn server_name_problem(name: &str) -> Option<String> {
+fn server_name_problem(name: &str) -> Option<String> {
     let mut chars = name.chars();
     if !chars.next().is_some_and(|c| c.is_ascii_alphabetic()) {
         return Some(format!("{name:?} does not start with a letter"));
@@ -97,6 +97,7 @@ pub(super) fn parse_servers(cx: &mut Ctx, node: &Node, path: &str) -> Vec<McpSer
     out
 }
 
+/// One server's block; None when it has no usable `command` (reported).
 fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<McpServer> {
     let example = "command: [npx, -y, \"@modelcontextprotocol/server-github\"]";
     if node.is_null() {
@@ -325,7 +326,8 @@ fn parse_rename(cx: &mut Ctx, server: &str, node: &Node, path: &str) -> Vec<(Str
     let Some(entries) = cx.fields(node, path, &[], codes::PROXY_UNKNOWN_KEY) else {
         return out;
     };
-    let room = MAX_TOOL_NAME - LONGEST_CLIENT_PREFIX.len() - server.len() - 1;
+    // None for a server name too long to leave any (an error of its own, reported).
+    let room = MAX_TOOL_NAME.saturating_sub(LONGEST_CLIENT_PREFIX.len() + server.len() + 1);
     for (upstream, v) in entries {
         let rpath = join(path, upstream);
         let Some(short) = cx.string(v, &rpath) else {
@@ -335,7 +337,7 @@ fn parse_rename(cx: &mut Ctx, server: &str, node: &Node, path: &str) -> Vec<(Str
         let problem = if let Err(why) = mcpserver::check_name(&short) {
             Some(why)
         } else {
-            (short.len() > room).then(|| {
+            (room > 0 && short.len() > room).then(|| {
                 format!(
                     "{short:?} is {} characters long: {LONGEST_CLIENT_PREFIX}{full} would pass \
                      MCP's {MAX_TOOL_NAME}",
@@ -483,6 +485,20 @@ mod tests {
         let a = &s[1];
         assert_eq!(a.sandbox, crate::workflow::SandboxPolicy::default());
         assert!(!a.optional && a.tools == ServerTools::default());
+    }
+
+    #[test]
+    fn an_over_long_name_with_a_rename_is_reported_not_a_panic() {
+        let name = "a".repeat(60);
+        let (wf, diags) = parse_servers_block(&[
+            &format!("{name}:"),
+            "  command: [srv]",
+            "  rename: {long_upstream_name: short}",
+        ]);
+        let d = only(&diags);
+        assert_eq!(d.code, codes::INVALID_TOOL_NAME);
+        assert!(d.message.contains("over 32"), "{d:#?}");
+        assert!(servers(&wf).is_empty());
     }
 
     #[test]
