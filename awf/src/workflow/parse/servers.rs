@@ -326,7 +326,7 @@ fn parse_rename(cx: &mut Ctx, server: &str, node: &Node, path: &str) -> Vec<(Str
     let Some(entries) = cx.fields(node, path, &[], codes::PROXY_UNKNOWN_KEY) else {
         return out;
     };
-    // None for a server name too long to leave any (an error of its own, reported).
+    // 0 for a server name too long to leave any room: an error of its own, reported already.
     let room = MAX_TOOL_NAME.saturating_sub(LONGEST_CLIENT_PREFIX.len() + server.len() + 1);
     for (upstream, v) in entries {
         let rpath = join(path, upstream);
