@@ -88,6 +88,15 @@ pub fn from_process(passthrough: &[String]) -> Vec<(String, String)> {
     )
 }
 
+/// The variables of awf's own environment that `passthrough` names, without the
+/// allowlist: what a workflow asked to pass on, resolved where awf runs.
+pub fn named_from_process(passthrough: &[String]) -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| named(k, passthrough))
+        .collect()
+}
+
 /// What a workflow or a plugin manifest adds to the allowlist: variables passed through
 /// by name or `PREFIX*`, and variables set to a value (these win over inherited ones).
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -48,6 +48,8 @@ pub mod codes {
     pub const EMPTY_PROXY: &str = "USER.MCP_PROXY.EMPTY_PROXY";
     pub const UNKNOWN_PLUGIN: &str = "USER.MCP_PROXY.UNKNOWN_PLUGIN";
     pub const UNKNOWN_OPERATION: &str = "USER.MCP_PROXY.UNKNOWN_OPERATION";
+    /// A third-party server's `command[0]` is neither an executable path nor on its PATH.
+    pub const SERVER_COMMAND: &str = "USER.MCP_PROXY.SERVER_COMMAND_NOT_FOUND";
     pub const PLUGIN_MANIFEST: &str = "USER.PLUGINS.BAD_MANIFEST";
     pub const PLUGIN_START: &str = "EXECUTION.PLUGINS.START_FAILED";
     pub const TOOL_FAILED: &str = "EXECUTION.TOOLS.TOOL_ERROR";
@@ -183,6 +185,7 @@ mod tests {
             codes::EMPTY_PROXY,
             codes::UNKNOWN_PLUGIN,
             codes::UNKNOWN_OPERATION,
+            codes::SERVER_COMMAND,
             codes::PLUGIN_MANIFEST,
             codes::PLUGIN_START,
             codes::TOOL_FAILED,

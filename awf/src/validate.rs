@@ -20,6 +20,7 @@ pub fn validate_command(file: &Path, as_json: bool) -> Result<u8, AwfError> {
             "exit_code": code,
             "workflow": wf.as_ref().map(|w| &w.name),
             "sandboxes": wf.as_ref().map(sandboxes).unwrap_or_default(),
+            "server_sandboxes": wf.as_ref().map(server_sandboxes).unwrap_or_default(),
             "problems": diags,
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
@@ -48,41 +49,65 @@ pub fn validate_command(file: &Path, as_json: bool) -> Result<u8, AwfError> {
 /// Per agent state with a tool proxy, the sandbox its Bash would get when run from here
 /// (read mode and roots resolved against this PATH and HOME).
 fn sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Value> {
-    let env_path = std::env::var("PATH").ok();
-    let env_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    wf.states
-        .iter()
-        .filter_map(|st| match &st.kind {
-            workflow::StateKind::Agent(a) => {
-                let p = a
-                    .mcp_proxy
-                    .as_ref()
-                    .filter(|p| p.enable && p.intercept_builtins)?;
-                let sb = &p.sandbox;
-                let set = |name: &str| sb.env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-                let path = set("PATH").cloned().or_else(|| env_path.clone());
-                let home = set("HOME")
-                    .map(std::path::PathBuf::from)
-                    .or_else(|| env_home.clone());
-                let policy = crate::confine::Policy {
-                    landlock: sb.landlock,
-                    read: sb.read,
-                    network: sb.network.clone(),
-                    writable: sb.writable.clone(),
-                    readable: sb.readable.clone(),
-                    hidden: sb.hidden.clone(),
-                    unix_sockets: sb.unix_sockets.clone(),
-                    processes: sb.processes,
-                    support: None,
-                    root_read_only: false,
-                };
-                let stated =
-                    policy.stated(path.as_deref(), home.as_deref(), &|n| std::env::var(n).ok());
-                Some((st.name.clone(), stated))
-            }
-            _ => None,
+    proxies(wf)
+        .filter(|(_, p)| p.intercept_builtins)
+        .map(|(state, p)| (state.to_string(), stated(&p.sandbox, &p.sandbox.env)))
+        .collect()
+}
+
+/// Per agent state with third-party servers, the jail of each (by server name), resolved
+/// as Bash's is; a server's defaults are in the policy already (reads confined, network
+/// denied, nothing writable but what it lists and its private TMPDIR and HOME).
+fn server_sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Value> {
+    proxies(wf)
+        .filter(|(_, p)| !p.servers.is_empty())
+        .map(|(state, p)| {
+            let servers = p
+                .servers
+                .iter()
+                .map(|s| {
+                    let mut stated = stated(&s.sandbox, &s.env);
+                    stated["command"] = serde_json::json!(s.command);
+                    (s.name.clone(), stated)
+                })
+                .collect::<serde_json::Map<_, _>>();
+            (state.to_string(), serde_json::Value::Object(servers))
         })
         .collect()
+}
+
+/// The agent states whose tool proxy is on, with it.
+fn proxies(wf: &workflow::Workflow) -> impl Iterator<Item = (&str, &workflow::McpProxy)> {
+    wf.states.iter().filter_map(|st| match &st.kind {
+        workflow::StateKind::Agent(a) => a
+            .mcp_proxy
+            .as_ref()
+            .filter(|p| p.enable)
+            .map(|p| (st.name.as_str(), p)),
+        _ => None,
+    })
+}
+
+/// `sb` as `confine` states it, for a process whose environment sets `env` over awf's.
+fn stated(sb: &workflow::SandboxPolicy, env: &[(String, String)]) -> serde_json::Value {
+    let set = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+    let path = set("PATH").cloned().or_else(|| std::env::var("PATH").ok());
+    let home = set("HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(std::path::PathBuf::from));
+    let policy = crate::confine::Policy {
+        landlock: sb.landlock,
+        read: sb.read,
+        network: sb.network.clone(),
+        writable: sb.writable.clone(),
+        readable: sb.readable.clone(),
+        hidden: sb.hidden.clone(),
+        unix_sockets: sb.unix_sockets.clone(),
+        processes: sb.processes,
+        support: None,
+        root_read_only: false,
+    };
+    policy.stated(path.as_deref(), home.as_deref(), &|n| std::env::var(n).ok())
 }
 
 /// Prints validation problems (human) to stderr.

@@ -742,3 +742,297 @@ fn a_unix_sockets_entry_that_is_no_socket_is_an_error_naming_it() {
     );
     assert_eq!(code, Some(2));
 }
+
+#[test]
+fn a_valid_servers_block_validates_clean_and_states_each_server_s_jail() {
+    let v = validate("servers_valid.yaml", None);
+    assert_eq!(v.code, 0, "{:#}", v.json);
+    assert!(v.problems().is_empty(), "{:#}", v.json);
+    let servers = &v.json["server_sandboxes"];
+    let github = &servers["review"]["github"];
+    assert_eq!(github["command"], json!(["sh", "-c", "exec cat"]));
+    assert_eq!(github["read"], "confined", "{github:#}");
+    assert_eq!(github["network"], json!({"allow": ["api.github.com"]}));
+    assert_eq!(
+        github["writable"],
+        json!([]),
+        "nothing but its own TMPDIR and HOME"
+    );
+    let readable: Vec<&str> = github["readable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(
+        readable.contains(&"/opt/awf-validate-server-data"),
+        "{readable:?}"
+    );
+    let home = std::env::var("HOME").unwrap();
+    assert!(!readable.contains(&home.as_str()), "{readable:?}");
+    assert_eq!(servers["review"]["Files-2"]["network"], "deny");
+    // The step's Bash may reach the network; its server still may not.
+    assert_eq!(v.json["sandboxes"]["build"]["network"], "allow");
+    assert_eq!(servers["build"]["everything"]["network"], "deny");
+    assert_eq!(servers["build"]["everything"]["processes"], 1024);
+    // With intercept_builtins: false, Bash has no sandbox to state.
+    assert!(v.json["sandboxes"].get("review").is_none(), "{:#}", v.json);
+}
+
+#[test]
+fn bad_server_keys_name_the_path_line_and_fix() {
+    let v = validate("servers_bad.yaml", None);
+    assert_eq!(v.code, 2, "{:#}", v.json);
+    let base = "states.review.mcp_proxy";
+    // (path under base, code, line, words of the message, words of the hint)
+    let want = [
+        (
+            "servers.github.comand",
+            "USER.MCP_PROXY.UNKNOWN_KEY",
+            12,
+            "comand",
+            "did you mean `command`",
+        ),
+        (
+            "servers.github.command",
+            "WORKFLOW.PARSE.MISSING_FIELD",
+            11,
+            "no `command`",
+            "without a shell",
+        ),
+        (
+            "servers.empty.command",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            14,
+            "is empty",
+            "command: [npx",
+        ),
+        (
+            "servers.typed.command[1]",
+            "WORKFLOW.PARSE.WRONG_TYPE",
+            16,
+            "must be text",
+            "single value",
+        ),
+        (
+            "servers.tools.tools.deny",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            19,
+            "both allow and deny",
+            "keep one",
+        ),
+        (
+            "servers.timeouts.timeout_seconds",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            22,
+            "from 1 to 86400",
+            "timeout_seconds: 300",
+        ),
+        (
+            "servers.environment.env.GITHUB-TOKEN",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            25,
+            "GITHUB-TOKEN",
+            "shell variable name",
+        ),
+        (
+            "servers.environment.env_passthrough[0]",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            26,
+            "GH_*_TOKEN",
+            "trailing *",
+        ),
+        (
+            "servers.git_hub",
+            "USER.MCP_PROXY.INVALID_TOOL_NAME",
+            27,
+            "'_'",
+            "<name>_<tool>",
+        ),
+        (
+            "servers.renamed.rename.search_repositories",
+            "USER.MCP_PROXY.INVALID_TOOL_NAME",
+            31,
+            "'.'",
+            "renamed_<name>",
+        ),
+        (
+            "servers.shell.command",
+            "WORKFLOW.PARSE.WRONG_TYPE",
+            33,
+            "must be a list",
+            "[sh, -c",
+        ),
+        (
+            "pins",
+            "WORKFLOW.PARSE.INVALID_VALUE",
+            34,
+            "does not exist",
+            "existing directory",
+        ),
+    ];
+    for (path, code, line, msg, hint) in want {
+        let path = format!("{base}.{path}");
+        let p = v
+            .problems()
+            .iter()
+            .find(|p| p["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("no problem at {path}: {:#}", v.json));
+        assert_eq!(p["code"], code, "{p:#}");
+        assert_eq!(p["line"], line, "{p:#}");
+        assert!(p["message"].as_str().unwrap().contains(msg), "{p:#}");
+        assert!(p["hint"].as_str().unwrap().contains(hint), "{p:#}");
+        assert!(v.stderr.contains(&path), "{}", v.stderr);
+    }
+    assert_eq!(v.problems().len(), want.len(), "{:#}", v.json);
+}
+
+#[test]
+fn a_server_named_like_an_exposed_plugin_is_a_name_collision() {
+    let v = validate("servers_collision.yaml", Some(&plugins_dir()));
+    assert_eq!(v.code, 1);
+    v.single_with_hint(
+        "USER.MCP_PROXY.NAME_COLLISION",
+        "states.review.mcp_proxy.servers.notes",
+        14,
+        "rename the server",
+    );
+    assert!(
+        v.message().contains("plugin_tools[0]") && v.message().contains("notes_<tool>"),
+        "{}",
+        v.message()
+    );
+}
+
+#[test]
+fn a_server_whose_program_is_not_found_names_the_server_the_command_and_the_fix() {
+    let v = validate("servers_command_not_found.yaml", None);
+    assert_eq!(v.code, 1, "{:#}", v.json);
+    let base = "states.review.mcp_proxy.servers";
+    // (server, line, words of the message, words of the hint); the state whose proxy is
+    // off names the same missing program and is not checked.
+    let want = [
+        (
+            "github",
+            12,
+            "\"awf-no-such-server-program\" is not found on PATH",
+            "install awf-no-such-server-program",
+        ),
+        (
+            "local",
+            14,
+            "\"/nonexistent/awf-server\" is not an executable file",
+            "fix the path",
+        ),
+        ("nopath", 16, "on PATH (/nonexistent-bin)", "absolute path"),
+    ];
+    for (server, line, msg, hint) in want {
+        let path = format!("{base}.{server}.command[0]");
+        let p = v
+            .problems()
+            .iter()
+            .find(|p| p["path"] == path.as_str())
+            .unwrap_or_else(|| panic!("no problem at {path}: {:#}", v.json));
+        assert_eq!(
+            p["code"], "USER.MCP_PROXY.SERVER_COMMAND_NOT_FOUND",
+            "{p:#}"
+        );
+        assert_eq!(p["line"], line, "{p:#}");
+        let message = p["message"].as_str().unwrap();
+        assert!(message.contains(&format!("server {server:?}")), "{p:#}");
+        assert!(message.contains(msg), "{p:#}");
+        assert!(p["hint"].as_str().unwrap().contains(hint), "{p:#}");
+    }
+    assert_eq!(v.problems().len(), want.len(), "{:#}", v.json);
+}
+
+#[test]
+fn with_the_proxy_off_a_server_is_checked_for_its_keys_only() {
+    let v = validate("servers_disabled_bad_key.yaml", None);
+    assert_eq!(v.code, 1, "{:#}", v.json);
+    v.single_with_hint(
+        "USER.MCP_PROXY.UNKNOWN_KEY",
+        "states.review.mcp_proxy.servers.github.timout_seconds",
+        13,
+        "did you mean `timeout_seconds`",
+    );
+}
+
+/// `awf validate --format json` of an agent state whose one server `s` has the sandbox
+/// `sandbox` (YAML lines at the sandbox's indentation), written in `dir`, with awf's state
+/// directory in `dir/state`: the exit code and the JSON.
+fn validate_server_sandbox(dir: &Path, sandbox: &str) -> (Option<i32>, Value) {
+    let wf = dir.join("server.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
+             prompt: p\n    mcp_proxy:\n      enable: true\n      servers:\n        s:\n          \
+             command: [sh]\n          sandbox:\n{sandbox}    on_success: done\n  done:\n    \
+             type: terminal\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(AWF)
+        .args(["validate", "--format", "json"])
+        .arg(&wf)
+        .current_dir(dir)
+        .env("AWF_PLUGINS_PATH", dir.join("no-plugins"))
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        serde_json::from_slice(&out.stdout).expect("validate --format json prints JSON"),
+    )
+}
+
+#[test]
+fn a_server_s_sandbox_paths_are_checked_as_bash_s() {
+    let dir = scratch("server-sandbox");
+    let target = dir.join("real-data");
+    std::fs::create_dir_all(&target).unwrap();
+    let link = dir.join("data-link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let base = "states.a.mcp_proxy.servers.s.sandbox";
+
+    let (code, json) = validate_server_sandbox(
+        &dir,
+        &format!("            readable: [{}]\n", link.display()),
+    );
+    assert_eq!(code, Some(0), "a warning only: {json:#}");
+    let p = &json["problems"][0];
+    assert_eq!(p["severity"], "warning", "{json:#}");
+    assert_eq!(p["code"], "USER.MCP_PROXY.SANDBOX_PATH_IS_LINK", "{p:#}");
+    assert_eq!(p["path"], format!("{base}.readable[0]"), "{p:#}");
+    assert_eq!(p["line"], 14, "{p:#}");
+    let real = std::fs::canonicalize(&target).unwrap();
+    assert!(
+        p["message"]
+            .as_str()
+            .unwrap()
+            .contains(&real.display().to_string()),
+        "{p:#}"
+    );
+
+    let (code, json) = validate_server_sandbox(
+        &dir,
+        &format!(
+            "            writable: [{}, relative/dir]\n",
+            dir.join("state").display()
+        ),
+    );
+    assert_eq!(code, Some(2), "{json:#}");
+    let problems = json["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 2, "{json:#}");
+    for (i, (msg, hint)) in [("state directory", "narrower"), ("relative", "absolute")]
+        .iter()
+        .enumerate()
+    {
+        let p = &problems[i];
+        assert_eq!(p["path"], format!("{base}.writable[{i}]"), "{p:#}");
+        assert_eq!(p["code"], "WORKFLOW.PARSE.INVALID_VALUE", "{p:#}");
+        assert!(p["message"].as_str().unwrap().contains(msg), "{p:#}");
+        assert!(p["hint"].as_str().unwrap().contains(hint), "{p:#}");
+    }
+}

@@ -4,17 +4,20 @@
 //! and builds the [`ProxyInjection`] a provider puts into its CLI. `close` guarantees that
 //! nothing outlives the step (agent group and any `awf mcp-serve` left: SIGTERM, 5 s,
 //! SIGKILL), removes the per-step files and summarises the step's audit records, reporting
-//! a server that started but never ended (a crash). The in-process variant for
+//! a server that started but never ended (a crash). A step's third-party MCP servers are
+//! passed on in the same config, each with the environment the workflow names resolved
+//! here and awf's own directories hidden from it, as Bash's are. The in-process variant for
 //! `openai_compatible` builds the same tool server, with the same telemetry, in this process.
 
 use crate::error::{AwfError, codes};
 use crate::mcp_serve::{self, ServeConfig};
+use crate::mcp_servers::{SandboxSpec, ServerSpec};
 use crate::plugins::PluginTools;
 use crate::private_files::{check_private_location, private_dir, write_private};
 use crate::process::{self, ProcessGroup};
 use crate::providers::ProxyInjection;
-use crate::workflow::McpProxy;
 use crate::workflow::check::{PluginCatalog, proxy_problems};
+use crate::workflow::{McpProxy, McpServer};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -150,13 +153,8 @@ impl ToolProxyService {
         cfg.writable_paths = sb.writable.clone();
         cfg.readable_paths = sb.readable.clone();
         cfg.read = sb.read;
-        // awf's own files: the run's config and audit trail, other runs' too.
         cfg.hidden_paths = sb.hidden.clone();
-        cfg.hidden_paths.extend([
-            crate::private_files::state_dir(),
-            self.run_dir.clone(),
-            self.audit_dir.clone(),
-        ]);
+        cfg.hidden_paths.extend(self.own_dirs());
         cfg.network = sb.network.clone();
         cfg.unix_sockets = sb.unix_sockets.clone();
         cfg.processes = sb.processes;
@@ -169,6 +167,15 @@ impl ToolProxyService {
             .chain(sb.env.iter().cloned())
             .collect();
         cfg.env_passthrough = sb.env_passthrough.clone();
+        cfg.servers = proxy
+            .servers
+            .iter()
+            .map(|s| (s.name.clone(), self.server_spec(s)))
+            .collect();
+        // Without a server there is nothing to pin, and no lock file to make.
+        if !proxy.servers.is_empty() {
+            cfg.pins = Some(lock_file(proxy));
+        }
         cfg.audit_path = Some(audit.to_path_buf());
         cfg.run_id = Some(self.run_id.clone());
         cfg.step_id = Some(format!("{seq}-{state}"));
@@ -177,8 +184,59 @@ impl ToolProxyService {
         cfg
     }
 
-    /// The step's `mcp_proxy.sandbox` made real: its writable paths exist (Landlock rules
-    /// need an existing path) and none holds the run's private files or audit trail.
+    /// awf's own directories, hidden from Bash and from every server: the run's config and
+    /// audit trail, other runs' too.
+    fn own_dirs(&self) -> [PathBuf; 3] {
+        [
+            crate::private_files::state_dir(),
+            self.run_dir.clone(),
+            self.audit_dir.clone(),
+        ]
+    }
+
+    /// A workflow server as `awf mcp-serve` reads it: the variables its `env_passthrough`
+    /// names resolved from awf's environment into `env` (an agent CLI may start `awf
+    /// mcp-serve` with fewer variables than awf has, and the server must get what the
+    /// workflow named whichever CLI runs it), the literal values over them, and awf's own
+    /// directories hidden.
+    fn server_spec(&self, s: &McpServer) -> ServerSpec {
+        let sb = &s.sandbox;
+        let mut env: std::collections::BTreeMap<String, String> =
+            crate::child_env::named_from_process(&s.env_passthrough)
+                .into_iter()
+                .filter(|(k, _)| k != "TMPDIR")
+                .collect();
+        env.extend(s.env.iter().cloned());
+        let mut hidden = sb.hidden.clone();
+        hidden.extend(self.own_dirs());
+        ServerSpec {
+            command: s.command.clone(),
+            env,
+            env_passthrough: s.env_passthrough.clone(),
+            sandbox: SandboxSpec {
+                writable: sb.writable.clone(),
+                readable: sb.readable.clone(),
+                hidden,
+                unix_sockets: sb.unix_sockets.clone(),
+                read: sb.read,
+                network: sb.network.clone(),
+                landlock: Some(sb.landlock),
+                processes: sb.processes,
+                // Merged into the server's own by the parser.
+                env: Default::default(),
+                env_passthrough: Vec::new(),
+            },
+            tools: s.tools.clone(),
+            rename: s.rename.iter().cloned().collect(),
+            timeout_seconds: s.timeout_seconds,
+            start_timeout_seconds: s.start_timeout_seconds,
+            optional: s.optional,
+        }
+    }
+
+    /// The step's `mcp_proxy.sandbox` and each server's `sandbox` made real: their writable
+    /// paths exist (Landlock rules need an existing path) and none holds the run's private
+    /// files or audit trail, nor, for a server, the lock file of its own pins.
     fn prepare_sandbox(&self, state: &str, proxy: &McpProxy) -> Result<(), AwfError> {
         let sb = &proxy.sandbox;
         if !sb.landlock {
@@ -189,21 +247,44 @@ impl ToolProxyService {
                 proxy.path
             );
         }
-        for w in &sb.writable {
+        self.prepare_writable(&format!("{}.sandbox", proxy.path), &sb.writable)?;
+        for s in &proxy.servers {
+            let at = format!("{}.sandbox", s.path);
+            if !s.sandbox.landlock {
+                tracing::warn!(
+                    state,
+                    server = %s.name,
+                    "{at}.landlock is false: the server may write anywhere awf may, and reach \
+                     the network"
+                );
+            }
+            self.prepare_writable(&at, &s.sandbox.writable)?;
+            check_private_location(
+                "lock file of the tool pins",
+                &lock_file(proxy),
+                &s.sandbox.writable,
+                &format!("remove it from {at}.writable, or set mcp_proxy.pins elsewhere"),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `writable` (the list at `at`, for messages) created, and apart from awf's own files.
+    fn prepare_writable(&self, at: &str, writable: &[PathBuf]) -> Result<(), AwfError> {
+        for w in writable {
             std::fs::create_dir_all(w).map_err(|e| {
                 AwfError::new(
                     codes::CONFIG_INVALID,
                     format!(
-                        "{}.sandbox.writable: cannot create {}: {e}; create it or fix the path",
-                        proxy.path,
+                        "{at}.writable: cannot create {}: {e}; create it or fix the path",
                         w.display()
                     ),
                 )
             })?;
         }
-        let fix = format!("remove it from {}.sandbox.writable", proxy.path);
-        check_private_location("audit directory", &self.audit_dir, &sb.writable, &fix)?;
-        check_private_location("run directory", &self.run_dir, &sb.writable, &fix)
+        let fix = format!("remove it from {at}.writable");
+        check_private_location("audit directory", &self.audit_dir, writable, &fix)?;
+        check_private_location("run directory", &self.run_dir, writable, &fix)
     }
 
     /// Checks the step's proxy, writes its config and returns the session; its tool spans
@@ -258,6 +339,10 @@ impl ToolProxyService {
             ),
             "env": cfg.env,
             "env_passthrough": cfg.env_passthrough,
+            "servers": cfg.servers.iter()
+                .map(|(name, spec)| (name.clone(), server_json(spec)))
+                .collect::<serde_json::Map<_, _>>(),
+            "pins": cfg.pins,
         });
         write_private(
             &config_path,
@@ -353,6 +438,40 @@ impl ToolProxyService {
     }
 }
 
+/// The lock file of a step's tool pins, absolute: `awf mcp-serve` reads relative paths
+/// of its config from the config's own directory, not from where the workflow lies.
+fn lock_file(proxy: &McpProxy) -> PathBuf {
+    let file = proxy.lock_file();
+    std::path::absolute(&file).unwrap_or(file)
+}
+
+/// A server of the config in the form [`ServerSpec`] reads.
+fn server_json(spec: &ServerSpec) -> Value {
+    let sb = &spec.sandbox;
+    serde_json::json!({
+        "command": spec.command,
+        "env": spec.env,
+        "env_passthrough": spec.env_passthrough,
+        "sandbox": {
+            "writable": sb.writable,
+            "readable": sb.readable,
+            "hidden": sb.hidden,
+            "unix_sockets": sb.unix_sockets,
+            "read": sb.read.map(crate::confine::ReadMode::name),
+            "network": sb.network.as_ref().map(crate::confine::Network::to_json),
+            "landlock": sb.landlock,
+            "processes": sb.processes,
+            "env": sb.env,
+            "env_passthrough": sb.env_passthrough,
+        },
+        "tools": {"allow": spec.tools.allow, "deny": spec.tools.deny},
+        "rename": spec.rename,
+        "timeout_seconds": spec.timeout_seconds,
+        "start_timeout_seconds": spec.start_timeout_seconds,
+        "optional": spec.optional,
+    })
+}
+
 /// The proxy rules for one state, as an error (the first fatal problem) for the runner.
 pub fn check_proxy(proxy: &McpProxy, plugins: &mut dyn PluginCatalog) -> Result<(), AwfError> {
     if !proxy.enable {
@@ -425,4 +544,191 @@ pub fn summarise_audit(path: &Path) -> ProxyReport {
 pub fn live_counts(path: &Path) -> (BTreeMap<String, u64>, [u64; 3]) {
     let r = summarise_audit(path);
     (r.tool_calls, r.model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::StateKind;
+
+    struct NoPlugins;
+
+    impl PluginCatalog for NoPlugins {
+        fn operations(&mut self, plugin: &str) -> Result<Vec<String>, (&'static str, String)> {
+            Err((codes::UNKNOWN_PLUGIN, format!("no plugin {plugin}")))
+        }
+    }
+
+    /// A scratch directory with the workspace, the run and audit directories, and the
+    /// service over them.
+    fn service(tag: &str) -> (PathBuf, ToolProxyService) {
+        let dir = std::env::temp_dir().join(format!("awf-proxy-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("work")).unwrap();
+        std::fs::create_dir_all(dir.join("flows")).unwrap();
+        let service = ToolProxyService {
+            exe: PathBuf::from("/bin/false"),
+            run_id: "run-1".into(),
+            run_dir: dir.join("run"),
+            audit_dir: dir.join("audit"),
+            root: dir.join("work"),
+        };
+        (dir, service)
+    }
+
+    /// The `mcp_proxy` of the one agent state of `dir/flows/fix.yaml`, whose proxy block is
+    /// `lines` (each at the proxy's indentation); the workflow must be free of errors.
+    fn proxy_of(dir: &Path, lines: &[&str]) -> McpProxy {
+        let proxy: String = lines.iter().map(|l| format!("      {l}\n")).collect();
+        let text = format!(
+            "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
+             prompt: p\n    mcp_proxy:\n{proxy}    on_success: done\n  done:\n    type: \
+             terminal\n"
+        );
+        let (wf, diags) = crate::workflow::parse::parse(&text, &dir.join("flows/fix.yaml"));
+        assert!(diags.is_empty(), "{diags:#?}");
+        match &wf.unwrap().states[0].kind {
+            StateKind::Agent(a) => a.mcp_proxy.clone().unwrap(),
+            _ => unreachable!("the first state is the agent"),
+        }
+    }
+
+    /// What `awf mcp-serve` reads of the config `start` wrote for `proxy`.
+    fn written(service: &ToolProxyService, proxy: &McpProxy) -> Result<ServeConfig, AwfError> {
+        let tp = new_traceparent(None);
+        let session = service.start("a", 1, proxy, &mut NoPlugins, &tp)?;
+        let cfg = ServeConfig::load(&session.config_path);
+        std::fs::remove_dir_all(&session.injection.step_dir).unwrap();
+        cfg
+    }
+
+    #[test]
+    fn the_served_config_holds_each_server_with_its_environment_resolved_and_awf_hidden() {
+        let (dir, service) = service("servers");
+        let cache = dir.join("cache/npm");
+        let writable = format!("    writable: [{}]", cache.display());
+        let proxy = proxy_of(
+            &dir,
+            &[
+                "enable: true",
+                "intercept_builtins: false",
+                "servers:",
+                "  gh:",
+                "    command: [/bin/sh, -c, \"exec cat\"]",
+                "    env: {LIT: own}",
+                "    env_passthrough: [CARGO_PKG_*, AWF_TEST_UNSET_VARIABLE]",
+                "    sandbox:",
+                &format!("  {writable}"),
+                "      hidden: [/opt/secret]",
+                "      network: {allow: [api.github.com]}",
+                "      env: {LIT: sandbox, SB: sb}",
+                "    tools: {allow: [search]}",
+                "    rename: {search_repositories: search}",
+                "    timeout_seconds: 60",
+                "    optional: true",
+            ],
+        );
+        let cfg = written(&service, &proxy).unwrap();
+        assert_eq!(cfg.servers.len(), 1, "{:#?}", cfg.servers);
+        let gh = &cfg.servers["gh"];
+        assert_eq!(gh.command, ["/bin/sh", "-c", "exec cat"]);
+        // Resolved here from awf's own environment (cargo sets CARGO_PKG_* for its tests),
+        // the literal values over them; an unset name adds nothing.
+        assert_eq!(gh.env["CARGO_PKG_NAME"], env!("CARGO_PKG_NAME"));
+        assert_eq!(gh.env["CARGO_PKG_VERSION"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(
+            (gh.env["LIT"].as_str(), gh.env["SB"].as_str()),
+            ("own", "sb")
+        );
+        assert!(
+            gh.env
+                .keys()
+                .all(|k| k.starts_with("CARGO_PKG_") || k == "LIT" || k == "SB")
+        );
+        assert!(
+            !gh.env.contains_key("PATH"),
+            "the allowlist is not copied: {:?}",
+            gh.env
+        );
+        assert_eq!(
+            gh.env_passthrough,
+            ["CARGO_PKG_*", "AWF_TEST_UNSET_VARIABLE"]
+        );
+        let sb = &gh.sandbox;
+        assert_eq!(sb.writable, std::slice::from_ref(&cache));
+        assert!(
+            cache.is_dir(),
+            "a server's writable path is made before it starts"
+        );
+        for want in [
+            PathBuf::from("/opt/secret"),
+            crate::private_files::state_dir(),
+            service.run_dir.clone(),
+            service.audit_dir.clone(),
+        ] {
+            assert!(
+                sb.hidden.contains(&want),
+                "{want:?} not hidden: {:?}",
+                sb.hidden
+            );
+        }
+        assert_eq!(
+            sb.network,
+            Some(crate::confine::Network::Hosts(vec![
+                "api.github.com".into()
+            ]))
+        );
+        assert_eq!((sb.read, sb.landlock), (None, Some(true)));
+        assert_eq!(gh.tools.allow, Some(vec!["search".to_string()]));
+        assert_eq!(gh.rename["search_repositories"], "search");
+        assert_eq!((gh.timeout_seconds, gh.optional), (Some(60), true));
+        assert_eq!(cfg.pins, Some(dir.join("flows/fix.lock.json")));
+
+        let pinned = proxy_of(
+            &dir,
+            &[
+                "enable: true",
+                "pins: ../pins.json",
+                "servers: {gh: {command: [/bin/sh]}}",
+            ],
+        );
+        assert_eq!(
+            written(&service, &pinned).unwrap().pins,
+            Some(dir.join("flows/../pins.json"))
+        );
+        let none = proxy_of(&dir, &["enable: true"]);
+        let cfg = written(&service, &none).unwrap();
+        assert!(cfg.servers.is_empty() && cfg.pins.is_none(), "{cfg:#?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_server_that_may_write_awf_s_records_or_its_pins_is_refused() {
+        let (dir, service) = service("server-writable");
+        for (writable, what) in [
+            (dir.join("audit"), "audit directory"),
+            (dir.clone(), "audit directory"),
+            (dir.join("flows"), "lock file"),
+        ] {
+            let proxy = proxy_of(
+                &dir,
+                &[
+                    "enable: true",
+                    &format!(
+                        "servers: {{gh: {{command: [/bin/sh], sandbox: {{writable: [{}]}}}}}}",
+                        writable.display()
+                    ),
+                ],
+            );
+            let e = written(&service, &proxy).unwrap_err();
+            assert_eq!(e.code(), codes::CONFIG_INVALID);
+            assert!(e.to_string().contains(what), "{e}");
+            assert!(
+                e.to_string()
+                    .contains("states.a.mcp_proxy.servers.gh.sandbox.writable"),
+                "{e}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

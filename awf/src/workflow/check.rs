@@ -1,9 +1,12 @@
 //! The semantic checks of a parsed workflow: the state graph (initial state, transition
 //! targets), providers, prompt files, template references, and the `mcp_proxy` rules
-//! (the six `USER.MCP_PROXY.*` codes). The proxy rules are also what
+//! (the `USER.MCP_PROXY.*` codes: plugins and their operations, name collisions, a
+//! server's program that cannot be found). The proxy rules are also what
 //! `ToolProxyService::start` relies on, so a run fails on them before any agent starts.
 //! Installed plugins are known through the [`PluginCatalog`] port (the plugin host
 //! implements it in `plugins::catalog`); this module starts no process.
+//! A server's program is looked up as the kernel will (a path as it is, else on the
+//! server's PATH), so that a missing `npx` stops `awf validate`, not the step.
 
 use super::parse::join;
 use super::template::{self, Ref};
@@ -347,18 +350,71 @@ fn d_extend_proxy(
     p: &McpProxy,
     plugins: &mut dyn PluginCatalog,
 ) {
-    if !p.intercept_builtins && p.plugin_tools.is_empty() {
+    if !p.intercept_builtins && p.plugin_tools.is_empty() && p.servers.is_empty() {
         push(
             codes::EMPTY_PROXY,
             p.path.clone(),
             p.line,
-            "mcp_proxy is enabled with intercept_builtins: false and no plugin_tools, so the agent \
-             would get no tool from it"
+            "mcp_proxy is enabled with intercept_builtins: false, no plugin_tools and no \
+             servers, so the agent would get no tool from it"
                 .into(),
-            "expose plugin operations under plugin_tools, set intercept_builtins: true, or \
-             remove mcp_proxy"
+            "expose plugin operations under plugin_tools, add servers, set \
+             intercept_builtins: true, or remove mcp_proxy"
                 .into(),
         );
+    }
+    for s in &p.servers {
+        // Both would offer tools named `<name>_...`.
+        if let Some(e) = p.plugin_tools.iter().find(|e| e.plugin == s.name) {
+            push(
+                codes::NAME_COLLISION,
+                s.path.clone(),
+                s.line,
+                format!(
+                    "server {:?} has the name of the plugin exposed in {}.plugin_tools[{}]: the \
+                     tools of both would be named {}_<tool>",
+                    s.name, p.path, e.index, s.name
+                ),
+                format!(
+                    "rename the server (e.g. `{}-mcp`), or expose the plugin's operations only",
+                    s.name
+                ),
+            );
+        }
+        let program = &s.command[0];
+        let path_var = s
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var("PATH").ok());
+        if find_program(program, path_var.as_deref()).is_none() {
+            let cpath = format!("{}.command[0]", s.path);
+            let (message, hint) = if program.contains('/') {
+                (
+                    format!(
+                        "server {:?}: its command {program:?} is not an executable file",
+                        s.name
+                    ),
+                    "fix the path (a relative one is from the directory awf runs in) or make \
+                     the file executable"
+                        .to_string(),
+                )
+            } else {
+                (
+                    format!(
+                        "server {:?}: its command {program:?} is not found on PATH ({})",
+                        s.name,
+                        path_var.as_deref().unwrap_or("unset")
+                    ),
+                    format!(
+                        "install {program} (its package, or the server itself beforehand), or \
+                         give the absolute path of the program in command[0]"
+                    ),
+                )
+            };
+            push(codes::SERVER_COMMAND, cpath, s.command_line, message, hint);
+        }
     }
     let mut seen_plugins: HashMap<&str, usize> = HashMap::new();
     let mut seen_tools: HashMap<String, String> = HashMap::new();
@@ -426,6 +482,23 @@ fn d_extend_proxy(
             }
         }
     }
+}
+
+/// Where `program` would be started from: a path (holding a `/`) as it is, else the first
+/// entry of `path` (a PATH value) holding an executable file of that name.
+pub fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(path?)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
 }
 
 /// The states a parallel or for_each state runs (`key`: `parallel` or `body`): each an

@@ -281,9 +281,71 @@ pub struct McpProxy {
     pub sandbox: SandboxPolicy,
     /// Which of those tools the agent is offered (`tools: {deny, read_only}`).
     pub tools: crate::tools::ToolPolicy,
+    /// Third-party MCP servers (`servers:`), in file order.
+    pub servers: Vec<McpServer>,
+    /// `pins: FILE`, resolved against the workflow's directory; None: [`McpProxy::lock_file`]
+    /// names the default beside the workflow.
+    pub pins: Option<PathBuf>,
+    /// The workflow file the block was read from (the default lock file lies beside it).
+    pub workflow_file: PathBuf,
     /// Path of the `mcp_proxy` node, for messages.
     pub path: String,
     pub line: usize,
+}
+
+impl McpProxy {
+    /// The lock file of the servers' tool pins: `pins:` when given, else the file beside
+    /// the workflow named after it (`fix.yaml` → `fix.lock.json`), which a user commits.
+    pub fn lock_file(&self) -> PathBuf {
+        self.pins
+            .clone()
+            .unwrap_or_else(|| default_lock_file(&self.workflow_file))
+    }
+}
+
+/// `fix.yaml` → `fix.lock.json`, in the same directory.
+pub fn default_lock_file(workflow_file: &Path) -> PathBuf {
+    let stem = workflow_file
+        .file_stem()
+        .map_or_else(|| "workflow".into(), |s| s.to_string_lossy().into_owned());
+    workflow_file.with_file_name(format!("{stem}.lock.json"))
+}
+
+/// The longest prefix an agent CLI puts before a tool of awf's server (Claude Code's
+/// `mcp__<server>__`): a server's tool name plus this must fit MCP's 64 characters.
+pub const LONGEST_CLIENT_PREFIX: &str = "mcp__awf__";
+
+/// The most characters a server name may have: its tools are `<name>_<tool>`, and room
+/// must be left for the tool's own name within 64 characters with the client's prefix.
+pub const MAX_SERVER_NAME: usize = 32;
+
+/// `mcp_proxy.servers.<name>`: a third-party MCP server the step's proxy starts in a jail
+/// of its own (Bash's, with tighter defaults), whose tools the agent is offered as
+/// `<name>_<tool>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServer {
+    pub name: String,
+    /// argv, run without a shell.
+    pub command: Vec<String>,
+    /// Literal values: `sandbox.env` with the server's own `env` over it.
+    pub env: Vec<(String, String)>,
+    /// `env_passthrough` and `sandbox.env_passthrough`, each pattern once.
+    pub env_passthrough: Vec<String>,
+    /// Its jail (`env` and `env_passthrough` are merged into the fields above). Unset
+    /// `read` and `network` mean the server's defaults: confined, deny.
+    pub sandbox: SandboxPolicy,
+    /// Which upstream tools are offered, by their own names.
+    pub tools: crate::mcp_servers::ServerTools,
+    /// Upstream name → the name after the prefix.
+    pub rename: Vec<(String, String)>,
+    pub timeout_seconds: Option<u64>,
+    pub start_timeout_seconds: Option<u64>,
+    pub optional: bool,
+    /// Path of the server's node (`states.x.mcp_proxy.servers.github`), for messages.
+    pub path: String,
+    pub line: usize,
+    /// Line of `command`.
+    pub command_line: usize,
 }
 
 /// `mcp_proxy.sandbox`: what the step's Bash may do beyond the defaults.

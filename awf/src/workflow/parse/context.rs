@@ -19,6 +19,8 @@ pub(crate) fn join(path: &str, key: &str) -> String {
 #[derive(Default)]
 pub(super) struct Ctx {
     pub(super) diags: Vec<Diagnostic>,
+    /// The workflow file being read (relative paths in it are from its directory).
+    pub(super) file: std::path::PathBuf,
 }
 
 impl Ctx {

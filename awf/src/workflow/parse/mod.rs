@@ -4,13 +4,15 @@
 //!
 //! This module reads the top level of the document (`name`, `version`, `description`,
 //! `inputs`, `states`); `states` reads each state by its type, `proxy` a state's
-//! `mcp_proxy` block and `sandbox` the sandbox inside it, `inputs` the inputs, and
+//! `mcp_proxy` block, `servers` its third-party servers and `sandbox` the
+//! sandbox of Bash and of each server, `inputs` the inputs, and
 //! `context` holds `Ctx`, through which every part reads nodes and reports.
 
 mod context;
 mod inputs;
 mod proxy;
 mod sandbox;
+mod servers;
 mod states;
 
 pub(crate) use context::join;
@@ -28,7 +30,10 @@ const TOP_KEYS: &[&str] = &["name", "version", "description", "inputs", "states"
 
 /// Parses workflow text (from `path`, used for `prompt_file`s and messages).
 pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
-    let mut cx = Ctx::default();
+    let mut cx = Ctx {
+        file: path.to_path_buf(),
+        ..Ctx::default()
+    };
     let root = match yaml::parse(text) {
         Ok(Some(n)) => n,
         Ok(None) => {

@@ -1,18 +1,23 @@
 //! `mcp_proxy:` of a state: whether the proxy is on, whether it serves the built-in tools,
-//! the plugin operations it exposes (`plugin_tools`), the tool policy (`tools: {deny,
-//! read_only}`) and the Bash sandbox, which `sandbox` reads.
+//! the plugin operations it exposes (`plugin_tools`), the third-party servers it starts
+//! (`servers`, read in `servers`) and the lock file of their tool pins (`pins`), the tool
+//! policy (`tools: {deny, read_only}`) and the Bash sandbox, which `sandbox` reads.
 
 use super::context::{Ctx, join};
 use super::sandbox;
+use super::servers::parse_servers;
 use crate::error::codes;
 use crate::tools::ToolPolicy;
 use crate::workflow::yaml::{Kind, Node};
-use crate::workflow::{McpProxy, PluginToolsEntry, plugin_tool_name};
+use crate::workflow::{McpProxy, McpServer, PluginToolsEntry, plugin_tool_name};
+use std::path::{Path, PathBuf};
 
 const PROXY_KEYS: &[&str] = &[
     "enable",
     "intercept_builtins",
     "plugin_tools",
+    "servers",
+    "pins",
     "sandbox",
     "tools",
 ];
@@ -89,24 +94,12 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
                         );
                     }
                     let timeout_seconds = get("timeout_seconds").and_then(|t| {
-                        let tpath = join(&ipath, "timeout_seconds");
-                        match t.as_str().and_then(|s| s.parse::<u64>().ok()) {
-                            Some(n) if (1..=86_400).contains(&n) => Some(n),
-                            _ => {
-                                cx.push(
-                                    codes::INVALID_VALUE,
-                                    &tpath,
-                                    t.line,
-                                    format!(
-                                        "{tpath} must be a whole number of seconds from 1 to \
-                                         86400, found {}",
-                                        t.describe()
-                                    ),
-                                    "write e.g. `timeout_seconds: 300` (the default is Bash's, 120)",
-                                );
-                                None
-                            }
-                        }
+                        seconds(
+                            cx,
+                            t,
+                            &join(&ipath, "timeout_seconds"),
+                            "write e.g. `timeout_seconds: 300` (the default is Bash's, 120)",
+                        )
                     });
                     if let Some(plugin) = plugin {
                         plugin_tools.push(PluginToolsEntry {
@@ -129,6 +122,10 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
             ),
         }
     }
+    let servers = get("servers")
+        .map(|n| parse_servers(cx, n, &join(path, "servers")))
+        .unwrap_or_default();
+    let pins = get("pins").and_then(|n| pins_file(cx, n, &join(path, "pins")));
     let sandbox = get("sandbox")
         .map(|n| sandbox::parse_sandbox(cx, n, &join(path, "sandbox")))
         .unwrap_or_default();
@@ -139,6 +136,7 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
             &join(path, "tools"),
             intercept_builtins,
             &plugin_tools,
+            &servers,
         ),
         None => ToolPolicy::default(),
     };
@@ -148,9 +146,68 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
         plugin_tools,
         sandbox,
         tools,
+        servers,
+        pins,
+        workflow_file: cx.file.clone(),
         path: path.to_string(),
         line: node.line,
     })
+}
+
+/// A whole number of seconds from 1 to a day (`timeout_seconds` and the like).
+pub(super) fn seconds(cx: &mut Ctx, node: &Node, path: &str, hint: &str) -> Option<u64> {
+    match node.as_str().and_then(|s| s.parse::<u64>().ok()) {
+        Some(n) if (1..=86_400).contains(&n) => Some(n),
+        _ => {
+            cx.push(
+                codes::INVALID_VALUE,
+                path,
+                node.line,
+                format!(
+                    "{path} must be a whole number of seconds from 1 to 86400, found {}",
+                    node.describe()
+                ),
+                hint,
+            );
+            None
+        }
+    }
+}
+
+/// `pins: FILE`: the lock file of the servers' tool pins, relative to the workflow's
+/// directory; awf writes it on the first run, so its directory must exist and the name must
+/// not be a directory.
+fn pins_file(cx: &mut Ctx, node: &Node, path: &str) -> Option<PathBuf> {
+    let text = cx.string(node, path)?;
+    let wf_dir = cx.file.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let file = wf_dir.join(&text);
+    let problem = if text.is_empty() {
+        Some(format!("{path} is empty"))
+    } else if file.is_dir() {
+        Some(format!("{path}: {} is a directory", file.display()))
+    } else if !file
+        .parent()
+        .is_some_and(|d| d.as_os_str().is_empty() || d.is_dir())
+    {
+        Some(format!(
+            "{path}: the directory of {} does not exist, so the pins could not be recorded",
+            file.display()
+        ))
+    } else {
+        None
+    };
+    if let Some(message) = problem {
+        cx.push(
+            codes::INVALID_VALUE,
+            path,
+            node.line,
+            message,
+            "name a file in an existing directory, relative to the workflow's (e.g. \
+             `pins: fix.lock.json`, the default beside fix.yaml); commit it like a package lock",
+        );
+        return None;
+    }
+    Some(file)
 }
 
 /// `mcp_proxy.tools`: `deny: [names]` (each a tool of the step) and `read_only: bool`.
@@ -160,6 +217,7 @@ fn parse_tool_policy(
     path: &str,
     intercept_builtins: bool,
     plugin_tools: &[PluginToolsEntry],
+    servers: &[McpServer],
 ) -> ToolPolicy {
     let mut policy = ToolPolicy::default();
     let Some(fields) = cx.fields(node, path, TOOL_POLICY_KEYS, codes::PROXY_UNKNOWN_KEY) else {
@@ -191,13 +249,30 @@ fn parse_tool_policy(
                 let Some(name) = cx.string(item, &ipath) else {
                     continue;
                 };
-                if !known.contains(&name) {
+                // A server's tools are known once it runs: any name after its prefix.
+                let of_a_server = servers.iter().any(|s| {
+                    name.strip_prefix(&s.name)
+                        .is_some_and(|t| t.len() > 1 && t.starts_with('_'))
+                });
+                if !known.contains(&name) && !of_a_server {
+                    let servers: Vec<String> = servers
+                        .iter()
+                        .map(|s| format!("{}_<tool>", s.name))
+                        .collect();
                     cx.push(
                         codes::UNKNOWN_TOOL,
                         &ipath,
                         item.line,
                         format!("{ipath}: {name:?} is not a tool of this step"),
-                        format!("deny one of the step's tools: {}", known.join(", ")),
+                        format!(
+                            "deny one of the step's tools: {}",
+                            known
+                                .iter()
+                                .chain(&servers)
+                                .cloned()
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
                     );
                 }
                 policy.deny.push(name);
@@ -212,4 +287,84 @@ fn parse_tool_policy(
         ),
     }
     policy
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::codes;
+    use crate::workflow::{Diagnostic, McpProxy, StateKind, parse::parse};
+    use std::path::Path;
+
+    /// The `mcp_proxy` of an agent state (`proxy`: lines at the proxy's indentation) of
+    /// the workflow file `file`.
+    fn parse_proxy(file: &Path, proxy: &str) -> (Option<McpProxy>, Vec<Diagnostic>) {
+        let text = format!(
+            "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
+             prompt: p\n    mcp_proxy:\n{proxy}    on_success: done\n  done:\n    type: \
+             terminal\n"
+        );
+        let (wf, diags) = parse(&text, file);
+        let proxy = wf.and_then(|wf| match &wf.states[0].kind {
+            StateKind::Agent(a) => a.mcp_proxy.clone(),
+            _ => None,
+        });
+        (proxy, diags)
+    }
+
+    #[test]
+    fn the_lock_file_is_beside_the_workflow_unless_pins_names_one() {
+        let dir = std::env::temp_dir().join(format!("awf-pins-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("locks")).unwrap();
+        let wf = dir.join("fix.yaml");
+        let (p, diags) = parse_proxy(&wf, "      enable: true\n");
+        assert!(diags.is_empty(), "{diags:#?}");
+        let p = p.unwrap();
+        assert_eq!((&p.pins, &p.workflow_file), (&None, &wf));
+        assert_eq!(p.lock_file(), dir.join("fix.lock.json"));
+
+        let (p, diags) = parse_proxy(&wf, "      enable: true\n      pins: locks/fix.json\n");
+        assert!(diags.is_empty(), "{diags:#?}");
+        assert_eq!(p.unwrap().lock_file(), dir.join("locks/fix.json"));
+
+        for (pins, words) in [
+            ("locks", "is a directory"),
+            ("missing/fix.json", "does not exist"),
+            ("\"\"", "is empty"),
+        ] {
+            let (p, diags) = parse_proxy(&wf, &format!("      enable: true\n      pins: {pins}\n"));
+            assert_eq!(diags.len(), 1, "{pins}: {diags:#?}");
+            let d = &diags[0];
+            assert_eq!(d.code, codes::INVALID_VALUE);
+            assert_eq!(d.path, "states.a.mcp_proxy.pins");
+            assert_eq!(d.line, Some(10));
+            assert!(d.message.contains(words), "{pins}: {d:#?}");
+            assert!(d.hint.contains("existing directory"), "{d:#?}");
+            assert_eq!(p.unwrap().pins, None);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn tools_deny_may_name_a_server_s_tools_by_their_prefix() {
+        let wf = Path::new("/nowhere/wf.yaml");
+        let (p, diags) = parse_proxy(
+            wf,
+            "      enable: true\n      servers:\n        gh:\n          command: [srv]\n      \
+             tools: {deny: [gh_delete_repository, Bash]}\n",
+        );
+        assert!(diags.is_empty(), "{diags:#?}");
+        assert_eq!(p.unwrap().tools.deny, ["gh_delete_repository", "Bash"]);
+        for name in ["gh_", "gh", "ghx_tool", "other_tool"] {
+            let (_, diags) = parse_proxy(
+                wf,
+                &format!(
+                    "      enable: true\n      servers:\n        gh:\n          command: \
+                     [srv]\n      tools: {{deny: [{name}]}}\n"
+                ),
+            );
+            assert_eq!(diags.len(), 1, "{name}: {diags:#?}");
+            assert_eq!(diags[0].code, codes::UNKNOWN_TOOL);
+            assert!(diags[0].hint.contains("gh_<tool>"), "{:#?}", diags[0]);
+        }
+    }
 }

@@ -1,6 +1,8 @@
 //! `mcp_proxy.sandbox`: what a step's Bash may do beyond the defaults (extra writable and
-//! readable paths, read mode, hidden paths, network, Landlock off, process cap, environment). Paths are checked here, at validate time,
-//! so that a typo or a dangerous path stops `awf validate` and `awf run` before any agent.
+//! readable paths, read mode, hidden paths, network, Landlock off, process cap, environment);
+//! also a third-party server's `sandbox`, which takes the same keys. Paths are checked here,
+//! at validate time, so that a typo or a dangerous path stops `awf validate` and `awf run`
+//! before any agent.
 
 use super::context::{Ctx, join};
 use crate::confine::{Network, ReadMode};
@@ -128,60 +130,14 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
                             v.describe()
                         ),
                         format!(
-                            "write e.g. `processes: 2048` (processes and threads one Bash call \
-                             may have alive at once; the default is {DEFAULT_PROCESSES})"
+                            "write e.g. `processes: 2048` (processes and threads one Bash call, \
+                             or one server, may have alive at once; the default is {DEFAULT_PROCESSES})"
                         ),
                     ),
                 }
             }
-            "env" => {
-                if v.is_null() {
-                    continue;
-                }
-                let Some(vars) = cx.fields(v, &kpath, &[], codes::PROXY_UNKNOWN_KEY) else {
-                    continue;
-                };
-                for (name, value) in vars {
-                    let vpath = join(&kpath, name);
-                    if let Err(e) = crate::child_env::check_name(name) {
-                        cx.push(
-                            codes::INVALID_VALUE,
-                            &vpath,
-                            value.line,
-                            e,
-                            "use a shell variable name",
-                        );
-                    } else if name == "TMPDIR" {
-                        cx.push(
-                            codes::INVALID_VALUE,
-                            &vpath,
-                            value.line,
-                            format!("{vpath}: TMPDIR is always the session's private temp directory"),
-                            "remove it; add the directory you want to `writable:` and use it by name",
-                        );
-                    } else if let Some(val) = cx.string(value, &vpath) {
-                        out.env.push((name.to_string(), val));
-                    }
-                }
-            }
-            _ => {
-                for (i, item) in list(cx, v, &kpath, "env_passthrough: [CARGO_HOME, NPM_*]") {
-                    let ipath = format!("{kpath}[{i}]");
-                    let Some(p) = cx.string(item, &ipath) else {
-                        continue;
-                    };
-                    match crate::child_env::check_pattern(&p) {
-                        Ok(()) => out.env_passthrough.push(p),
-                        Err(e) => cx.push(
-                            codes::INVALID_VALUE,
-                            &ipath,
-                            item.line,
-                            e,
-                            "write a variable name (NPM_TOKEN) or a prefix with a trailing * (CARGO_*)",
-                        ),
-                    }
-                }
-            }
+            "env" => out.env.extend(parse_env(cx, v, &kpath)),
+            _ => out.env_passthrough.extend(parse_passthrough(cx, v, &kpath)),
         }
     }
     if !out.landlock && out.read == Some(ReadMode::Confined) {
@@ -201,6 +157,63 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
             format!("{path}: a network other than allow needs the sandbox, but landlock is false"),
             "remove `landlock: false`, or write `network: allow`",
         );
+    }
+    out
+}
+
+/// `env: {NAME: value}`: literal values, each name a shell variable name other than
+/// TMPDIR (always the private temp directory awf makes).
+pub(super) fn parse_env(cx: &mut Ctx, v: &Node, kpath: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if v.is_null() {
+        return out;
+    }
+    let Some(vars) = cx.fields(v, kpath, &[], codes::PROXY_UNKNOWN_KEY) else {
+        return out;
+    };
+    for (name, value) in vars {
+        let vpath = join(kpath, name);
+        if let Err(e) = crate::child_env::check_name(name) {
+            cx.push(
+                codes::INVALID_VALUE,
+                &vpath,
+                value.line,
+                e,
+                "use a shell variable name",
+            );
+        } else if name == "TMPDIR" {
+            cx.push(
+                codes::INVALID_VALUE,
+                &vpath,
+                value.line,
+                format!("{vpath}: TMPDIR is always the session's private temp directory"),
+                "remove it; add the directory you want to `writable:` and use it by name",
+            );
+        } else if let Some(val) = cx.string(value, &vpath) {
+            out.push((name.to_string(), val));
+        }
+    }
+    out
+}
+
+/// `env_passthrough: [NAME, PREFIX*]`: variables of awf's environment passed on.
+pub(super) fn parse_passthrough(cx: &mut Ctx, v: &Node, kpath: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, item) in list(cx, v, kpath, "env_passthrough: [CARGO_HOME, NPM_*]") {
+        let ipath = format!("{kpath}[{i}]");
+        let Some(p) = cx.string(item, &ipath) else {
+            continue;
+        };
+        match crate::child_env::check_pattern(&p) {
+            Ok(()) => out.push(p),
+            Err(e) => cx.push(
+                codes::INVALID_VALUE,
+                &ipath,
+                item.line,
+                e,
+                "write a variable name (NPM_TOKEN) or a prefix with a trailing * (CARGO_*)",
+            ),
+        }
     }
     out
 }
@@ -247,7 +260,12 @@ fn network_hosts(cx: &mut Ctx, node: &Node, path: &str) -> Option<Vec<String>> {
 }
 
 /// The items of a list node (a null node is an empty list).
-fn list<'a>(cx: &mut Ctx, node: &'a Node, path: &str, example: &str) -> Vec<(usize, &'a Node)> {
+pub(super) fn list<'a>(
+    cx: &mut Ctx,
+    node: &'a Node,
+    path: &str,
+    example: &str,
+) -> Vec<(usize, &'a Node)> {
     match &node.kind {
         Kind::Seq(items) => items.iter().enumerate().collect(),
         _ if node.is_null() => Vec::new(),
@@ -329,8 +347,8 @@ fn readable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<Pa
     let message = if real == Path::new("/") {
         Some((
             format!("{path}: {text:?} is the whole file system"),
-            "write `read: host` to read what the user can, or name the directories Bash \
-             needs to read"
+            "write `read: host` to read what the user can, or name the directories that \
+             need reading"
                 .to_string(),
         ))
     } else {
@@ -405,7 +423,7 @@ fn writable_path(cx: &mut Ctx, text: &str, path: &str, line: usize) -> Option<Pa
     if real == Path::new("/") {
         return bad(
             format!("{path}: {text:?} is the whole file system"),
-            "name the directories Bash needs to write, e.g. ~/.cargo or ~/.npm",
+            "name the directories that need writing, e.g. ~/.cargo or ~/.npm",
         );
     }
     // The nearest existing ancestor must be a directory we may create entries in.
