@@ -84,6 +84,7 @@ mod swar;
 #[cfg(unix)]
 mod sys;
 mod tool;
+pub mod wire;
 
 pub use builder::{
     BuildError, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_MESSAGE_SIZE, ServerBuilder, check_name,
@@ -93,11 +94,12 @@ pub use dispatch::Dispatcher;
 pub use hooks::{CallOutcome, CallStatus, Hooks};
 pub use jsonrpc::RequestId;
 
-/// The JSON-RPC error codes the server answers with.
+/// The JSON-RPC error codes the server answers with, and a client of
+/// [`wire`] reads and answers with.
 pub mod codes {
     pub use crate::jsonrpc::{
         INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
-        SERVER_NOT_INITIALIZED,
+        SERVER_BUSY, SERVER_NOT_INITIALIZED,
     };
 }
 pub use server::{Server, StopHandle};
