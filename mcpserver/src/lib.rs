@@ -67,6 +67,7 @@ mod context;
 mod dispatch;
 mod doorbell;
 mod framing;
+mod gate;
 mod hooks;
 mod jsonrpc;
 #[cfg(all(
@@ -91,6 +92,7 @@ pub use builder::{
 };
 pub use context::{CallContext, CancellationToken, ClientInfo};
 pub use dispatch::Dispatcher;
+pub use gate::ToolGate;
 pub use hooks::{CallOutcome, CallStatus, Hooks};
 pub use jsonrpc::RequestId;
 

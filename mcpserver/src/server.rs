@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::context::CallContext;
 use crate::dispatch::Dispatcher;
+use crate::gate::ToolGate;
 use crate::methods::object_arguments;
 use crate::session::Session;
 use crate::state::{Inner, StopReason, StopSignal};
@@ -52,7 +53,8 @@ impl StopHandle {
 }
 
 impl Server {
-    /// The registered tools, in registration order.
+    /// The registered tools, in registration order (those withheld through the
+    /// [`ToolGate`] too).
     pub fn tools(&self) -> impl Iterator<Item = &Tool> {
         self.inner.tools.iter()
     }
@@ -136,6 +138,14 @@ impl Server {
                 Err(CallError::InvalidArguments(message))
             }
         }
+    }
+
+    /// A handle that withholds tools from every session of this server while it serves
+    /// (they leave `tools/list`, calls to them are refused with the reason), and, with
+    /// [`ServerBuilder::notify_list_changed`](crate::ServerBuilder::notify_list_changed),
+    /// tells the clients. See [`ToolGate`].
+    pub fn tool_gate(&self) -> ToolGate {
+        ToolGate::new(self.inner.clone())
     }
 
     /// A single-threaded session: hand it one line at a time and get the answer lines
