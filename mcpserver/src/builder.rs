@@ -144,6 +144,8 @@ impl ServerBuilder {
     /// Keeps a tool from this client: it is not listed, and a call to it is answered
     /// with -32602 `tool "NAME" is not available: WHY` (a host's tool policy, say) rather
     /// than "unknown tool"; hooks see it as [`CallStatus::Rejected`](crate::CallStatus::Rejected).
+    /// To withdraw a registered tool while the server runs, use its
+    /// [`ToolGate`](crate::ToolGate).
     pub fn withhold(mut self, name: impl Into<String>, why: impl Into<String>) -> ServerBuilder {
         self.withheld.push((name.into(), why.into()));
         self

@@ -21,7 +21,8 @@ use crate::tool::{CallError, Tool, ToolResult};
 ///
 /// Build it with [`Server::builder`]; serve it with [`Server::serve_stdio`] or
 /// [`Server::serve`], drive it a line at a time with [`Server::dispatcher`], or call one
-/// of its tools in-process with [`Server::call`].
+/// of its tools in-process with [`Server::call`]; withhold tools while it serves with
+/// [`Server::tool_gate`].
 pub struct Server {
     pub(crate) inner: Arc<Inner>,
 }
@@ -53,8 +54,8 @@ impl StopHandle {
 }
 
 impl Server {
-    /// The registered tools, in registration order (those withheld through the
-    /// [`ToolGate`] too).
+    /// The registered tools, in registration order (a tool withheld through the
+    /// [`ToolGate`] stays registered: it is here, and not in `tools/list`).
     pub fn tools(&self) -> impl Iterator<Item = &Tool> {
         self.inner.tools.iter()
     }
