@@ -10,8 +10,8 @@ use serde_json::Value;
 use crate::context::CallContext;
 use crate::hooks::Hooks;
 use crate::server::Server;
-use crate::state::{Inner, StopSignal};
-use crate::tool::{self, CallError, Handler, Tool, ToolPage, ToolResult};
+use crate::state::{Gate, Inner, StopSignal};
+use crate::tool::{self, CallError, Handler, Tool, ToolResult};
 
 /// Default largest message accepted, in bytes.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
@@ -30,6 +30,7 @@ pub struct ServerBuilder {
     hooks: Option<Box<dyn Hooks>>,
     tools: Vec<(Tool, Handler)>,
     withheld: Vec<(String, String)>,
+    notify_list_changed: bool,
 }
 
 impl Server {
@@ -66,6 +67,7 @@ impl ServerBuilder {
             hooks: None,
             tools: Vec::new(),
             withheld: Vec::new(),
+            notify_list_changed: false,
         }
     }
 
@@ -142,8 +144,28 @@ impl ServerBuilder {
     /// Keeps a tool from this client: it is not listed, and a call to it is answered
     /// with -32602 `tool "NAME" is not available: WHY` (a host's tool policy, say) rather
     /// than "unknown tool"; hooks see it as [`CallStatus::Rejected`](crate::CallStatus::Rejected).
+    /// To withdraw a registered tool while the server runs, use its
+    /// [`ToolGate`](crate::ToolGate).
     pub fn withhold(mut self, name: impl Into<String>, why: impl Into<String>) -> ServerBuilder {
         self.withheld.push((name.into(), why.into()));
+        self
+    }
+
+    /// Tells clients when the tool list changes while they are served: `initialize`
+    /// announces `capabilities.tools.listChanged: true`, and when a tool is withheld
+    /// through the server's [`ToolGate`](crate::ToolGate), every session that has
+    /// answered `initialize` writes `{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`
+    /// (a whole line, between answers, flushed at once even while the session waits for
+    /// input; a [`Dispatcher`](crate::Dispatcher) returns it with its next answer, or from
+    /// [`Dispatcher::notifications`](crate::Dispatcher::notifications)). Withholding
+    /// close together may share one notification.
+    ///
+    /// Off by default (`listChanged: false`, and no notification: the tool list still
+    /// changes, the client is not told). The cost, on: a session keeps its monitor
+    /// thread from `initialize` on (it writes the notification while the reading thread
+    /// waits for input), where otherwise that thread starts with the first call.
+    pub fn notify_list_changed(mut self, notify: bool) -> ServerBuilder {
+        self.notify_list_changed = notify;
         self
     }
 
@@ -191,13 +213,8 @@ impl ServerBuilder {
             return Err(BuildError { problems });
         }
         let (tools, handlers): (Vec<Tool>, Vec<Handler>) = self.tools.into_iter().unzip();
-        let list_json = [false, true].map(|newer| {
-            let page = ToolPage {
-                tools: tools.iter().map(|t| t.listed(newer)).collect(),
-                next_cursor: None,
-            };
-            serde_json::to_string(&page).expect("a tool list serializes")
-        });
+        let list_json = tool::list_results(tools.iter());
+        let gate = Gate::new(tools.len());
         Ok(Server {
             inner: Arc::new(Inner {
                 name: self.name,
@@ -213,6 +230,8 @@ impl ServerBuilder {
                 handlers,
                 list_json,
                 withheld: self.withheld,
+                notify_list_changed: self.notify_list_changed,
+                gate,
                 stop: Arc::new(StopSignal::default()),
             }),
         })

@@ -4,10 +4,12 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::gate::LIST_CHANGED;
 use crate::methods::{Flow, Link, Protocol};
-use crate::state::{Inner, StopReason};
+use crate::state::{Inner, Listener, StopReason};
 
 /// One client's session, driven a line at a time on the calling thread.
 ///
@@ -22,6 +24,12 @@ use crate::state::{Inner, StopReason};
 /// This type is public API: the crate's own tests and fuzz targets drive the protocol
 /// through it, and a host whose transport is not a byte stream (a message queue, a
 /// WebSocket) can use it to serve.
+///
+/// With [`ServerBuilder::notify_list_changed`](crate::ServerBuilder::notify_list_changed),
+/// a tool withheld through the [`ToolGate`](crate::ToolGate) after this session answered
+/// `initialize` puts `notifications/tools/list_changed` before the next answer `dispatch`
+/// returns; a host that must not wait for the next line takes it with
+/// [`Dispatcher::notifications`] (when the gate's user tells it to, say).
 ///
 /// ```
 /// use mcpserver::{Server, StopReason};
@@ -47,6 +55,9 @@ pub struct Dispatcher<'s> {
 struct Output {
     lines: RefCell<Vec<u8>>,
     stopped: Cell<Option<StopReason>>,
+    /// What the gate tells (registered with `notify_list_changed` only).
+    listener: Arc<Listener>,
+    notify: bool,
 }
 
 impl Link for Output {
@@ -73,6 +84,12 @@ impl Link for Output {
     fn shut_down(&self) {
         self.stop(StopReason::Shutdown);
     }
+
+    fn initialized(&self) {
+        if self.notify {
+            self.listener.ready.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Output {
@@ -80,6 +97,21 @@ impl Output {
         if self.stopped.get().is_none() {
             self.stopped.set(Some(reason));
         }
+    }
+
+    /// Puts `notifications/tools/list_changed` in the output if the gate told of a
+    /// change since the last one.
+    fn take_list_change(&self) {
+        let pending = &self.listener.pending;
+        if pending.load(Ordering::Relaxed) && pending.swap(false, Ordering::AcqRel) {
+            self.lines.borrow_mut().extend_from_slice(LIST_CHANGED);
+        }
+    }
+
+    fn take_lines(&self) -> String {
+        let lines = std::mem::take(&mut *self.lines.borrow_mut());
+        // The methods write JSON only, which is UTF-8.
+        String::from_utf8(lines).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
     }
 }
 
@@ -90,12 +122,20 @@ impl<'s> Dispatcher<'s> {
             output: Output {
                 lines: RefCell::new(Vec::new()),
                 stopped: Cell::new(None),
+                listener: if inner.notify_list_changed {
+                    inner.gate.listen()
+                } else {
+                    Arc::new(Listener::new())
+                },
+                notify: inner.notify_list_changed,
             },
         }
     }
 
     /// Answers one message line: returns the answer lines `serve` would write for it,
-    /// each ending in `\n` (one for a request, none for a notification or a response).
+    /// each ending in `\n` (one for a request, none for a notification or a response),
+    /// after a `notifications/tools/list_changed` line if the tool list changed since the
+    /// last one (see [`Dispatcher::notifications`]).
     ///
     /// `line` is one line as the transport frames it: a final `\n` or `\r\n` is
     /// optional; a line over [`ServerBuilder::max_message_size`](crate::ServerBuilder::max_message_size)
@@ -109,6 +149,7 @@ impl<'s> Dispatcher<'s> {
         if self.output.stopped.get().is_some() {
             return String::new();
         }
+        self.output.take_list_change();
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.len() > self.protocol.inner.max_message_size {
@@ -116,9 +157,22 @@ impl<'s> Dispatcher<'s> {
         } else {
             self.protocol.handle_line(&self.output, line);
         }
-        let lines = std::mem::take(&mut *self.output.lines.borrow_mut());
-        // The methods write JSON only, which is UTF-8.
-        String::from_utf8(lines).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
+        self.output.take_lines()
+    }
+
+    /// The lines the session has to send without being asked: a
+    /// `notifications/tools/list_changed` line (`\n`-terminated) when a tool was
+    /// withheld through the [`ToolGate`](crate::ToolGate) since this session answered
+    /// `initialize` and the last notification (only with
+    /// [`ServerBuilder::notify_list_changed`](crate::ServerBuilder::notify_list_changed));
+    /// otherwise, and once the session has stopped, an empty string. A line taken here
+    /// is not returned again by [`Dispatcher::dispatch`].
+    pub fn notifications(&mut self) -> String {
+        if self.output.stopped.get().is_some() {
+            return String::new();
+        }
+        self.output.take_list_change();
+        self.output.take_lines()
     }
 
     /// Why the session stopped reading, once it has: [`StopReason::Shutdown`] after a

@@ -2,8 +2,10 @@
 //!
 //! The reader owns its buffer so that it knows when the next read would block: the
 //! server flushes its answers exactly then, which batches writes under a flood and
-//! costs one write per call when calls come one at a time.
+//! costs one write per call when calls come one at a time. Clients and proxies get the
+//! same reader through [`wire`](crate::wire).
 
+use std::fmt;
 use std::io::{self, Read};
 
 const INITIAL_BUFFER: usize = 8 * 1024;
@@ -12,17 +14,41 @@ const INITIAL_BUFFER: usize = 8 * 1024;
 /// pipe holds.
 const READ_STEP: usize = 64 * 1024;
 
-/// What the next read produced.
-pub(crate) enum Frame<'a> {
-    /// A complete line, without its terminator.
+/// What [`LineReader::next_frame`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// A complete line, without its `\n` or `\r\n` (possibly empty: the reader does not
+    /// judge what a line holds).
     Line(&'a [u8]),
-    /// A line longer than the maximum message size; it was skipped to its end.
+    /// A line longer than the reader's `max_line`. It was read to its end and dropped
+    /// without being kept (memory stays bounded by `max_line`); the next frame is the
+    /// line after it.
     TooLong,
-    /// End of input; a final unterminated line is returned as a `Line` first.
+    /// End of input. A final line without a terminator comes first as a
+    /// [`Frame::Line`] (unless it is only whitespace); every call after `Eof` returns
+    /// `Eof` again.
     Eof,
 }
 
-pub(crate) struct LineReader<R> {
+/// Splits a byte stream into lines, one JSON-RPC message each, as MCP's stdio transport
+/// frames them: `\n`-terminated, `\r\n` accepted, no line longer than `max_line` kept.
+///
+/// The reader buffers `inner` itself (pass a raw pipe or file, not a `BufReader`) and
+/// lends each line out of its buffer, so a line costs no copy and no allocation. It is
+/// the reader [`Server::serve`](crate::Server::serve) reads with; a client reads a
+/// server's output with it:
+///
+/// ```
+/// use mcpserver::wire::{Frame, LineReader};
+/// let input: &[u8] = b"{\"a\":1}\r\n{\"b\":2}\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\nlast";
+/// let mut lines = LineReader::new(input, 16);
+/// assert_eq!(lines.read_frame().unwrap(), Frame::Line(br#"{"a":1}"#));
+/// assert_eq!(lines.read_frame().unwrap(), Frame::Line(br#"{"b":2}"#));
+/// assert_eq!(lines.read_frame().unwrap(), Frame::TooLong);
+/// assert_eq!(lines.read_frame().unwrap(), Frame::Line(b"last"));
+/// assert_eq!(lines.read_frame().unwrap(), Frame::Eof);
+/// ```
+pub struct LineReader<R> {
     inner: R,
     buf: Vec<u8>,
     start: usize,
@@ -34,8 +60,22 @@ pub(crate) struct LineReader<R> {
     eof: bool,
 }
 
+impl<R> fmt::Debug for LineReader<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LineReader")
+            .field("max_line", &self.max_line)
+            .field("buffered", &(self.end - self.start))
+            .field("eof", &self.eof)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<R: Read> LineReader<R> {
-    pub(crate) fn new(inner: R, max_line: usize) -> Self {
+    /// A reader of `inner` that keeps lines of up to `max_line` bytes (without the
+    /// terminator); a longer line comes out as [`Frame::TooLong`]. The buffer starts at
+    /// 8 KiB (less for a smaller `max_line`) and grows with the longest line, to at most
+    /// `max_line` + 2 bytes.
+    pub fn new(inner: R, max_line: usize) -> Self {
         let cap = INITIAL_BUFFER.min(max_line.saturating_add(2)).max(1024);
         LineReader {
             inner,
@@ -49,9 +89,14 @@ impl<R: Read> LineReader<R> {
         }
     }
 
-    /// Reads the next frame. `before_block` runs before every read that may block (the
-    /// buffer holds no complete line): the server flushes its answers there.
-    pub(crate) fn next_frame(
+    /// Reads the next frame. `before_block` runs before every read of `inner` (that is,
+    /// when the buffer holds no complete line, so the read may block): the server
+    /// flushes its answers there, and a client may flush what it has to send before it
+    /// waits. An error from `before_block` or from `inner` is returned as is (a read
+    /// interrupted by a signal is retried); the reader may be used again after it.
+    ///
+    /// The line borrows the reader's buffer: handle it (or copy it) before the next call.
+    pub fn next_frame(
         &mut self,
         before_block: &mut dyn FnMut() -> io::Result<()>,
     ) -> io::Result<Frame<'_>> {
@@ -117,8 +162,16 @@ impl<R: Read> LineReader<R> {
         }
     }
 
-    /// True when a complete line is buffered: the next frame needs no read.
-    pub(crate) fn has_line(&mut self) -> bool {
+    /// Reads the next frame, with nothing to do before a read blocks: the same as
+    /// [`next_frame`](LineReader::next_frame) with a `before_block` that does nothing.
+    pub fn read_frame(&mut self) -> io::Result<Frame<'_>> {
+        self.next_frame(&mut || Ok(()))
+    }
+
+    /// True when a complete line is buffered: the next frame needs no read of `inner`
+    /// (so it cannot block). A writer may hold its output back while this is true and
+    /// flush once it is false, batching its writes under a flood.
+    pub fn has_line(&mut self) -> bool {
         let from = self.start + self.scanned;
         if find_newline(&self.buf[from..self.end]).is_some() {
             return true;

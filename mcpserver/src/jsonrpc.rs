@@ -152,33 +152,157 @@ impl ErrorAnswer {
     }
 }
 
-pub(crate) fn classify(line: &[u8]) -> Message<'_> {
-    // A derived struct would also accept a JSON array (positionally): refuse it first.
-    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        // serde_json does not check the UTF-8 of strings it skips: check the line first.
-        let (code, what) = match std::str::from_utf8(line) {
-            Err(_) => (PARSE_ERROR, "parse error: the line is not valid UTF-8"),
-            Ok(text) => match serde_json::from_str::<serde::de::IgnoredAny>(text) {
-                Ok(_) if text.trim_ascii_start().starts_with('[') => (
-                    INVALID_REQUEST,
-                    "invalid request: batches (JSON arrays) are not supported; send one message per line",
-                ),
-                Ok(_) => (
-                    INVALID_REQUEST,
-                    "invalid request: a message must be a JSON object",
-                ),
-                Err(_) => (PARSE_ERROR, "parse error: the line is not valid JSON"),
-            },
-        };
-        return Message::Invalid(ErrorAnswer::new(None, code, what));
+/// Why a line is not a JSON-RPC message: the error code and what is wrong, without the
+/// words that say who reads it (the server answers "invalid request: …", a client reads
+/// "invalid message: …"), and the id when it could be read.
+pub(crate) struct Malformed {
+    pub id: Option<RequestId>,
+    /// [`PARSE_ERROR`] or [`INVALID_REQUEST`].
+    pub code: i64,
+    pub detail: Cow<'static, str>,
+}
+
+impl Malformed {
+    #[cold]
+    fn new(id: Option<RequestId>, code: i64, detail: impl Into<Cow<'static, str>>) -> Self {
+        Malformed {
+            id,
+            code,
+            detail: detail.into(),
+        }
     }
-    // serde_json does not check the UTF-8 of members it skips: check the whole line.
-    let Ok(text) = std::str::from_utf8(line) else {
-        return Message::Invalid(ErrorAnswer::new(
+
+    /// The server's answer to the line.
+    #[cold]
+    pub(crate) fn into_answer(self) -> ErrorAnswer {
+        let kind = match self.code {
+            PARSE_ERROR => "parse error",
+            _ => "invalid request",
+        };
+        ErrorAnswer::new(self.id, self.code, format!("{kind}: {}", self.detail))
+    }
+
+    /// What a client is told about a line its server sent.
+    #[cold]
+    pub(crate) fn into_text(self) -> String {
+        let kind = match self.code {
+            PARSE_ERROR => "parse error",
+            _ => "invalid message",
+        };
+        format!("{kind}: {}", self.detail)
+    }
+}
+
+/// The line as the text of a JSON object: it starts with `{` and is valid UTF-8 (whether
+/// it is valid JSON is for the parse to say).
+#[inline]
+pub(crate) fn object_text(line: &[u8]) -> Result<&str, Malformed> {
+    if !starts_an_object(line) {
+        return Err(not_an_object(line));
+    }
+    std::str::from_utf8(line).map_err(|_| not_utf8())
+}
+
+/// A derived struct would also accept a JSON array (positionally): refuse it first.
+#[inline]
+fn starts_an_object(line: &[u8]) -> bool {
+    line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
+/// serde_json does not check the UTF-8 of members it skips: the whole line is checked.
+#[cold]
+fn not_utf8() -> Malformed {
+    Malformed::new(None, PARSE_ERROR, "the line is not valid UTF-8")
+}
+
+#[cold]
+fn not_an_object(line: &[u8]) -> Malformed {
+    // serde_json does not check the UTF-8 of strings it skips: check the line first.
+    let (code, what) = match std::str::from_utf8(line) {
+        Err(_) => (PARSE_ERROR, "the line is not valid UTF-8"),
+        Ok(text) => match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+            Ok(_) if text.trim_ascii_start().starts_with('[') => (
+                INVALID_REQUEST,
+                "batches (JSON arrays) are not supported; send one message per line",
+            ),
+            Ok(_) => (INVALID_REQUEST, "a message must be a JSON object"),
+            Err(_) => (PARSE_ERROR, "the line is not valid JSON"),
+        },
+    };
+    Malformed::new(None, code, what)
+}
+
+/// Reads the members of an object's text; the version and the id are the caller's to
+/// check (a client accepts a `null` id in an error answer, the server no `null` id).
+pub(crate) fn envelope(text: &str) -> Result<Envelope<'_>, Malformed> {
+    serde_json::from_str(text).map_err(|e| {
+        let (code, what) = match e.classify() {
+            serde_json::error::Category::Data => (
+                INVALID_REQUEST,
+                "a message must be a single JSON object (batches are not supported)",
+            ),
+            _ => (PARSE_ERROR, "the line is not valid JSON"),
+        };
+        Malformed::new(None, code, format!("{what} ({e})"))
+    })
+}
+
+impl<'a> Envelope<'a> {
+    /// Checks `"jsonrpc":"2.0"`; `id` is the message's, for the error.
+    pub(crate) fn check_version(&self, id: &Option<RequestId>) -> Result<(), Malformed> {
+        if self.jsonrpc.map(RawValue::get) == Some("\"2.0\"") {
+            return Ok(());
+        }
+        Err(Malformed::new(
+            id.clone(),
+            INVALID_REQUEST,
+            "\"jsonrpc\" must be \"2.0\"",
+        ))
+    }
+
+    /// The request's method and params (`null` params count as none): a string, and an
+    /// object or an array.
+    pub(crate) fn method_and_params(
+        &self,
+        method: &'a RawValue,
+        id: &Option<RequestId>,
+    ) -> Result<(Cow<'a, str>, Option<&'a RawValue>), Malformed> {
+        let method = serde_json::from_str::<Cow<'a, str>>(method.get()).map_err(|_| {
+            Malformed::new(id.clone(), INVALID_REQUEST, "\"method\" must be a string")
+        })?;
+        let params = self.params.filter(|p| p.get() != "null");
+        if let Some(p) = params
+            && !(p.get().starts_with('{') || p.get().starts_with('['))
+        {
+            return Err(Malformed::new(
+                id.clone(),
+                INVALID_REQUEST,
+                "\"params\" must be an object or an array",
+            ));
+        }
+        Ok((method, params))
+    }
+}
+
+/// Reads an id: MCP allows strings and integers only.
+pub(crate) fn parse_id(raw: &RawValue) -> Result<RequestId, Malformed> {
+    RequestId::from_raw(raw).ok_or_else(|| {
+        Malformed::new(
             None,
-            PARSE_ERROR,
-            "parse error: the line is not valid UTF-8",
-        ));
+            INVALID_REQUEST,
+            format!("id {} is not a string or an integer", raw.get()),
+        )
+    })
+}
+
+pub(crate) fn classify(line: &[u8]) -> Message<'_> {
+    // `object_text`, spelled out: returning a `Result` of a `Malformed` from here cost
+    // the fast path 7 instructions per call (measured).
+    if !starts_an_object(line) {
+        return Message::Invalid(not_an_object(line).into_answer());
+    }
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Message::Invalid(not_utf8().into_answer());
     };
     // Fast path: a well-formed tools/call, params included, in one pass.
     if let Some(c) = crate::scan::tools_call(text) {
@@ -191,76 +315,28 @@ pub(crate) fn classify(line: &[u8]) -> Message<'_> {
             },
         };
     }
-    let env: Envelope<'_> = match serde_json::from_str(text) {
-        Ok(env) => env,
-        Err(e) => {
-            let (code, what) = match e.classify() {
-                serde_json::error::Category::Data => (
-                    INVALID_REQUEST,
-                    "invalid request: a message must be a single JSON object (batches are not supported)",
-                ),
-                _ => (PARSE_ERROR, "parse error: the line is not valid JSON"),
-            };
-            return Message::Invalid(ErrorAnswer::new(None, code, format!("{what} ({e})")));
-        }
-    };
-    let id = match env.id {
-        None => None,
-        Some(raw) => match RequestId::from_raw(raw) {
-            Some(id) => Some(id),
-            None => {
-                return Message::Invalid(ErrorAnswer::new(
-                    None,
-                    INVALID_REQUEST,
-                    format!(
-                        "invalid request: id {} is not a string or an integer",
-                        raw.get()
-                    ),
-                ));
-            }
-        },
-    };
-    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
-        return Message::Invalid(ErrorAnswer::new(
-            id,
-            INVALID_REQUEST,
-            "invalid request: \"jsonrpc\" must be \"2.0\"",
-        ));
+    match classify_members(text) {
+        Ok(message) => message,
+        Err(malformed) => Message::Invalid(malformed.into_answer()),
     }
+}
+
+/// The careful path: every member read by serde, every problem worded.
+fn classify_members(text: &str) -> Result<Message<'_>, Malformed> {
+    let env = envelope(text)?;
+    let id = env.id.map(parse_id).transpose()?;
+    env.check_version(&id)?;
     let Some(method) = env.method else {
         if id.is_some() && (env.result.is_some() || env.error.is_some()) {
-            return Message::Response;
+            return Ok(Message::Response);
         }
-        return Message::Invalid(ErrorAnswer::new(
-            id,
-            INVALID_REQUEST,
-            "invalid request: \"method\" is missing",
-        ));
+        return Err(Malformed::new(id, INVALID_REQUEST, "\"method\" is missing"));
     };
-    let method = match serde_json::from_str::<Cow<'_, str>>(method.get()) {
-        Ok(m) => m,
-        Err(_) => {
-            return Message::Invalid(ErrorAnswer::new(
-                id,
-                INVALID_REQUEST,
-                "invalid request: \"method\" must be a string",
-            ));
-        }
-    };
-    let params = env.params.filter(|p| p.get() != "null");
-    if let Some(p) = params
-        && !(p.get().starts_with('{') || p.get().starts_with('['))
-    {
-        return Message::Invalid(ErrorAnswer::new(
-            id,
-            INVALID_REQUEST,
-            "invalid request: \"params\" must be an object or an array",
-        ));
-    }
-    match id {
+    let (method, params) = env.method_and_params(method, &id)?;
+    Ok(match id {
         Some(id) => Message::Request { id, method, params },
         None => Message::Notification { method, params },
-    }
+    })
 }
 
 /// Writes `{"jsonrpc":"2.0","id":…,"result":` — the caller writes the result and `}\n`.
@@ -271,14 +347,33 @@ pub(crate) fn write_result_head(out: &mut impl Write, id: &RequestId) -> io::Res
 }
 
 pub(crate) fn write_error(out: &mut impl Write, err: &ErrorAnswer) -> io::Result<()> {
+    write_error_parts(out, err.id.as_ref(), err.code, &err.message)
+}
+
+/// Writes `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…}}` and its `\n`.
+pub(crate) fn write_error_parts(
+    out: &mut impl Write,
+    id: Option<&RequestId>,
+    code: i64,
+    message: &str,
+) -> io::Result<()> {
     out.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":")?;
-    match &err.id {
+    match id {
         Some(id) => id.write_json(out)?,
         None => out.write_all(b"null")?,
     }
-    write!(out, ",\"error\":{{\"code\":{},\"message\":", err.code)?;
-    serde_json::to_writer(&mut *out, &err.message)?;
+    write!(out, ",\"error\":{{\"code\":{code},\"message\":")?;
+    serde_json::to_writer(&mut *out, message)?;
     out.write_all(b"}}\n")
+}
+
+/// The `error` member of an error answer, as a client reads it.
+#[derive(Deserialize)]
+pub(crate) struct ErrorObject<'a> {
+    pub code: i64,
+    pub message: String,
+    #[serde(borrow, default, deserialize_with = "raw_keep_null")]
+    pub data: Option<&'a RawValue>,
 }
 
 #[cfg(test)]

@@ -50,23 +50,40 @@
 //!   answers are batched under a flood and flushed at once for a lone request.
 //! - **Observability**: [`Hooks`] tell a host when a request arrives and when each call
 //!   starts and ends, enough for a span, a log line and an audit record per call.
+//! - **Tool policy**: a tool can be withheld at build time ([`ServerBuilder::withhold`])
+//!   or while serving, from every session at once ([`Server::tool_gate`], a
+//!   [`ToolGate`]): it leaves `tools/list`, and a call to it is refused with the
+//!   reason. With [`ServerBuilder::notify_list_changed`], `initialize` announces
+//!   `listChanged` and each initialized session writes
+//!   `notifications/tools/list_changed` at once, between answers, even while it waits
+//!   for input.
 //!
 //! Tests can serve in-process over [`memory::pair`], answer lines one at a time on the
 //! calling thread with a [`Dispatcher`], or run one call with [`Server::call`] (which is
 //! also how a host calls its tools in-process, hooks and all).
+//!
+//! The other side of the wire is here too, for clients and for proxies that speak to
+//! another MCP server over its stdio: [`wire`] has the server's own line reader
+//! ([`wire::LineReader`]), reads what a server sends ([`wire::classify_incoming`]:
+//! answers, error answers, the server's requests and notifications, or why a line is
+//! not a message), and writes requests, notifications and answers as one line each; the
+//! error codes are in [`codes`].
 
 // Inside, a `tools/call` goes: the transport's framing (`framing.rs`) → the session's
 // scheduling (`session.rs`: which thread reads, runs, flushes) → the MCP methods
 // (`methods.rs`: what the line asks, read by `jsonrpc.rs` and, for the common shape of a
 // call, the strict scanner of `scan.rs`; the tool's lookup; the handler between the
 // hooks) → the handler → the answer, written by the session. `dispatch.rs` and
-// `Server::call` enter the methods without a session.
+// `Server::call` enter the methods without a session. `gate.rs` withholds tools while
+// serving and tells the sessions (their monitors write the notification); `wire.rs`
+// lends the framing and `jsonrpc.rs`'s reading and writing to clients.
 
 mod builder;
 mod context;
 mod dispatch;
 mod doorbell;
 mod framing;
+mod gate;
 mod hooks;
 mod jsonrpc;
 #[cfg(all(
@@ -84,20 +101,23 @@ mod swar;
 #[cfg(unix)]
 mod sys;
 mod tool;
+pub mod wire;
 
 pub use builder::{
     BuildError, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_MESSAGE_SIZE, ServerBuilder, check_name,
 };
 pub use context::{CallContext, CancellationToken, ClientInfo};
 pub use dispatch::Dispatcher;
+pub use gate::ToolGate;
 pub use hooks::{CallOutcome, CallStatus, Hooks};
 pub use jsonrpc::RequestId;
 
-/// The JSON-RPC error codes the server answers with.
+/// The JSON-RPC error codes the server answers with, and a client of
+/// [`wire`] reads and answers with.
 pub mod codes {
     pub use crate::jsonrpc::{
         INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
-        SERVER_NOT_INITIALIZED,
+        SERVER_BUSY, SERVER_NOT_INITIALIZED,
     };
 }
 pub use server::{Server, StopHandle};

@@ -22,7 +22,7 @@ use crate::context::{CallContext, CancellationToken, ClientInfo};
 use crate::hooks::{CallOutcome, CallStatus};
 use crate::jsonrpc::{self, Call, CallParams, ErrorAnswer, Message, RequestId};
 use crate::state::Inner;
-use crate::tool::{Outcome, ToolPage, ToolResult};
+use crate::tool::{Outcome, Tool, ToolPage, ToolResult};
 use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION, REVISION_2025_11_25};
 
 /// Whether the session goes on reading after a line.
@@ -51,6 +51,10 @@ pub(crate) trait Link {
 
     /// `shutdown` was answered: read nothing more, finish the calls in flight.
     fn shut_down(&self);
+
+    /// `initialize` was answered: from now on the session may be told that the tool
+    /// list changed.
+    fn initialized(&self) {}
 }
 
 /// The protocol state of one session: what `initialize` agreed, and the calls running.
@@ -231,15 +235,19 @@ impl<'s> Protocol<'s> {
         let _ = self.init.set(Agreement { client, version });
         let mut result = serde_json::json!({
             "protocolVersion": version,
-            "capabilities": { "tools": { "listChanged": false } },
+            "capabilities": { "tools": { "listChanged": self.inner.notify_list_changed } },
             "serverInfo": { "name": self.inner.name, "version": self.inner.version },
         });
         if let Some(text) = &self.inner.instructions {
             result["instructions"] = Value::String(text.clone());
         }
-        answer(link, &id, |w| {
+        let flow = answer(link, &id, |w| {
             serde_json::to_writer(w, &result).map_err(io::Error::from)
-        })
+        });
+        if flow == Flow::Continue {
+            link.initialized();
+        }
+        flow
     }
 
     fn newer(&self) -> bool {
@@ -264,7 +272,20 @@ impl<'s> Protocol<'s> {
                 );
             }
         };
-        let total = self.inner.tools.len();
+        let gate = &self.inner.gate;
+        let withheld = gate.any();
+        let offered: Vec<&Tool>;
+        let (tools, size) = match self.inner.page_size {
+            None => (&[][..], 0),
+            Some(size) => {
+                offered = (self.inner.tools.iter().enumerate())
+                    .filter(|(index, _)| !withheld || gate.reason(*index).is_none())
+                    .map(|(_, tool)| tool)
+                    .collect();
+                (&offered[..], size)
+            }
+        };
+        let total = tools.len();
         let start = match params.cursor.as_deref() {
             None => 0,
             Some(c) => match c
@@ -286,16 +307,16 @@ impl<'s> Protocol<'s> {
                 }
             },
         };
-        let Some(size) = self.inner.page_size else {
+        if self.inner.page_size.is_none() {
+            if withheld && let Some(lists) = gate.lists() {
+                return answer(link, &id, |w| w.write_all(lists[newer as usize].as_bytes()));
+            }
             let body = &self.inner.list_json[newer as usize];
             return answer(link, &id, |w| w.write_all(body.as_bytes()));
-        };
+        }
         let end = (start + size).min(total);
         let page = ToolPage {
-            tools: self.inner.tools[start..end]
-                .iter()
-                .map(|t| t.listed(newer))
-                .collect(),
+            tools: tools[start..end].iter().map(|t| t.listed(newer)).collect(),
             next_cursor: (end < total).then(|| format!("page:{end}")),
         };
         answer(link, &id, |w| {
@@ -458,6 +479,12 @@ fn not_initialized_message(method: &str) -> String {
     format!("server not initialized: send \"initialize\" before \"{method}\"")
 }
 
+/// The -32602 message of a call to a withheld tool, withheld at build time or since.
+#[cold]
+fn not_available(name: &str, why: &str) -> String {
+    format!("tool \"{name}\" is not available: {why}")
+}
+
 /// What became of a call that reached its handler.
 pub(crate) struct Ran {
     /// The result to send, or the message of the -32602 error to send instead.
@@ -472,11 +499,26 @@ impl Inner {
     /// The index of the tool `name`, or the -32602 message saying why there is none.
     #[inline]
     pub(crate) fn find_tool(&self, name: &str) -> Result<usize, String> {
-        if let Some(index) = self.tools.iter().position(|t| t.name == name) {
-            return Ok(index);
+        match self.tools.iter().position(|t| t.name == name) {
+            // While no tool was withheld at run time, the gate costs this one load.
+            Some(index) if !self.gate.any() => Ok(index),
+            found => self.find_tool_further(name, found),
+        }
+    }
+
+    /// `find_tool` for a name that is not registered, or once some tool was withheld
+    /// while serving. Out of line: the common call path keeps its shape.
+    #[cold]
+    #[inline(never)]
+    fn find_tool_further(&self, name: &str, found: Option<usize>) -> Result<usize, String> {
+        if let Some(index) = found {
+            return match self.gate.reason(index) {
+                None => Ok(index),
+                Some(why) => Err(not_available(name, why)),
+            };
         }
         Err(match self.withheld.iter().find(|(n, _)| n == name) {
-            Some((name, why)) => format!("tool \"{name}\" is not available: {why}"),
+            Some((name, why)) => not_available(name, why),
             None => format!("unknown tool \"{name}\": tools/list names the tools of this server"),
         })
     }

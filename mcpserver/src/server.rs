@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::context::CallContext;
 use crate::dispatch::Dispatcher;
+use crate::gate::ToolGate;
 use crate::methods::object_arguments;
 use crate::session::Session;
 use crate::state::{Inner, StopReason, StopSignal};
@@ -20,7 +21,8 @@ use crate::tool::{CallError, Tool, ToolResult};
 ///
 /// Build it with [`Server::builder`]; serve it with [`Server::serve_stdio`] or
 /// [`Server::serve`], drive it a line at a time with [`Server::dispatcher`], or call one
-/// of its tools in-process with [`Server::call`].
+/// of its tools in-process with [`Server::call`]; withhold tools while it serves with
+/// [`Server::tool_gate`].
 pub struct Server {
     pub(crate) inner: Arc<Inner>,
 }
@@ -52,7 +54,8 @@ impl StopHandle {
 }
 
 impl Server {
-    /// The registered tools, in registration order.
+    /// The registered tools, in registration order (a tool withheld through the
+    /// [`ToolGate`] stays registered: it is here, and not in `tools/list`).
     pub fn tools(&self) -> impl Iterator<Item = &Tool> {
         self.inner.tools.iter()
     }
@@ -136,6 +139,14 @@ impl Server {
                 Err(CallError::InvalidArguments(message))
             }
         }
+    }
+
+    /// A handle that withholds tools from every session of this server while it serves
+    /// (they leave `tools/list`, calls to them are refused with the reason), and, with
+    /// [`ServerBuilder::notify_list_changed`](crate::ServerBuilder::notify_list_changed),
+    /// tells the clients. See [`ToolGate`].
+    pub fn tool_gate(&self) -> ToolGate {
+        ToolGate::new(self.inner.clone())
     }
 
     /// A single-threaded session: hand it one line at a time and get the answer lines

@@ -16,18 +16,24 @@
 //! Answers are written whole under a lock. The leader flushes with an answer when no
 //! further line is buffered (so a flood of requests gets batched writes, and a lone
 //! request one write); a worker that is no longer leader flushes at once.
+//!
+//! `notifications/tools/list_changed` (with `notify_list_changed`) is written by the
+//! monitor: the gate rings its doorbell, and it writes the line under the same lock and
+//! flushes, while the leader may be blocked reading. So that it is there to do so, a
+//! session that notifies starts its monitor when it answers `initialize`.
 
 use std::cell::Cell;
 use std::io::{self, BufWriter, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, Scope};
 use std::time::Duration;
 
 use crate::doorbell::Doorbell;
 use crate::framing::{Frame, LineReader};
+use crate::gate::LIST_CHANGED;
 use crate::methods::{Flow, Link, Protocol, lock};
-use crate::state::{Inner, StopReason};
+use crate::state::{Inner, Listener, StopReason};
 
 /// How long a call may keep the leadership before another thread takes over reading,
 /// at first. While no call outlives a tick the monitor looks less often (up to
@@ -61,8 +67,8 @@ pub(crate) struct Session<'s, R, W: Write> {
     next_seq: AtomicU64,
     /// The monitor thread was started (only the leader starts it).
     monitor: AtomicBool,
-    /// Where the monitor sleeps between ticks.
-    doorbell: Doorbell,
+    /// Where the monitor sleeps between ticks (its doorbell), and what the gate tells.
+    listener: Arc<Listener>,
     monitor_sleeping: AtomicBool,
     /// Another complete line waits in the reader: the leader may leave its answer in
     /// the buffer (set by the leader after each read).
@@ -122,6 +128,18 @@ impl<R: Read + Send, W: Write + Send> Link for Leading<'_, '_, '_, R, W> {
         let running = self.session.running.load(Ordering::SeqCst);
         (running >= self.session.inner.max_concurrency).then_some(running)
     }
+
+    fn initialized(&self) {
+        let s = self.session;
+        if s.inner.notify_list_changed {
+            s.listener.ready.store(true, Ordering::SeqCst);
+            // Without a monitor (no thread to be had), the notification waits for the
+            // first call, which tries again to start one.
+            if !s.monitor.load(Ordering::Relaxed) {
+                s.start_monitor(self.scope);
+            }
+        }
+    }
 }
 
 impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
@@ -143,7 +161,11 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             leader_call: AtomicU64::new(0),
             next_seq: AtomicU64::new(1),
             monitor: AtomicBool::new(false),
-            doorbell: Doorbell::new(),
+            listener: if inner.notify_list_changed {
+                inner.gate.listen()
+            } else {
+                Arc::new(Listener::new())
+            },
             monitor_sleeping: AtomicBool::new(false),
             more_buffered: AtomicBool::new(false),
             unflushed: AtomicBool::new(false),
@@ -254,7 +276,11 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         c.leader = false;
         drop(c);
         self.idle_cv.notify_all();
-        self.doorbell.ring();
+        self.doorbell().ring();
+    }
+
+    fn doorbell(&self) -> &Doorbell {
+        &self.listener.doorbell
     }
 
     /// Makes sure a monitor watches the call the leader just started.
@@ -262,17 +288,22 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
         if self.monitor.load(Ordering::Relaxed) {
             if self.monitor_sleeping.load(Ordering::SeqCst) {
                 self.monitor_sleeping.store(false, Ordering::SeqCst);
-                self.doorbell.ring();
+                self.doorbell().ring();
             }
         } else {
-            self.monitor.store(true, Ordering::Relaxed);
-            let spawned = thread::Builder::new()
-                .name("mcp-monitor".into())
-                .spawn_scoped(scope, move || self.monitor(scope));
-            // Without a monitor, calls simply run one at a time.
-            if spawned.is_err() {
-                self.monitor.store(false, Ordering::Relaxed);
-            }
+            self.start_monitor(scope);
+        }
+    }
+
+    /// Starts the monitor (the leader only, once).
+    fn start_monitor<'scope>(&'scope self, scope: &'scope Scope<'scope, '_>) {
+        self.monitor.store(true, Ordering::Relaxed);
+        let spawned = thread::Builder::new()
+            .name("mcp-monitor".into())
+            .spawn_scoped(scope, move || self.monitor(scope));
+        // Without a monitor, calls simply run one at a time.
+        if spawned.is_err() {
+            self.monitor.store(false, Ordering::Relaxed);
         }
     }
 
@@ -284,6 +315,12 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             if lock(&self.coord).finished {
                 return;
             }
+            if self.announce_list_change() {
+                // The gate's ring cut the tick short: wait it out before judging the call
+                // (a call is handed on only once it has run for a whole tick).
+                self.doorbell().wait(Some(tick));
+                continue;
+            }
             let current = self.leader_call.load(Ordering::SeqCst);
             if current == 0 {
                 quiet += 1;
@@ -291,11 +328,13 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 if quiet >= MONITOR_IDLE_TICKS {
                     self.monitor_sleeping.store(true, Ordering::SeqCst);
                     if self.leader_call.load(Ordering::SeqCst) == 0 && !lock(&self.coord).finished {
-                        self.doorbell.wait(None);
+                        self.doorbell().wait(None);
                     }
                     self.monitor_sleeping.store(false, Ordering::SeqCst);
                     quiet = 0;
                     tick = TICK;
+                    // Rung by the gate, maybe: write at once.
+                    self.announce_list_change();
                 }
             } else {
                 quiet = 0;
@@ -307,7 +346,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                 }
             }
             last = current;
-            self.doorbell.wait(Some(tick));
+            self.doorbell().wait(Some(tick));
         }
     }
 
@@ -340,6 +379,25 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             // No thread: the running call takes the leadership back when it ends.
             lock(&self.coord).workers -= 1;
         }
+    }
+
+    /// Writes and flushes `notifications/tools/list_changed` when the gate told of a
+    /// change since the last one (the gate tells only once `initialize` was answered).
+    /// True when it wrote.
+    fn announce_list_change(&self) -> bool {
+        let pending = &self.listener.pending;
+        if !pending.load(Ordering::Relaxed) || !pending.swap(false, Ordering::AcqRel) {
+            return false;
+        }
+        let mut out = lock(&self.out);
+        let result = out.write_all(LIST_CHANGED).and_then(|()| out.flush());
+        // The flush took whatever answers the leader had left in the buffer.
+        self.unflushed.store(false, Ordering::Release);
+        drop(out);
+        if let Err(e) = result {
+            self.finish(StopReason::EndOfInput, Some(e));
+        }
+        true
     }
 
     /// Flushes answers the leader left in the buffer, before its read blocks.

@@ -1,13 +1,14 @@
 //! The state every part of a running server shares: the settings and tools a built
-//! [`Server`](crate::Server) holds ([`Inner`]), the stop request, and why serving ended.
-//! It imports nothing of the modules that use it (builder, server, session, methods,
+//! [`Server`](crate::Server) holds ([`Inner`]), the tools withheld while serving and the
+//! sessions to tell ([`Gate`]), the stop request, and why serving ended. It imports
+//! nothing of the modules that use it (builder, server, gate, session, methods,
 //! dispatch): they all import it, one way.
 
 use std::io;
-use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use crate::doorbell::Doorbell;
 use crate::hooks::Hooks;
 use crate::tool::{Handler, Tool};
 
@@ -54,7 +55,46 @@ pub(crate) struct Inner {
     /// Tools the host keeps from this client, with why: a call to one is rejected
     /// with the reason instead of "unknown tool".
     pub withheld: Vec<(String, String)>,
+    /// `initialize` announces `listChanged`, and sessions are told when a tool is
+    /// withheld while serving.
+    pub notify_list_changed: bool,
+    pub gate: Gate,
     pub stop: Arc<StopSignal>,
+}
+
+/// The registered tools withheld while serving (through a
+/// [`ToolGate`](crate::ToolGate)), and the sessions to tell.
+pub(crate) struct Gate {
+    /// How many tools were withheld so far. While none is, a call's lookup costs one
+    /// load of this more than a server without a gate.
+    pub withheld: AtomicUsize,
+    /// Why each registered tool (by index) was withheld, once it is.
+    pub reasons: Box<[OnceLock<String>]>,
+    /// The whole `tools/list` results (as `Inner::list_json`) without the withheld
+    /// tools, once one is.
+    pub lists: Mutex<Option<Arc<[String; 2]>>>,
+    /// The sessions to tell (with `notify_list_changed` only).
+    pub listeners: Mutex<Vec<Weak<Listener>>>,
+}
+
+/// A session's ear for changes of the tool list.
+pub(crate) struct Listener {
+    /// The session has answered `initialize`: changes from now on are notified.
+    pub ready: AtomicBool,
+    /// A change waits to be notified.
+    pub pending: AtomicBool,
+    /// Wakes the session's thread that writes the notification (its monitor).
+    pub doorbell: Doorbell,
+}
+
+impl Listener {
+    pub(crate) fn new() -> Listener {
+        Listener {
+            ready: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
+            doorbell: Doorbell::new(),
+        }
+    }
 }
 
 #[derive(Default)]

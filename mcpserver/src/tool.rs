@@ -118,6 +118,18 @@ pub(crate) struct ToolPage<'a> {
     pub next_cursor: Option<String>,
 }
 
+/// The whole `tools/list` result of `tools` on one page, for 2024-11-05 and for newer
+/// revisions.
+pub(crate) fn list_results<'a>(tools: impl Iterator<Item = &'a Tool> + Clone) -> [String; 2] {
+    [false, true].map(|newer| {
+        let page = ToolPage {
+            tools: tools.clone().map(|t| t.listed(newer)).collect(),
+            next_cursor: None,
+        };
+        serde_json::to_string(&page).expect("a tool list serializes")
+    })
+}
+
 /// One item of a tool result's `content`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -4,8 +4,8 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -24,7 +24,9 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn start(server: Server) -> Client {
+    /// Serves `server` (or a shared one, for several sessions) on a thread.
+    pub fn start(server: impl Into<Arc<Server>>) -> Client {
+        let server = server.into();
         let (client_end, server_end) = memory::pair();
         let serving = std::thread::spawn(move || {
             let (r, w) = server_end.split();
