@@ -372,10 +372,17 @@ fn a_changed_tool_is_withheld_on_the_next_run_and_during_a_run() {
     let mut s = serve(&base, &config("1"), &home, &[]);
     assert_eq!(s.ok("hostile_echo", json!({"text": "before"})), "before");
     s.ok("hostile_change", json!({}));
-    assert!(eventually(|| {
-        let (text, is_error) = s.call("hostile_echo", json!({"text": "after"}));
-        is_error && text.contains("changed")
-    }));
+    // The client is told to list again (nothing else is in flight: this is the next line),
+    // and the list no longer holds it.
+    let told = s.read_message().unwrap();
+    assert_eq!(told["method"], "notifications/tools/list_changed", "{told}");
+    let names = tool_names(&mut s);
+    assert!(!names.contains(&"hostile_echo".to_string()), "{names:?}");
+    let a = s.request(
+        "tools/call",
+        json!({"name": "hostile_echo", "arguments": {"text": "after"}}),
+    );
+    assert!(a.to_string().contains("changed"), "{a}");
     s.finish();
 }
 

@@ -5,7 +5,7 @@
 //! the server's own `ping`, and hands `notifications/tools/list_changed` on. When the
 //! server's output ends, every request still waiting fails at once with why.
 
-use super::wire_shim::{self as wire, Frame, Incoming};
+use mcpserver::wire::{self, Frame, Incoming};
 use mcpserver::RequestId;
 use serde_json::{Value, json};
 use std::collections::HashMap;

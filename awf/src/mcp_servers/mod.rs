@@ -12,7 +12,6 @@ pub mod link;
 pub mod pins;
 pub mod process;
 pub mod source;
-mod wire_shim;
 
 pub use config::{SandboxSpec, ServerSpec, ServerTools};
 pub use source::ServerSource;
@@ -141,8 +140,10 @@ struct Started {
     tools: Vec<Value>,
     withdrawn: Arc<Mutex<HashMap<String, String>>>,
     in_flight: Arc<Mutex<Vec<CallScope>>>,
-    /// Upstream name → hash of the tools as offered, filled once they are known.
-    offered: Arc<OnceLock<HashMap<String, String>>>,
+    /// Upstream name → (hash, tool name) of the tools as offered, filled once known.
+    offered: Arc<OnceLock<HashMap<String, (String, String)>>>,
+    /// The gate of the server that serves the tools, once it is built.
+    gate: Arc<OnceLock<mcpserver::ToolGate>>,
 }
 
 fn check_spec(name: &str, spec: &ServerSpec, origin: &str) -> Result<(), AwfError> {
@@ -185,7 +186,8 @@ fn check_spec(name: &str, spec: &ServerSpec, origin: &str) -> Result<(), AwfErro
 fn launch(name: &str, spec: &ServerSpec, step: &Step<'_>) -> Result<Started, String> {
     let withdrawn: Arc<Mutex<HashMap<String, String>>> = Arc::default();
     let in_flight: Arc<Mutex<Vec<CallScope>>> = Arc::default();
-    let offered: Arc<OnceLock<HashMap<String, String>>> = Arc::default();
+    let offered: Arc<OnceLock<HashMap<String, (String, String)>>> = Arc::default();
+    let gate: Arc<OnceLock<mcpserver::ToolGate>> = Arc::default();
     let cx = Arc::new(StartContext {
         root: step.root.to_path_buf(),
         support: step.support,
@@ -199,10 +201,11 @@ fn launch(name: &str, spec: &ServerSpec, step: &Step<'_>) -> Result<Started, Str
     });
     let me: Arc<OnceLock<Weak<Link>>> = Arc::default();
     let list_changed = {
-        let (me, withdrawn, offered, server) = (
+        let (me, withdrawn, offered, gate, server) = (
             me.clone(),
             withdrawn.clone(),
             offered.clone(),
+            gate.clone(),
             name.to_string(),
         );
         Arc::new(move || {
@@ -210,7 +213,7 @@ fn launch(name: &str, spec: &ServerSpec, step: &Step<'_>) -> Result<Started, Str
                 return;
             };
             let Some(offered) = offered.get() else { return };
-            recheck(&server, &link, offered, &withdrawn);
+            recheck(&server, &link, offered, &withdrawn, gate.get());
         }) as Arc<dyn Fn() + Send + Sync>
     };
     let (link, tools) = Link::start(name, spec, cx, stderr, list_changed)?;
@@ -222,6 +225,7 @@ fn launch(name: &str, spec: &ServerSpec, step: &Step<'_>) -> Result<Started, Str
         withdrawn,
         in_flight,
         offered,
+        gate,
     })
 }
 
@@ -230,8 +234,9 @@ fn launch(name: &str, spec: &ServerSpec, step: &Step<'_>) -> Result<Started, Str
 fn recheck(
     server: &str,
     link: &Link,
-    offered: &HashMap<String, String>,
+    offered: &HashMap<String, (String, String)>,
     withdrawn: &Mutex<HashMap<String, String>>,
+    gate: Option<&mcpserver::ToolGate>,
 ) {
     let tools = match link.list_tools() {
         Ok(t) => t,
@@ -245,7 +250,7 @@ fn recheck(
         .filter_map(|t| Some((t.get("name")?.as_str()?, pins::hash(t))))
         .collect();
     let mut w = withdrawn.lock().unwrap_or_else(|e| e.into_inner());
-    for (upstream, hash) in offered {
+    for (upstream, (hash, tool)) in offered {
         let why = match now.get(upstream.as_str()) {
             None => "the server removed it during this run",
             Some(h) if h != hash => {
@@ -256,6 +261,11 @@ fn recheck(
         };
         if w.insert(upstream.clone(), why.to_string()).is_none() {
             tracing::warn!(server = %server, tool = %upstream, "withheld from now on: {why}");
+            // Not listed from now on, refused as withheld, and the client told to list
+            // again.
+            if let Some(gate) = gate {
+                gate.withhold(tool, why);
+            }
         }
     }
 }
@@ -357,7 +367,7 @@ fn expose(
     }
     let hashes = offered
         .iter()
-        .map(|e| (e.upstream.clone(), e.hash.clone()))
+        .map(|e| (e.upstream.clone(), (e.hash.clone(), e.tool.name().to_string())))
         .collect();
     let _ = started.offered.set(hashes);
     Ok(ServerSource::new(
@@ -372,6 +382,7 @@ fn expose(
             .unwrap_or(step.timeout),
         step.output_bytes,
         step.shutdown.clone(),
+        started.gate,
     ))
 }
 

@@ -43,6 +43,8 @@ pub struct ServerSource {
     pub(super) timeout: Duration,
     pub(super) output_bytes: usize,
     pub(super) shutdown: crate::process::Shutdown,
+    /// The serving server's gate, once it is built.
+    pub(super) gate: Arc<std::sync::OnceLock<mcpserver::ToolGate>>,
 }
 
 impl ServerSource {
@@ -57,6 +59,7 @@ impl ServerSource {
         timeout: Duration,
         output_bytes: usize,
         shutdown: crate::process::Shutdown,
+        gate: Arc<std::sync::OnceLock<mcpserver::ToolGate>>,
     ) -> ServerSource {
         ServerSource {
             name: name.to_string(),
@@ -69,6 +72,7 @@ impl ServerSource {
             timeout,
             output_bytes,
             shutdown,
+            gate,
         }
     }
 
@@ -117,6 +121,16 @@ impl ToolSource for ServerSource {
             .iter()
             .find(|e| e.tool.name() == name)
             .map(|e| e.upstream.clone())
+    }
+
+    fn serving(&self, gate: &mcpserver::ToolGate) {
+        let _ = self.gate.set(gate.clone());
+        // What was withdrawn before the server was built is withheld now.
+        for (upstream, why) in self.withdrawn.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            if let Some(e) = self.offered.iter().find(|e| &e.upstream == upstream) {
+                gate.withhold(e.tool.name(), why.clone());
+            }
+        }
     }
 
     fn register(&self, mut b: ServerBuilder, offered: &dyn Fn(&str) -> bool) -> ServerBuilder {

@@ -44,6 +44,10 @@ pub trait ToolSource: Send + Sync {
     fn upstream_name(&self, _name: &str) -> Option<String> {
         None
     }
+
+    /// Called once the server is built, with the gate that withholds its tools while it
+    /// serves (a third-party tool that changes during the step).
+    fn serving(&self, _gate: &mcpserver::ToolGate) {}
 }
 
 /// A step's tools, checked: one name space over its sources, with the policy applied.
@@ -133,6 +137,10 @@ impl ToolSet {
     /// Registers the offered tools on `builder`, withholds the others, and builds the
     /// server.
     pub fn build(&self, mut builder: ServerBuilder) -> Result<Server, AwfError> {
+        // Third-party tools may be withdrawn while the step runs: clients are told.
+        if self.sources.iter().any(|s| s.source().starts_with("server:")) {
+            builder = builder.notify_list_changed(true);
+        }
         let offered = |name: &str| self.offered.iter().any(|n| n == name);
         for source in &self.sources {
             builder = source.register(builder, &offered);
@@ -140,12 +148,17 @@ impl ToolSet {
         for (name, why) in &self.withheld {
             builder = builder.withhold(name.clone(), why.clone());
         }
-        builder.build().map_err(|e: BuildError| {
+        let server = builder.build().map_err(|e: BuildError| {
             AwfError::new(
                 codes::INVALID_TOOL_NAME,
                 format!("the tool set is invalid: {}", e.problems().join("; ")),
             )
-        })
+        })?;
+        let gate = server.tool_gate();
+        for source in &self.sources {
+            source.serving(&gate);
+        }
+        Ok(server)
     }
 }
 
