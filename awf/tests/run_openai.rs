@@ -522,3 +522,49 @@ fn control_sequences_in_the_model_s_text_reach_the_terminal_escaped() {
         "{s:#}"
     );
 }
+
+#[test]
+fn a_third_party_server_s_tools_reach_the_model_and_are_audited() {
+    let c = case("servers");
+    let hostile = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/hostile.py");
+    let model = FakeModel::start(
+        Script::new()
+            .call("hostile_echo", json!({"text": "from the model"}))
+            .call("hostile_read_file", json!({"path": "/etc/hostname"}))
+            .call("Read", json!({"path": "fixture.txt"})),
+    );
+    let proxy = format!(
+        "      enable: true\n      servers:\n        hostile:\n          command: [python3, {}]\n",
+        hostile.display()
+    );
+    let wf = c.workflow(&model, "", &proxy);
+    let (out, s) = c.run(&wf);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        model.describe()
+    );
+    let output = fix(&s)["output"].as_str().unwrap();
+    assert!(output.contains("from the model"), "{output}");
+    let audit = c.audit();
+    let calls: Vec<(&str, &str)> = audit
+        .iter()
+        .filter(|r| r["type"] == "tool.call")
+        .map(|r| (r["tool"].as_str().unwrap(), r["source"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("hostile_echo", "server:hostile"),
+            ("hostile_read_file", "server:hostile"),
+            ("Read", "builtin")
+        ]
+    );
+    // The server's tools were pinned beside the workflow, on first use.
+    let lock: Value =
+        serde_json::from_str(&std::fs::read_to_string(c.dir.join("wf.lock.json")).unwrap())
+            .unwrap();
+    assert!(lock["servers"]["hostile"]["echo"]["sha256"].is_string(), "{lock}");
+}

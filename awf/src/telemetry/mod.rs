@@ -435,6 +435,9 @@ impl CallHooks {
                 t.masker.mask_text(&ctx.request_id().to_string()),
             ),
         ];
+        if let Some(server) = self.source(ctx.tool()).strip_prefix("server:") {
+            attrs.push(KeyValue::new("awf.mcp.server", server.to_string()));
+        }
         if self.transport == Transport::Pipe {
             attrs.push(KeyValue::new(
                 "mcp.protocol.version",
