@@ -8,7 +8,7 @@ mod fake_model;
 mod harness;
 
 use awf::providers::claude::Claude;
-use fake_model::FakeModel;
+use fake_model::{FakeModel, Script};
 use harness::*;
 use serde_json::json;
 
@@ -73,6 +73,69 @@ fn claude_without_interception_offers_its_own_tools_beside_awf() {
         );
     }
     eprintln!("claude (no interception) offered: {offered:?}");
+}
+
+#[test]
+fn claude_calls_a_third_party_server_s_tools_through_awf() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    let fake = FakeModel::start(
+        Script::new()
+            .call("mcp__awf__hostile_echo", json!({"text": "through awf"}))
+            .call("mcp__awf__hostile_env", json!({})),
+    );
+    let step = Step::new("claude-servers");
+    let hostile =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/hostile.py");
+    std::fs::write(
+        &step.serve_config,
+        json!({"root": step.root, "audit_path": step.audit, "run_id": "agents-test",
+               "step_id": "claude-servers",
+               "servers": {"hostile": {"command": ["python3", hostile]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let run = run_cli(
+        &Claude,
+        &cli,
+        &step,
+        json!({"model": "claude-sonnet-4-5", "base_url": fake.base_url()}),
+        &step.injection(true),
+        &claude_env(),
+    );
+    let ctx = run.context(&fake);
+    assert!(run.output.is_ok(), "{ctx}");
+    let offered = fake.offered_tools();
+    assert!(
+        offered.contains(&"mcp__awf__hostile_echo".to_string()),
+        "{offered:?}\n{ctx}"
+    );
+    let calls: Vec<String> = fake.tool_calls().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        calls,
+        ["mcp__awf__hostile_echo", "mcp__awf__hostile_env"],
+        "{ctx}"
+    );
+    let audited: Vec<(String, String)> = step
+        .audit_records()
+        .iter()
+        .filter(|r| r["type"] == "tool.result")
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap_or("").to_string(),
+                r["outcome"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        audited,
+        [
+            ("hostile_echo".to_string(), "ok".to_string()),
+            ("hostile_env".to_string(), "ok".to_string())
+        ],
+        "{ctx}"
+    );
 }
 
 #[test]

@@ -566,5 +566,8 @@ fn a_third_party_server_s_tools_reach_the_model_and_are_audited() {
     let lock: Value =
         serde_json::from_str(&std::fs::read_to_string(c.dir.join("wf.lock.json")).unwrap())
             .unwrap();
-    assert!(lock["servers"]["hostile"]["echo"]["sha256"].is_string(), "{lock}");
+    assert!(
+        lock["servers"]["hostile"]["echo"]["sha256"].is_string(),
+        "{lock}"
+    );
 }

@@ -5,8 +5,8 @@
 //! the server's own `ping`, and hands `notifications/tools/list_changed` on. When the
 //! server's output ends, every request still waiting fails at once with why.
 
-use mcpserver::wire::{self, Frame, Incoming};
 use mcpserver::RequestId;
+use mcpserver::wire::{self, Frame, Incoming};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::io::Write;

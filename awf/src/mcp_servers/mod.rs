@@ -367,7 +367,12 @@ fn expose(
     }
     let hashes = offered
         .iter()
-        .map(|e| (e.upstream.clone(), (e.hash.clone(), e.tool.name().to_string())))
+        .map(|e| {
+            (
+                e.upstream.clone(),
+                (e.hash.clone(), e.tool.name().to_string()),
+            )
+        })
         .collect();
     let _ = started.offered.set(hashes);
     Ok(ServerSource::new(

@@ -126,7 +126,12 @@ impl ToolSource for ServerSource {
     fn serving(&self, gate: &mcpserver::ToolGate) {
         let _ = self.gate.set(gate.clone());
         // What was withdrawn before the server was built is withheld now.
-        for (upstream, why) in self.withdrawn.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for (upstream, why) in self
+            .withdrawn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
             if let Some(e) = self.offered.iter().find(|e| &e.upstream == upstream) {
                 gate.withhold(e.tool.name(), why.clone());
             }

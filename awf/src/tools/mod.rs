@@ -138,7 +138,11 @@ impl ToolSet {
     /// server.
     pub fn build(&self, mut builder: ServerBuilder) -> Result<Server, AwfError> {
         // Third-party tools may be withdrawn while the step runs: clients are told.
-        if self.sources.iter().any(|s| s.source().starts_with("server:")) {
+        if self
+            .sources
+            .iter()
+            .any(|s| s.source().starts_with("server:"))
+        {
             builder = builder.notify_list_changed(true);
         }
         let offered = |name: &str| self.offered.iter().any(|n| n == name);
