@@ -8,10 +8,13 @@
 //! `cargo build --release -p mcpserver --example call_bench &&
 //! taskset -c 0 target/release/examples/call_bench [ROUNDS] [CALLS_PER_BLOCK]`
 //!
+//! A third row serves the same calls after another tool was withheld through the
+//! server's [`mcpserver::ToolGate`]: what a call costs once the gate is in use.
+//!
 //! `call_bench dispatch N` only answers N calls through a dispatcher, and `call_bench
-//! serve N` only serves N calls written at once into a pipe, for counting instructions
-//! (`valgrind --tool=callgrind`) at two values of N: the difference over the difference
-//! of N is the instructions per call.
+//! serve N` (or `serve-withheld N`, another tool withheld) only serves N calls written
+//! at once into a pipe, for counting instructions (`valgrind --tool=callgrind`) at two
+//! values of N: the difference over the difference of N is the instructions per call.
 
 use std::io::{BufRead, BufReader, Write};
 use std::time::{Duration, Instant};
@@ -23,6 +26,19 @@ use serde_json::json;
 #[derive(Deserialize)]
 struct Echo {
     text: String,
+}
+
+/// The bench server, with the tool `other` withheld through its gate when `withheld`.
+fn server_with(withheld: bool) -> Server {
+    let server = server();
+    if withheld {
+        assert!(
+            server
+                .tool_gate()
+                .withhold("other", "withheld for the bench")
+        );
+    }
+    server
 }
 
 fn server() -> Server {
@@ -127,7 +143,8 @@ fn main() {
         println!("{n} calls, {bytes} bytes answered");
         return;
     }
-    if first.as_deref() == Some("serve") {
+    if let Some(mode @ ("serve" | "serve-withheld")) = first.as_deref() {
+        let withheld = mode == "serve-withheld";
         let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
         let (server_in, mut to) = std::io::pipe().expect("a pipe");
         let (mut from, server_out) = std::io::pipe().expect("a pipe");
@@ -142,7 +159,7 @@ fn main() {
             std::io::Read::read_to_end(&mut from, &mut answers).unwrap();
             answers.len()
         });
-        server()
+        server_with(withheld)
             .serve(server_in, server_out)
             .expect("serving ends at end of input");
         writer.join().unwrap();
@@ -160,6 +177,13 @@ fn main() {
     let mut init = String::new();
     serving.from.read_line(&mut init).unwrap();
     let mut floor = Peer::start(raw_echo);
+    let gated = server_with(true);
+    let mut serving_gated = Peer::start(move |r, w| {
+        let _ = gated.serve(r, w);
+    });
+    serving_gated.to.write_all(INITIALIZE).unwrap();
+    init.clear();
+    serving_gated.from.read_line(&mut init).unwrap();
 
     let dispatched = server();
     let mut session = dispatched.dispatcher();
@@ -170,11 +194,14 @@ fn main() {
     let mut scratch = Vec::new();
     serving.block(1000, &mut scratch);
     floor.block(1000, &mut scratch);
+    serving_gated.block(1000, &mut scratch);
 
     let (mut server_ns, mut floor_ns, mut dispatch_rate) = (Vec::new(), Vec::new(), Vec::new());
+    let mut gated_ns = Vec::new();
     for _ in 0..rounds {
         serving.block(calls, &mut server_ns);
         floor.block(calls, &mut floor_ns);
+        serving_gated.block(calls, &mut gated_ns);
         let started = Instant::now();
         for line in &lines {
             let answer = session.dispatch(line);
@@ -185,10 +212,12 @@ fn main() {
     }
     server_ns.sort_unstable();
     floor_ns.sort_unstable();
+    gated_ns.sort_unstable();
     dispatch_rate.sort_by(f64::total_cmp);
     let median_rate = dispatch_rate[dispatch_rate.len() / 2];
     let (s50, s99) = (percentile(&server_ns, 0.5), percentile(&server_ns, 0.99));
     let (f50, f99) = (percentile(&floor_ns, 0.5), percentile(&floor_ns, 0.99));
+    let (g50, g99) = (percentile(&gated_ns, 0.5), percentile(&gated_ns, 0.99));
     println!("{rounds} rounds of {calls} calls each");
     println!("figure                          server    floor  server/floor");
     println!(
@@ -198,6 +227,14 @@ fn main() {
     println!(
         "echo round trip p99 (µs)    {s99:>10.2} {f99:>8.2} {:>13.3}",
         s99 / f99
+    );
+    println!(
+        "  another tool withheld, p50{g50:>10.2} {f50:>8.2} {:>13.3}",
+        g50 / f50
+    );
+    println!(
+        "  another tool withheld, p99{g99:>10.2} {f99:>8.2} {:>13.3}",
+        g99 / f99
     );
     println!(
         "dispatcher calls/s (k)      {median_rate:>10.0}        -             -   (no I/O: the per-call path; median over rounds)"

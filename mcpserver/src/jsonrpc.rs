@@ -1,5 +1,7 @@
 //! JSON-RPC 2.0 as MCP uses it: message classification, ids, error codes and the
-//! compact one-line encoding of answers.
+//! compact one-line encoding of answers. The checks of a message's members (envelope,
+//! version, id, method, params) serve the server's classification here and a client's
+//! in `wire.rs`.
 
 use std::borrow::Cow;
 use std::fmt;

@@ -123,8 +123,8 @@ pub enum Incoming<'a> {
 /// without one is an answer: `result` with the id of the request it answers, or
 /// `error` with an integer `code` and a string `message` (and the id, or `null` when the
 /// server could not read it). Anything else is [`Incoming::Invalid`], saying what is
-/// wrong. It reads the line with the same parser and checks as the server's own input,
-/// so a line one accepts the other accepts.
+/// wrong. The envelope, the version, the ids, the method and the params are read and
+/// checked by the same code as the server's own input, and worded alike.
 ///
 /// ```
 /// use mcpserver::RequestId;

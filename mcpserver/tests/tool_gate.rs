@@ -25,21 +25,28 @@ struct Text {
     text: String,
 }
 
-/// Every call's end, as `TOOL STATUS ERROR`.
+/// Every call's end: the tool, how the call ended, and why it failed if it did.
 #[derive(Default)]
 struct Recorder {
-    ends: Mutex<Vec<String>>,
+    ends: Mutex<Vec<(String, CallStatus, Option<String>)>>,
 }
 
 impl Hooks for Recorder {
     fn call_finished(&self, ctx: &CallContext, outcome: &CallOutcome<'_>) {
-        self.ends.lock().unwrap().push(format!(
-            "{} {} {}",
-            ctx.tool(),
-            outcome.status.as_str(),
-            outcome.error.unwrap_or("-")
+        self.ends.lock().unwrap().push((
+            ctx.tool().to_owned(),
+            outcome.status,
+            outcome.error.map(str::to_owned),
         ));
     }
+}
+
+fn end(
+    tool: &str,
+    status: CallStatus,
+    error: Option<&str>,
+) -> (String, CallStatus, Option<String>) {
+    (tool.to_owned(), status, error.map(str::to_owned))
 }
 
 fn builder(notify: bool) -> ServerBuilder {
@@ -64,6 +71,9 @@ fn listed(list: &Value) -> Vec<String> {
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect()
 }
+
+const REFUSED: &str =
+    "tool \"fetch\" is not available: its description changed since it was approved";
 
 #[test]
 fn a_tool_withheld_mid_session_is_notified_unlisted_and_refused_with_its_reason() {
@@ -124,11 +134,15 @@ fn a_tool_withheld_mid_session_is_notified_unlisted_and_refused_with_its_reason(
     assert_eq!(
         *rec.ends.lock().unwrap(),
         [
-            "fetch ok -",
-            "fetch rejected tool \"fetch\" is not available: its description changed since it was approved",
-            "secret rejected tool \"secret\" is not available: the host's policy denies it",
-            "fetch rejected tool \"fetch\" is not available: its description changed since it was approved",
-            "echo ok -",
+            end("fetch", CallStatus::Ok, None),
+            end("fetch", CallStatus::Rejected, Some(REFUSED)),
+            end(
+                "secret",
+                CallStatus::Rejected,
+                Some("tool \"secret\" is not available: the host's policy denies it")
+            ),
+            end("fetch", CallStatus::Rejected, Some(REFUSED)),
+            end("echo", CallStatus::Ok, None),
         ]
     );
 }
@@ -417,15 +431,17 @@ fn server_call_refuses_a_tool_withheld_while_serving_and_the_hooks_see_it_reject
         other => panic!("{other:?}"),
     }
     assert_eq!(server.tools().count(), 2, "still registered");
-    let ends = rec.ends.lock().unwrap();
     assert_eq!(
-        *ends,
+        *rec.ends.lock().unwrap(),
         [
-            "fetch ok -",
-            "fetch rejected tool \"fetch\" is not available: changed"
+            end("fetch", CallStatus::Ok, None),
+            end(
+                "fetch",
+                CallStatus::Rejected,
+                Some("tool \"fetch\" is not available: changed")
+            ),
         ]
     );
-    assert_eq!(CallStatus::Rejected.as_str(), "rejected");
 }
 
 #[test]
