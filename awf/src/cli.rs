@@ -104,6 +104,18 @@ pub enum ToolsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Start each third-party server of a workflow, show how its tools differ from their
+    /// pins (the lock file), and pin them as they are now.
+    Pin {
+        /// The workflow YAML file.
+        workflow: PathBuf,
+        /// Only this server.
+        #[arg(long, value_name = "NAME")]
+        server: Option<String>,
+        /// Show the differences only (exit 1 when there are some); write nothing.
+        #[arg(long)]
+        check: bool,
+    },
     /// Call one tool and print its result and the call's audit records.
     Call {
         /// Tool name, e.g. Read.
@@ -133,6 +145,11 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             Ok(0)
         }
         Cmd::Tools(ToolsCmd::List { source, json }) => tools_list(&source, json, cli.log_format),
+        Cmd::Tools(ToolsCmd::Pin {
+            workflow,
+            server,
+            check,
+        }) => crate::proxy::pin_tools::run(&workflow, server.as_deref(), check),
         Cmd::Validate { file, format } => {
             crate::validate::validate_command(&file, format == "json")
         }

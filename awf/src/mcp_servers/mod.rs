@@ -24,7 +24,7 @@ use process::{Report, StartContext};
 use serde_json::Value;
 use source::{CLIENT_PREFIX, Exposed};
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -450,11 +450,26 @@ fn reporter(
     })
 }
 
-/// The default pins file of a workflow: `fix.yaml` → `fix.lock.json` beside it.
-pub fn default_pins_path(workflow: &Path) -> PathBuf {
-    let stem = workflow
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "workflow".into());
-    workflow.with_file_name(format!("{stem}.lock.json"))
+/// Starts server `name` as a step would (its jail over `root`), lists its tools and stops
+/// it: what `awf tools pin` compares with the pins.
+pub fn list_once(name: &str, spec: &ServerSpec, root: &Path) -> Result<Vec<Value>, String> {
+    let telemetry = Arc::new(Telemetry::new(
+        crate::telemetry::new_session_id(),
+        crate::telemetry::StepIds::default(),
+        None,
+        None,
+    ));
+    let cx = Arc::new(StartContext {
+        root: root.to_path_buf(),
+        support: None,
+        processes: None,
+        report: reporter(name, telemetry.clone(), Arc::default()),
+    });
+    let server = name.to_string();
+    let stderr: process::StderrSink = Arc::new(move |line: &str| {
+        tracing::debug!(server = %server, stderr = %telemetry.mask_text(line), "server stderr");
+    });
+    let (link, tools) = Link::start(name, spec, cx, stderr, Arc::new(|| {}))?;
+    link.stop(Duration::from_secs(2));
+    Ok(tools)
 }

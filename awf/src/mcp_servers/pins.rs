@@ -2,7 +2,7 @@
 //! (name, title, description, inputSchema, outputSchema, annotations) — kept in a lock
 //! file a user commits like a package lock. A tool whose hash differs from its pin, or
 //! a tool new to a pinned server, is withheld until the user looks at the difference and
-//! pins again (deleting the server's entry). A server the file does not know yet is pinned at its
+//! pins again (`awf tools pin`). A server the file does not know yet is pinned at its
 //! first use (trust on first use), and that is said.
 
 use serde::{Deserialize, Serialize};
@@ -114,13 +114,13 @@ impl Verdict {
             Verdict::Pinned | Verdict::FirstUse => None,
             Verdict::New => Some(format!(
                 "new since pinned: the server added this tool after it was pinned in {}; \
-                 review it, then delete the server's entry there to pin it again",
+                 review it with `awf tools pin WORKFLOW --check`, then pin it with `awf tools pin`",
                 pins.display()
             )),
             Verdict::Changed(_) => Some(format!(
                 "changed since pinned: its description, schema or annotations differ from its \
-                 pin in {} (which holds the pinned text); review the difference, then delete \
-                 the server's entry there to pin it again",
+                 pin in {}; see the difference with `awf tools pin WORKFLOW --check`, then pin \
+                 it again with `awf tools pin`",
                 pins.display()
             )),
         }
@@ -152,8 +152,8 @@ impl Pins {
         };
         if file.version != VERSION {
             return Err(format!(
-                "the pins file {} has version {}; this awf writes version {VERSION}: delete it \
-                 to pin every tool again at the next run",
+                "the pins file {} has version {}; this awf writes version {VERSION}: pin again \
+                 with `awf tools pin`",
                 path.display(),
                 file.version
             ));

@@ -9,6 +9,8 @@
 //! here and awf's own directories hidden from it, as Bash's are. The in-process variant for
 //! `openai_compatible` builds the same tool server, with the same telemetry, in this process.
 
+pub mod pin_tools;
+
 use crate::error::{AwfError, codes};
 use crate::mcp_serve::{self, ServeConfig};
 use crate::mcp_servers::{SandboxSpec, ServerSpec};
@@ -194,44 +196,8 @@ impl ToolProxyService {
         ]
     }
 
-    /// A workflow server as `awf mcp-serve` reads it: the variables its `env_passthrough`
-    /// names resolved from awf's environment into `env` (an agent CLI may start `awf
-    /// mcp-serve` with fewer variables than awf has, and the server must get what the
-    /// workflow named whichever CLI runs it), the literal values over them, and awf's own
-    /// directories hidden.
     fn server_spec(&self, s: &McpServer) -> ServerSpec {
-        let sb = &s.sandbox;
-        let mut env: std::collections::BTreeMap<String, String> =
-            crate::child_env::named_from_process(&s.env_passthrough)
-                .into_iter()
-                .filter(|(k, _)| k != "TMPDIR")
-                .collect();
-        env.extend(s.env.iter().cloned());
-        let mut hidden = sb.hidden.clone();
-        hidden.extend(self.own_dirs());
-        ServerSpec {
-            command: s.command.clone(),
-            env,
-            env_passthrough: s.env_passthrough.clone(),
-            sandbox: SandboxSpec {
-                writable: sb.writable.clone(),
-                readable: sb.readable.clone(),
-                hidden,
-                unix_sockets: sb.unix_sockets.clone(),
-                read: sb.read,
-                network: sb.network.clone(),
-                landlock: Some(sb.landlock),
-                processes: sb.processes,
-                // Merged into the server's own by the parser.
-                env: Default::default(),
-                env_passthrough: Vec::new(),
-            },
-            tools: s.tools.clone(),
-            rename: s.rename.iter().cloned().collect(),
-            timeout_seconds: s.timeout_seconds,
-            start_timeout_seconds: s.start_timeout_seconds,
-            optional: s.optional,
-        }
+        server_spec(s, &self.own_dirs())
     }
 
     /// The step's `mcp_proxy.sandbox` and each server's `sandbox` made real: their writable
@@ -544,6 +510,46 @@ pub fn summarise_audit(path: &Path) -> ProxyReport {
 pub fn live_counts(path: &Path) -> (BTreeMap<String, u64>, [u64; 3]) {
     let r = summarise_audit(path);
     (r.tool_calls, r.model)
+}
+
+/// A workflow server as `awf mcp-serve` reads it: the variables its `env_passthrough`
+/// names resolved from awf's environment into `env` (an agent CLI may start `awf
+/// mcp-serve` with fewer variables than awf has, and the server must get what the
+/// workflow named whichever CLI runs it), the literal values over them, and awf's own
+/// directories (`own_dirs`) hidden.
+pub fn server_spec(s: &McpServer, own_dirs: &[PathBuf]) -> ServerSpec {
+    let sb = &s.sandbox;
+    let mut env: std::collections::BTreeMap<String, String> =
+        crate::child_env::named_from_process(&s.env_passthrough)
+            .into_iter()
+            .filter(|(k, _)| k != "TMPDIR")
+            .collect();
+    env.extend(s.env.iter().cloned());
+    let mut hidden = sb.hidden.clone();
+    hidden.extend(own_dirs.iter().cloned());
+    ServerSpec {
+        command: s.command.clone(),
+        env,
+        env_passthrough: s.env_passthrough.clone(),
+        sandbox: SandboxSpec {
+            writable: sb.writable.clone(),
+            readable: sb.readable.clone(),
+            hidden,
+            unix_sockets: sb.unix_sockets.clone(),
+            read: sb.read,
+            network: sb.network.clone(),
+            landlock: Some(sb.landlock),
+            processes: sb.processes,
+            // Merged into the server's own by the parser.
+            env: Default::default(),
+            env_passthrough: Vec::new(),
+        },
+        tools: s.tools.clone(),
+        rename: s.rename.iter().cloned().collect(),
+        timeout_seconds: s.timeout_seconds,
+        start_timeout_seconds: s.start_timeout_seconds,
+        optional: s.optional,
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,163 @@
+//! `awf tools pin WORKFLOW [--server NAME] [--check]`: starts each third-party server of
+//! the workflow as a step would (in its jail, from the current directory), shows how its
+//! tools differ from their pins — the pinned and the current description and schemas one
+//! above the other — and, unless `--check`, writes the current ones as the new pins.
+
+use crate::error::{AwfError, codes};
+use crate::mcp_servers::pins::{self, Pins, Verdict};
+use crate::plugins::InstalledPlugins;
+use crate::workflow::{self, McpServer, StateKind};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Returns the exit code: 0 when the pins hold (or were updated), 1 under `--check` when
+/// some tool differs from its pin.
+pub fn run(file: &Path, only: Option<&str>, check: bool) -> Result<u8, AwfError> {
+    let root = std::env::current_dir()
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot read the current directory: {e}")))?;
+    let (wf, diags) = workflow::load(file, &mut InstalledPlugins::new(&root));
+    let Some(wf) = wf.filter(|_| !workflow::has_errors(&diags)) else {
+        crate::validate::print_diagnostics(file, &diags);
+        return Err(AwfError::new(
+            codes::CONFIG_INVALID,
+            format!(
+                "{} has problems (above); fix them with `awf validate` first",
+                file.display()
+            ),
+        ));
+    };
+    // Each server once per lock file, as its first state defines it.
+    let mut servers: Vec<(PathBuf, McpServer)> = Vec::new();
+    for st in &wf.states {
+        let StateKind::Agent(a) = &st.kind else {
+            continue;
+        };
+        let Some(p) = a.mcp_proxy.as_ref().filter(|p| p.enable) else {
+            continue;
+        };
+        for s in &p.servers {
+            let lock = p.lock_file();
+            if only.is_some_and(|n| n != s.name)
+                || servers.iter().any(|(l, o)| *l == lock && o.name == s.name)
+            {
+                continue;
+            }
+            servers.push((lock, s.clone()));
+        }
+    }
+    if servers.is_empty() {
+        return Err(AwfError::new(
+            codes::CONFIG_INVALID,
+            match only {
+                Some(n) => format!(
+                    "{} has no server {n:?} in an enabled mcp_proxy; `awf validate` lists them",
+                    file.display()
+                ),
+                None => format!(
+                    "{} has no mcp_proxy.servers, so there is nothing to pin",
+                    file.display()
+                ),
+            },
+        ));
+    }
+    let mut differs = false;
+    let mut by_lock: Vec<(PathBuf, Pins)> = Vec::new();
+    for (lock, server) in &servers {
+        let spec = super::server_spec(server, &[crate::private_files::state_dir()]);
+        let tools = crate::mcp_servers::list_once(&server.name, &spec, &root).map_err(|why| {
+            AwfError::new(
+                codes::SERVER_FAILED,
+                format!(
+                    "server {} ({}) did not start: {why}",
+                    server.name,
+                    server.command.join(" ")
+                ),
+            )
+        })?;
+        if !by_lock.iter().any(|(l, _)| l == lock) {
+            let p = Pins::load(lock).map_err(|e| AwfError::new(codes::CONFIG_INVALID, e))?;
+            by_lock.push((lock.clone(), p));
+        }
+        let pins = &mut by_lock.iter_mut().find(|(l, _)| l == lock).unwrap().1;
+        differs |= report(&server.name, pins, &tools);
+        pins.record(&server.name, &tools);
+    }
+    if check {
+        return Ok(u8::from(differs));
+    }
+    for (lock, pins) in &by_lock {
+        pins.save().map_err(|e| AwfError::new(codes::IO, e))?;
+        println!("wrote {}", lock.display());
+    }
+    Ok(0)
+}
+
+/// Prints how `tools` compare with the pins of `server`; true when anything differs.
+fn report(server: &str, pins: &Pins, tools: &[Value]) -> bool {
+    if !pins.knows(server) {
+        println!(
+            "server {server}: not pinned yet; {} tools to pin: {}",
+            tools.len(),
+            names(tools).join(", ")
+        );
+        return true;
+    }
+    let mut differs = false;
+    for (tool, verdict) in tools.iter().zip(pins.check(server, tools)) {
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+        match verdict {
+            Verdict::Pinned | Verdict::FirstUse => {}
+            Verdict::New => {
+                differs = true;
+                println!("server {server}: + {name} (new since pinned)");
+                println!("{}", indent(&pretty(&pins::pinned_view(tool))));
+            }
+            Verdict::Changed(old) => {
+                differs = true;
+                println!("server {server}: ~ {name} (changed since pinned)");
+                let now = pins::pinned_view(tool);
+                for field in pins::PINNED_FIELDS {
+                    let (was, is) = (old.tool.get(field), now.get(field));
+                    if was != is {
+                        println!("  {field}, pinned:");
+                        println!("{}", indent(&was.map(pretty).unwrap_or("(none)".into())));
+                        println!("  {field}, now:");
+                        println!("{}", indent(&is.map(pretty).unwrap_or("(none)".into())));
+                    }
+                }
+            }
+        }
+    }
+    let listed = names(tools);
+    for gone in pins.of(server).keys() {
+        if !listed.contains(&gone.as_str()) {
+            differs = true;
+            println!("server {server}: - {gone} (pinned, no longer listed)");
+        }
+    }
+    if !differs {
+        println!("server {server}: {} tools, as pinned", tools.len());
+    }
+    differs
+}
+
+fn names(tools: &[Value]) -> Vec<&str> {
+    tools
+        .iter()
+        .filter_map(|t| t.get("name")?.as_str())
+        .collect()
+}
+
+fn pretty(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
