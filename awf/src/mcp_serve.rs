@@ -451,7 +451,7 @@ pub fn build_server(
     prepared: &Prepared,
     transport: Transport,
 ) -> Result<mcpserver::Server, AwfError> {
-    let builder = mcpserver::Server::builder("awf", env!("CARGO_PKG_VERSION"))
+    let mut builder = mcpserver::Server::builder("awf", env!("CARGO_PKG_VERSION"))
         .instructions(format!(
             "AWF workspace tools. Every path is inside the workspace root {} (relative paths \
              are relative to it); paths leading outside are refused.",
@@ -463,8 +463,16 @@ pub fn build_server(
             transport,
             prepared.shutdown.clone(),
         ));
+    if transport == Transport::Pipe {
+        // A client that closed our input waits about this long before it kills us: a call
+        // still running then (a stuck plugin, a hung server) is cancelled, not waited for.
+        builder = builder.cancel_after_end_of_input(END_OF_INPUT_GRACE);
+    }
     prepared.tools.build(builder)
 }
+
+/// How long calls may still run once the client closed the server's input.
+pub const END_OF_INPUT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `--serve-in-child`: the process the client started forks at once and only waits; the
 /// child serves. Codex ends its MCP server with SIGTERM to the server's process group and,

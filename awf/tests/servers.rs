@@ -528,3 +528,37 @@ fn awf_tools_pin_shows_what_changed_and_pins_it_again() {
     let (code, _) = pin(&["--server", "nope"]);
     assert_eq!(code, Some(1));
 }
+
+#[test]
+fn at_end_of_input_a_stuck_call_is_cancelled_after_the_grace() {
+    if !python_available() {
+        return;
+    }
+    let (base, root, _o) = workspace("srv-eof");
+    let audit = base.join("audit.jsonl");
+    let config = json!({"root": root, "audit_path": audit,
+        "servers": {"hostile": {"command": ["python3", hostile()], "timeout_seconds": 3000}}});
+    let mut s = serve(&base, &config, &base, &[]);
+    let pid = s.pid();
+    s.send_request(
+        "tools/call",
+        json!({"name": "hostile_hang", "arguments": {}}),
+    );
+    assert!(eventually(|| audit_lines(&audit).iter().any(|r| r["type"]
+        == "tool.call"
+        && r["tool"] == "hostile_hang")));
+    s.close_input();
+    // Not waited for (3000 s): cancelled after the grace, so the server ends. The bound
+    // only keeps a broken build from hanging the suite.
+    assert!(
+        eventually(|| dead(pid)),
+        "awf mcp-serve still runs its stuck call"
+    );
+    let (status, _) = s.wait();
+    assert!(status.success());
+    let result = audit_lines(&audit)
+        .into_iter()
+        .find(|r| r["type"] == "tool.result" && r["tool"] == "hostile_hang")
+        .expect("the stuck call's result is audited");
+    assert_eq!(result["outcome"], "cancelled", "{result}");
+}

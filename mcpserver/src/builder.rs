@@ -25,6 +25,7 @@ pub struct ServerBuilder {
     instructions: Option<String>,
     max_message_size: usize,
     max_concurrency: usize,
+    end_of_input_grace: Option<std::time::Duration>,
     page_size: Option<usize>,
     accept_newer: bool,
     hooks: Option<Box<dyn Hooks>>,
@@ -62,6 +63,7 @@ impl ServerBuilder {
             instructions: None,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            end_of_input_grace: None,
             page_size: None,
             accept_newer: false,
             hooks: None,
@@ -169,6 +171,17 @@ impl ServerBuilder {
         self
     }
 
+    /// At end of input, the calls still running get `grace` to answer; then their
+    /// [`CancellationToken`](crate::CancellationToken)s are raised, as a client's
+    /// `notifications/cancelled` would (their answers are not written: the client is
+    /// gone). A client that closed the pipe waits a short while before it kills its
+    /// server; without this a stuck call keeps the server alive for as long as the call
+    /// runs. Off by default: every call read is run to its end.
+    pub fn cancel_after_end_of_input(mut self, grace: std::time::Duration) -> ServerBuilder {
+        self.end_of_input_grace = Some(grace);
+        self
+    }
+
     /// Checks every tool and limit and returns the server, or every problem found.
     pub fn build(self) -> Result<Server, BuildError> {
         let mut problems = Vec::new();
@@ -222,6 +235,7 @@ impl ServerBuilder {
                 instructions: self.instructions,
                 max_message_size: self.max_message_size,
                 max_concurrency: self.max_concurrency,
+                end_of_input_grace: self.end_of_input_grace,
                 page_size: self.page_size,
                 accept_newer: self.accept_newer,
                 hooks: self.hooks,

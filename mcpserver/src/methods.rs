@@ -324,6 +324,18 @@ impl<'s> Protocol<'s> {
         })
     }
 
+    /// True while a call runs.
+    pub(crate) fn calls_running(&self) -> bool {
+        !lock(&self.inflight).is_empty()
+    }
+
+    /// Raises the cancellation of every call running.
+    pub(crate) fn cancel_all(&self) {
+        for (_, token) in lock(&self.inflight).iter() {
+            token.cancel();
+        }
+    }
+
     fn cancel(&self, params: Option<&RawValue>) {
         let Some(p) = params.and_then(|p| serde_json::from_str::<CancelParams>(p.get()).ok())
         else {

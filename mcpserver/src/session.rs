@@ -246,6 +246,22 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
                     } else {
                         StopReason::EndOfInput
                     };
+                    if let (StopReason::EndOfInput, Some(grace)) =
+                        (reason, self.inner.end_of_input_grace)
+                        && self.protocol.calls_running()
+                    {
+                        scope.spawn(move || {
+                            let end = std::time::Instant::now() + grace;
+                            while self.protocol.calls_running() {
+                                let now = std::time::Instant::now();
+                                if now >= end {
+                                    self.protocol.cancel_all();
+                                    break;
+                                }
+                                thread::sleep((end - now).min(Duration::from_millis(20)));
+                            }
+                        });
+                    }
                     self.finish(reason, error);
                     Flow::Finished
                 }

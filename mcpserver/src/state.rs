@@ -42,6 +42,8 @@ pub(crate) struct Inner {
     pub instructions: Option<String>,
     pub max_message_size: usize,
     pub max_concurrency: usize,
+    /// How long calls may still run after end of input before they are cancelled.
+    pub end_of_input_grace: Option<std::time::Duration>,
     pub page_size: Option<usize>,
     pub accept_newer: bool,
     /// None when the host set none: the call path then skips the clock too.

@@ -1005,3 +1005,63 @@ fn a_stop_handle_stops_the_dispatcher() {
     assert_eq!(session.dispatch(ping), "");
     assert_eq!(session.stopped(), Some(StopReason::Stopped));
 }
+
+// 12. End of input with calls still running
+
+/// A server whose `wait` tool runs until it is cancelled (or 60 s pass).
+fn waiting_server(hooks: Arc<Recorder>, grace: Option<Duration>) -> Server {
+    let mut b = Server::builder("test", "1").hooks(hooks).tool_raw(
+        Tool::new("wait", "Waits to be cancelled", json!({"type": "object"})),
+        |_: Value, ctx: &CallContext| {
+            let end = std::time::Instant::now() + Duration::from_secs(60);
+            while !ctx.is_cancelled() && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok::<_, String>(ToolResult::text(if ctx.is_cancelled() {
+                "cancelled"
+            } else {
+                "waited"
+            }))
+        },
+    );
+    if let Some(g) = grace {
+        b = b.cancel_after_end_of_input(g);
+    }
+    b.build().unwrap()
+}
+
+#[test]
+fn after_end_of_input_calls_still_running_are_cancelled_after_the_grace() {
+    let hooks = Arc::new(Recorder::default());
+    let server = waiting_server(hooks.clone(), Some(Duration::from_millis(100)));
+    let mut input = String::new();
+    for line in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-11-05"}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "wait", "arguments": {}}}),
+    ] {
+        input.push_str(&line.to_string());
+        input.push('\n');
+    }
+    let mut out = Vec::new();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let reason = server.serve(std::io::Cursor::new(input), &mut out);
+        let _ = tx.send((reason.map_err(|e| e.to_string()), out));
+    });
+    // Without the grace the call would run its 60 s; the bound only keeps a broken build
+    // from hanging the suite.
+    let (reason, out) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("serve returned after the grace");
+    assert_eq!(reason.unwrap(), StopReason::EndOfInput);
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        !out.contains("\"id\":2"),
+        "a cancelled call is not answered: {out}"
+    );
+    let events = hooks.events.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|e| e.starts_with("end wait cancelled")),
+        "{events:?}"
+    );
+}
