@@ -114,3 +114,65 @@ fn without_an_endpoint_nothing_is_exported_and_calls_work() {
     assert!(status.success());
     assert!(stderr.contains("malformed traceparent"), "{stderr}");
 }
+
+#[test]
+fn a_third_party_server_s_calls_are_spans_under_the_step() {
+    if !python_available() {
+        return;
+    }
+    let receiver = Receiver::start();
+    let (base, root, _o) = workspace("otlp-servers");
+    let hostile =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/hostile.py");
+    let site = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = site.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut c in site.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = c.read(&mut buf);
+            let _ =
+                c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    let cfg = write_config(
+        &base,
+        &json!({"root": root, "intercept_builtins": false, "servers": {"hostile": {
+            "command": ["python3", hostile],
+            "sandbox": {"network": {"allow": [format!("host.awf.internal:{port}")]}}}}}),
+    );
+    let traceparent = format!("00-{STEP_TRACE}-{STEP_SPAN}-01");
+    let mut s = Server::start(
+        &["mcp-serve", "--config", cfg.to_str().unwrap()],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint),
+            ("TRACEPARENT", &traceparent),
+        ],
+    );
+    s.initialize();
+    s.ok("hostile_echo", json!({"text": "x"}));
+    let got = s.ok(
+        "hostile_fetch",
+        json!({"url": format!("http://host.awf.internal:{port}/")}),
+    );
+    assert!(got.starts_with("FETCHED:200"), "{got}");
+    let (status, _, stderr) = s.finish();
+    assert!(status.success(), "{stderr}");
+    let spans = receiver.spans();
+    let echo = spans
+        .iter()
+        .find(|s| s.name == "tools/call hostile_echo")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    assert_eq!(attr(echo, "awf.mcp.server").as_deref(), Some("hostile"));
+    assert_eq!(
+        attr(echo, "awf.tool.source").as_deref(),
+        Some("server:hostile")
+    );
+    assert_eq!(hex(&echo.trace_id), STEP_TRACE);
+    assert_eq!(hex(&echo.parent_span_id), STEP_SPAN);
+    let fetch = spans
+        .iter()
+        .find(|s| s.name == "tools/call hostile_fetch")
+        .expect("the fetch span");
+    assert_eq!(attr(fetch, "awf.mcp.server").as_deref(), Some("hostile"));
+}
