@@ -8,7 +8,7 @@ mod fake_model;
 mod harness;
 
 use awf::providers::codex::{Codex, NON_REMOVABLE_TOOLS};
-use fake_model::FakeModel;
+use fake_model::{FakeModel, Script};
 use harness::*;
 use serde_json::json;
 
@@ -103,4 +103,51 @@ fn codex_model_error_is_an_agent_failure() {
         |f| json!({"model": "gpt-5-codex", "base_url": format!("{}/v1", f.base_url())}),
         &codex_env(&home),
     );
+}
+
+#[test]
+fn codex_calls_a_third_party_server_s_tools_through_awf() {
+    let Some(cli) = agent_cli("codex") else {
+        return;
+    };
+    let fake = FakeModel::start(
+        Script::new()
+            .call("hostile_echo", json!({"text": "through awf"}))
+            .call("hostile_env", json!({})),
+    );
+    let step = Step::new("codex-servers");
+    std::fs::create_dir_all(step.home.join(".codex")).unwrap();
+    let hostile =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/hostile.py");
+    std::fs::write(
+        &step.serve_config,
+        json!({"root": step.root, "audit_path": step.audit, "run_id": "agents-test",
+               "step_id": "codex-servers",
+               "servers": {"hostile": {"command": ["python3", hostile]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let run = run_cli(
+        &Codex,
+        &cli,
+        &step,
+        json!({"model": "gpt-5-codex", "base_url": format!("{}/v1", fake.base_url())}),
+        &step.injection(true),
+        &codex_env(&step),
+    );
+    let ctx = run.context(&fake);
+    assert!(run.output.is_ok(), "{ctx}");
+    let calls: Vec<String> = fake.tool_calls().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        calls,
+        ["mcp__awf__hostile_echo", "mcp__awf__hostile_env"],
+        "{ctx}"
+    );
+    let audited: Vec<String> = step
+        .audit_records()
+        .iter()
+        .filter(|r| r["type"] == "tool.result" && r["outcome"] == "ok")
+        .filter_map(|r| r["tool"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(audited, ["hostile_echo", "hostile_env"], "{ctx}");
 }
