@@ -562,3 +562,40 @@ fn at_end_of_input_a_stuck_call_is_cancelled_after_the_grace() {
         .expect("the stuck call's result is audited");
     assert_eq!(result["outcome"], "cancelled", "{result}");
 }
+
+#[test]
+fn an_npx_server_starts_offline_in_its_jail_from_a_filled_cache() {
+    let Some((_node, modules)) = node_tools() else {
+        return;
+    };
+    let cache = modules.join("../../../npm-cache");
+    if !cache.join("_npx").is_dir() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the pre-filled npm cache is required in CI (run .ci/run)"
+        );
+        eprintln!("skipping: no pre-filled npm cache at {}", cache.display());
+        return;
+    }
+    let (base, root, _o) = workspace("srv-npx");
+    // npx writes into its cache: the server gets a copy, writable to it alone.
+    let copy = base.join("npm-cache");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&cache)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let config = json!({"root": root, "intercept_builtins": false, "servers": {"everything": {
+        "command": ["npx", "--offline", "--cache", copy, "-y",
+                    "@modelcontextprotocol/server-everything@2026.8.31", "stdio"],
+        "sandbox": {"writable": [copy]}}}});
+    let mut s = serve(&base, &config, &base, &[]);
+    assert_eq!(
+        s.ok("everything_echo", json!({"message": "offline"})),
+        "Echo: offline"
+    );
+    let (status, _, stderr) = s.finish();
+    assert!(status.success(), "{stderr}");
+}
