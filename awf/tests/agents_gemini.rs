@@ -8,7 +8,7 @@ mod fake_model;
 mod harness;
 
 use awf::providers::gemini::Gemini;
-use fake_model::FakeModel;
+use fake_model::{FakeModel, Script};
 use harness::*;
 use serde_json::json;
 
@@ -81,4 +81,56 @@ fn gemini_model_error_is_an_agent_failure() {
         |f| json!({"model": "gemini-2.5-flash", "base_url": f.base_url()}),
         &gemini_env(),
     );
+}
+
+#[test]
+fn gemini_calls_a_third_party_server_s_tools_through_awf() {
+    let Some(cli) = agent_cli("gemini") else {
+        return;
+    };
+    let fake = FakeModel::start(
+        Script::new()
+            .call("hostile_echo", json!({"text": "through awf"}))
+            .call("hostile_env", json!({})),
+    );
+    let step = Step::new("gemini-servers");
+    let hostile =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/hostile.py");
+    std::fs::write(
+        &step.serve_config,
+        json!({"root": step.root, "audit_path": step.audit, "run_id": "agents-test",
+               "step_id": "gemini-servers",
+               "servers": {"hostile": {"command": ["python3", hostile]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let run = run_cli(
+        &Gemini,
+        &cli,
+        &step,
+        json!({"model": "gemini-2.5-flash", "base_url": fake.base_url()}),
+        &step.injection(true),
+        &gemini_env(),
+    );
+    let ctx = run.context(&fake);
+    assert!(run.output.is_ok(), "{ctx}");
+    let calls: Vec<String> = fake.tool_calls().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        calls,
+        ["mcp_awf_hostile_echo", "mcp_awf_hostile_env"],
+        "{ctx}"
+    );
+    // Still nothing but awf's tools (its builtins and the server's, all `mcp_awf_`).
+    let offered = fake.offered_tools();
+    assert!(
+        offered.iter().all(|t| t.starts_with("mcp_awf_")),
+        "{offered:?}\n{ctx}"
+    );
+    let audited: Vec<String> = step
+        .audit_records()
+        .iter()
+        .filter(|r| r["type"] == "tool.result" && r["outcome"] == "ok")
+        .filter_map(|r| r["tool"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(audited, ["hostile_echo", "hostile_env"], "{ctx}");
 }

@@ -268,7 +268,6 @@ mod tests {
             args: vec!["mcp-serve".into(), "--config".into(), "/s/c.json".into()],
             env: vec![("TRACEPARENT".into(), "00-x".into())],
             intercept_builtins: true,
-            tool_names: vec!["Read".into()],
             step_dir: dir.clone(),
         };
         let options: Map<String, Value> = serde_json::from_value(
@@ -319,7 +318,6 @@ mod tests {
             args: vec![],
             env: vec![],
             intercept_builtins: true,
-            tool_names: vec![],
             step_dir: step_dir.clone(),
         };
         let options = Map::new();

@@ -250,7 +250,6 @@ mod tests {
             args: vec!["mcp-serve".into(), "--config".into(), "/s/c.json".into()],
             env: vec![("TRACEPARENT".into(), "00-x".into())],
             intercept_builtins: true,
-            tool_names: vec!["Read".into()],
             step_dir: "/s".into(),
         };
         let options: Map<String, Value> =

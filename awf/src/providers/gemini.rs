@@ -1,7 +1,7 @@
 //! `gemini`: Gemini CLI in headless mode (`gemini -p`). The per-step proxy lives in a
 //! private home (`GEMINI_CLI_HOME`) whose `.gemini/settings.json` declares the MCP server
 //! (trusted, so its tools run without confirmation) and, when builtins are intercepted,
-//! limits the core tools to ours (`mcp_awf_<Tool>`). `gemini mcp add` is never used: it
+//! limits the core tools to ours (`mcp_awf_*`: builtins, plugin and third-party tools alike). `gemini mcp add` is never used: it
 //! would change the user's own settings. A model is always passed, because without `-m`
 //! Gemini CLI first makes a routing call.
 
@@ -45,12 +45,11 @@ impl CliProvider for Gemini {
                 "telemetry": {"enabled": false},
             });
             if proxy.intercept_builtins {
-                let core: Vec<String> = proxy
-                    .tool_names
-                    .iter()
-                    .map(|t| format!("mcp_{}_{t}", proxy.server_name))
-                    .collect();
-                settings["tools"] = json!({"core": core});
+                // Every tool of our server and nothing else: Gemini's core list registers
+                // only the built-in tools it names (none here), and its policy allows the
+                // MCP tools of server `awf` by this pattern (the tools of third-party
+                // servers behind awf are known only once they start).
+                settings["tools"] = json!({"core": [format!("mcp_{}_*", proxy.server_name)]});
             }
             let home = proxy.step_dir.join("gemini-home");
             write_private(
@@ -148,7 +147,6 @@ mod tests {
             args: vec!["mcp-serve".into()],
             env: vec![],
             intercept_builtins: true,
-            tool_names: vec!["Read".into(), "Grep".into()],
             step_dir: dir.clone(),
         };
         let options = Map::new();
@@ -172,7 +170,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s["mcpServers"]["awf"]["trust"], true);
-        assert_eq!(s["tools"]["core"], json!(["mcp_awf_Read", "mcp_awf_Grep"]));
+        assert_eq!(s["tools"]["core"], json!(["mcp_awf_*"]));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

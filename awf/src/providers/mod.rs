@@ -93,8 +93,6 @@ pub struct ProxyInjection {
     pub env: Vec<(String, String)>,
     /// When true, the agent's own builtin tools are to be disabled in favour of ours.
     pub intercept_builtins: bool,
-    /// Bare tool names served: Read, Write, ..., notes_add.
-    pub tool_names: Vec<String>,
     /// Private per-step dir (0700) for generated config files and homes; removed at close.
     pub step_dir: PathBuf,
 }

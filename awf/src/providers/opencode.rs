@@ -258,7 +258,6 @@ mod tests {
             args: vec!["mcp-serve".into(), "--config".into(), "/c".into()],
             env: vec![("AWF_LOG".into(), "debug".into())],
             intercept_builtins: true,
-            tool_names: vec!["Read".into()],
             step_dir: dir.clone(),
         };
         let options: Map<String, Value> =

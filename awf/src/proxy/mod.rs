@@ -314,17 +314,6 @@ impl ToolProxyService {
             &config_path,
             &serde_json::to_vec_pretty(&json).expect("JSON"),
         )?;
-        let mut tool_names: Vec<String> = Vec::new();
-        if proxy.intercept_builtins {
-            tool_names.extend(crate::builtins::NAMES.iter().map(|s| s.to_string()));
-        }
-        for p in &proxy.plugin_tools {
-            for op in &p.expose {
-                tool_names.push(crate::workflow::plugin_tool_name(&p.plugin, op));
-            }
-        }
-        // The agent CLI allows only what the server offers.
-        tool_names.retain(|name| proxy.tools.withheld(name, false).is_none());
         let mut env = vec![("TRACEPARENT".to_string(), traceparent.clone())];
         for k in [
             "AWF_LOG",
@@ -350,7 +339,6 @@ impl ToolProxyService {
             ],
             env,
             intercept_builtins: proxy.intercept_builtins,
-            tool_names,
             step_dir,
         };
         Ok(ProxySession {

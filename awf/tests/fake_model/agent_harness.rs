@@ -129,9 +129,6 @@ impl Step {
                 "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
             )],
             intercept_builtins,
-            tool_names: ["Read", "Write", "Edit", "Bash", "Glob", "Grep"]
-                .map(String::from)
-                .to_vec(),
             step_dir: self.step_dir.clone(),
         }
     }
