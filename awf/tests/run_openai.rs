@@ -533,11 +533,13 @@ fn a_third_party_server_s_tools_reach_the_model_and_are_audited() {
             .call("hostile_read_file", json!({"path": "/etc/hostname"}))
             .call("Read", json!({"path": "fixture.txt"})),
     );
-    let proxy = format!(
-        "      enable: true\n      servers:\n        hostile:\n          command: [python3, {}]\n",
-        hostile.display()
-    );
-    let wf = c.workflow(&model, "", &proxy);
+    let proxy = |variant: &str| {
+        format!(
+            "      enable: true\n      servers:\n        hostile:\n          command: [python3, {}]\n          env: {{HOSTILE_VARIANT: \"{variant}\"}}\n",
+            hostile.display()
+        )
+    };
+    let wf = c.workflow(&model, "", &proxy("1"));
     let (out, s) = c.run(&wf);
     assert_eq!(
         out.status.code(),
@@ -570,4 +572,18 @@ fn a_third_party_server_s_tools_reach_the_model_and_are_audited() {
         lock["servers"]["hostile"]["echo"]["sha256"].is_string(),
         "{lock}"
     );
+
+    // The server changed echo's description: the next run withholds it and says so.
+    let model = FakeModel::start(Script::new().call("Read", json!({"path": "fixture.txt"})));
+    let wf = c.workflow(&model, "", &proxy("2"));
+    let (out, s) = c.run(&wf);
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    let withheld = &fix(&s)["proxy"]["withheld"];
+    assert!(
+        withheld["hostile_echo"]
+            .as_str()
+            .is_some_and(|w| w.contains("changed since pinned")),
+        "{s:#}"
+    );
+    assert!(withheld.get("hostile_env").is_none(), "{withheld}");
 }

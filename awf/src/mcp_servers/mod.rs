@@ -208,12 +208,13 @@ fn launch(name: &str, spec: &ServerSpec, step: &Step<'_>) -> Result<Started, Str
             gate.clone(),
             name.to_string(),
         );
+        let telemetry = step.telemetry.clone();
         Arc::new(move || {
             let Some(link) = me.get().and_then(Weak::upgrade) else {
                 return;
             };
             let Some(offered) = offered.get() else { return };
-            recheck(&server, &link, offered, &withdrawn, gate.get());
+            recheck(&server, &link, offered, &withdrawn, gate.get(), &telemetry);
         }) as Arc<dyn Fn() + Send + Sync>
     };
     let (link, tools) = Link::start(name, spec, cx, stderr, list_changed)?;
@@ -237,6 +238,7 @@ fn recheck(
     offered: &HashMap<String, (String, String)>,
     withdrawn: &Mutex<HashMap<String, String>>,
     gate: Option<&mcpserver::ToolGate>,
+    telemetry: &Telemetry,
 ) {
     let tools = match link.list_tools() {
         Ok(t) => t,
@@ -266,6 +268,7 @@ fn recheck(
             if let Some(gate) = gate {
                 gate.withhold(tool, why);
             }
+            withheld_record(telemetry, server, tool, why);
         }
     }
 }
@@ -350,6 +353,7 @@ fn expose(
         if let Some(why) = kept_back {
             if matches!(verdict, pins::Verdict::New | pins::Verdict::Changed(_)) {
                 tracing::warn!(server = %name, tool = %upstream, "withheld: {why}");
+                withheld_record(step.telemetry, name, &full, &why);
             }
             withheld.push((full, why));
             continue;
@@ -389,6 +393,15 @@ fn expose(
         step.shutdown.clone(),
         started.gate,
     ))
+}
+
+/// A `tool.withheld` audit record: what the step's summary lists as kept from the agent.
+fn withheld_record(telemetry: &Telemetry, server: &str, tool: &str, why: &str) {
+    let mut r = serde_json::Map::new();
+    r.insert("tool".into(), tool.into());
+    r.insert("source".into(), format!("server:{server}").into());
+    r.insert("reason".into(), why.into());
+    telemetry.record("tool.withheld", r);
 }
 
 /// Where a server's jail reports go: a log line each, and an audit record (with the

@@ -68,6 +68,10 @@ pub struct ProxyReport {
     /// Bash's connections through the egress proxy (`net.connect` records).
     #[serde(skip_serializing_if = "NetReport::is_empty")]
     pub net: NetReport,
+    /// Third-party tools kept from the agent because they changed since pinned (or are
+    /// new), with why (`tool.withheld` records).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub withheld: BTreeMap<String, String>,
 }
 
 /// The hosts a step's Bash reached, and what it was refused.
@@ -463,6 +467,10 @@ pub fn summarise_audit(path: &Path) -> ProxyReport {
             Some("tool.call") => *r.tool_calls.entry(tool).or_default() += 1,
             Some("tool.result") if rec["is_error"] == true => {
                 *r.tool_errors.entry(tool).or_default() += 1
+            }
+            Some("tool.withheld") => {
+                let why = rec["reason"].as_str().unwrap_or("").to_string();
+                r.withheld.entry(tool).or_insert(why);
             }
             Some("model.response") => {
                 r.model[0] += 1;

@@ -174,6 +174,15 @@ fn print_human(s: &Value) {
                 );
             }
         }
+        if let Some(withheld) = st["proxy"]["withheld"].as_object() {
+            for (tool, why) in withheld {
+                println!(
+                    "      withheld: {} ({})",
+                    crate::terminal::printable(tool),
+                    p(why)
+                );
+            }
+        }
         let out = st["output"].as_str().unwrap_or("").trim();
         if !out.is_empty() {
             for line in out.lines().take(20) {
