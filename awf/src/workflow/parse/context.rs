@@ -229,3 +229,23 @@ mod tests {
         assert_eq!(parse_duration("3 weeks"), None);
     }
 }
+
+/// A whole number of seconds from 1 to a day (`timeout_seconds` and the like).
+pub(super) fn seconds(cx: &mut Ctx, node: &Node, path: &str, hint: &str) -> Option<u64> {
+    match node.as_str().and_then(|s| s.parse::<u64>().ok()) {
+        Some(n) if (1..=86_400).contains(&n) => Some(n),
+        _ => {
+            cx.push(
+                codes::INVALID_VALUE,
+                path,
+                node.line,
+                format!(
+                    "{path} must be a whole number of seconds from 1 to 86400, found {}",
+                    node.describe()
+                ),
+                hint,
+            );
+            None
+        }
+    }
+}

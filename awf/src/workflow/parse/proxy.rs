@@ -3,7 +3,7 @@
 //! (`servers`, read in `servers`) and the lock file of their tool pins (`pins`), the tool
 //! policy (`tools: {deny, read_only}`) and the Bash sandbox, which `sandbox` reads.
 
-use super::context::{Ctx, join};
+use super::context::{Ctx, join, seconds};
 use super::sandbox;
 use super::servers::parse_servers;
 use crate::error::codes;
@@ -152,26 +152,6 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
         path: path.to_string(),
         line: node.line,
     })
-}
-
-/// A whole number of seconds from 1 to a day (`timeout_seconds` and the like).
-pub(super) fn seconds(cx: &mut Ctx, node: &Node, path: &str, hint: &str) -> Option<u64> {
-    match node.as_str().and_then(|s| s.parse::<u64>().ok()) {
-        Some(n) if (1..=86_400).contains(&n) => Some(n),
-        _ => {
-            cx.push(
-                codes::INVALID_VALUE,
-                path,
-                node.line,
-                format!(
-                    "{path} must be a whole number of seconds from 1 to 86400, found {}",
-                    node.describe()
-                ),
-                hint,
-            );
-            None
-        }
-    }
 }
 
 /// `pins: FILE`: the lock file of the servers' tool pins, relative to the workflow's

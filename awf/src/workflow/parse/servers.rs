@@ -4,8 +4,7 @@
 //! follows the rules that keep those names valid and unambiguous; its `sandbox` is read as
 //! Bash's is, and that block's `env` and `env_passthrough` are merged with the server's own.
 
-use super::context::{Ctx, join};
-use super::proxy::seconds;
+use super::context::{Ctx, join, seconds};
 use super::sandbox;
 use crate::error::codes;
 use crate::mcp_servers::ServerTools;
