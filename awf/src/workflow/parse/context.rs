@@ -216,20 +216,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("30"), Some(Duration::from_secs(30)));
-        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("0"), None);
-        assert_eq!(parse_duration("3 weeks"), None);
-    }
-}
-
 /// A whole number of seconds from 1 to a day (`timeout_seconds` and the like).
 pub(super) fn seconds(cx: &mut Ctx, node: &Node, path: &str, hint: &str) -> Option<u64> {
     match node.as_str().and_then(|s| s.parse::<u64>().ok()) {
@@ -247,5 +233,19 @@ pub(super) fn seconds(cx: &mut Ctx, node: &Node, path: &str, hint: &str) -> Opti
             );
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("0"), None);
+        assert_eq!(parse_duration("3 weeks"), None);
     }
 }
