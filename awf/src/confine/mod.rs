@@ -23,6 +23,7 @@
 //! syscalls in the child. Each layer the kernel lacks is one WARN, or an error where the
 //! workflow asked for it explicitly.
 
+pub mod child;
 pub mod egress;
 mod fd_pass;
 pub mod landlock;

@@ -20,7 +20,8 @@ use crate::error::{AwfError, codes};
 use crate::telemetry::{CallScope, Telemetry};
 use link::Link;
 use opentelemetry::KeyValue;
-use process::{Report, StartContext};
+use crate::confine::child::Report;
+use process::StartContext;
 use serde_json::Value;
 use source::{CLIENT_PREFIX, Exposed};
 use std::collections::{BTreeMap, HashMap};
@@ -411,7 +412,7 @@ fn reporter(
     server: &str,
     telemetry: Arc<Telemetry>,
     in_flight: Arc<Mutex<Vec<CallScope>>>,
-) -> Arc<dyn Fn(Report) + Send + Sync> {
+) -> crate::confine::child::Reporter {
     let server = server.to_string();
     Arc::new(move |report: Report| {
         let (mut record, mut attributes, allowed, what) = match &report {

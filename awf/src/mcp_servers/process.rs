@@ -5,7 +5,7 @@
 //! and when this value is dropped.
 
 use super::config::ServerSpec;
-use crate::confine::{self, egress, unix_grants};
+use crate::confine;
 use crate::process::ProcessGroup;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
@@ -30,13 +30,7 @@ pub struct StartContext {
     /// The step's process cap, when it sets one.
     pub processes: Option<u32>,
     /// Where the server's connections and stderr are reported.
-    pub report: Arc<dyn Fn(Report) + Send + Sync>,
-}
-
-/// What a server's jail reports while it runs.
-pub enum Report {
-    Egress(egress::proxy::Attempt),
-    Unix(unix_grants::Attempt),
+    pub report: confine::child::Reporter,
 }
 
 /// A running server: its pipes, and what keeps its jail's links alive.
@@ -45,8 +39,7 @@ pub struct ServerProcess {
     /// The server's last stderr lines (bounded).
     tail: Arc<Mutex<VecDeque<String>>>,
     /// Kept to the end: its proxy under a host list, its unix-socket supervisor.
-    egress: Mutex<Option<egress::Serving>>,
-    unix: Mutex<Option<unix_grants::Supervisor>>,
+    links: confine::child::Links,
     _tmp: confine::PrivateTmp,
     /// The command line, for messages.
     pub shown: String,
@@ -96,7 +89,11 @@ impl ServerProcess {
                 )
             })?;
         let mut readable = sb.readable.clone();
-        readable.extend(package_trees(&program, &spec.command[1..], &cx.root));
+        readable.extend(confine::child::package_trees(
+            &program,
+            &spec.command[1..],
+            &cx.root,
+        ));
         let policy = confine::Policy {
             landlock: sb.landlock.unwrap_or(true),
             read: sb.read,
@@ -129,46 +126,8 @@ impl ServerProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let jail = confinement
-            .jail(&cx.root)
-            .map_err(|e| format!("cannot prepare its sandbox: {e}"))?;
-        let (jail, links) = match jail {
-            Some((jail, links)) => (Some(jail), Some(links)),
-            None => (None, None),
-        };
-        if links.as_ref().is_some_and(|l| l.egress.is_some()) {
-            cmd.envs(egress::proxy_env());
-        }
-        let spawned = crate::process::spawn_dying_with_awf(cmd, move |cmd| {
-            if let Some(jail) = jail {
-                jail.install(cmd);
-            }
-        });
-        let mut group = spawned.map_err(|e| format!("cannot start {shown}: {e}"))?;
-        let mut egress_serving = None;
-        let mut unix = None;
-        if let Some(links) = links {
-            if let (Some(bridge), Some(proxy)) = (links.egress, confinement.egress()) {
-                let report = cx.report.clone();
-                let reporter: egress::Reporter = Arc::new(move |a| report(Report::Egress(a)));
-                egress_serving = Some(bridge.serve(proxy.clone(), reporter).map_err(|e| {
-                    group.kill();
-                    format!("cannot reach its network namespace: {e}")
-                })?);
-            }
-            if let Some(pending) = links.unix {
-                let report = cx.report.clone();
-                let reporter: unix_grants::Reporter = Arc::new(move |a| report(Report::Unix(a)));
-                unix = Some(
-                    pending
-                        .serve(confinement.unix_grants().clone(), reporter)
-                        .map_err(|e| {
-                            group.kill();
-                            format!("cannot supervise its unix sockets: {e}")
-                        })?,
-                );
-            }
-        }
+        let (mut group, links) =
+            confine::child::spawn(cmd, &confinement, &cx.root, cx.report.clone())?;
         let stdin = group.take_stdin().expect("piped stdin");
         let stdout = group.take_stdout().expect("piped stdout");
         let tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -183,8 +142,7 @@ impl ServerProcess {
             ServerProcess {
                 group: Mutex::new(group),
                 tail,
-                egress: Mutex::new(egress_serving),
-                unix: Mutex::new(unix),
+                links,
                 _tmp: tmp,
                 shown,
             },
@@ -217,12 +175,7 @@ impl ServerProcess {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .terminate(grace);
-        if let Some(s) = self.egress.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            s.stop(Duration::from_millis(200));
-        }
-        if let Some(s) = self.unix.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            s.stop();
-        }
+        self.links.stop();
     }
 }
 
@@ -323,38 +276,6 @@ fn resolve_program(word: &str, path: Option<&str>, root: &Path) -> Option<PathBu
         .find(|p| executable(p))
 }
 
-/// What a server must read to run that no rule grants otherwise: the program and the
-/// script files among its arguments, and the package trees they lie in (the outermost
-/// `node_modules` directory, a Python virtual environment).
-fn package_trees(program: &Path, args: &[String], root: &Path) -> Vec<PathBuf> {
-    let mut files = vec![program.to_path_buf()];
-    for a in args {
-        if a.starts_with('-') {
-            continue;
-        }
-        let p = root.join(a);
-        if p.is_file() {
-            files.push(p);
-        }
-    }
-    let mut out: Vec<PathBuf> = Vec::new();
-    for f in files {
-        for p in [f.clone(), crate::private_files::real_path(&f)] {
-            let tree = p
-                .ancestors()
-                .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
-                .last()
-                .or_else(|| p.ancestors().find(|a| a.join("pyvenv.cfg").is_file()))
-                .map(Path::to_path_buf)
-                .unwrap_or(p);
-            if !out.contains(&tree) {
-                out.push(tree);
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,29 +292,5 @@ mod tests {
         );
         // Not executable: refused.
         assert!(resolve_program("/etc/passwd", None, Path::new("/")).is_none());
-    }
-
-    #[test]
-    fn package_trees_are_the_outermost_node_modules_or_the_venv() {
-        let d = std::env::temp_dir().join(format!("awf-pkgtree-{}", std::process::id()));
-        let script = d.join("proj/node_modules/@scope/pkg/node_modules/dep/index.js");
-        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
-        std::fs::write(&script, "").unwrap();
-        let venv = d.join("venv");
-        std::fs::create_dir_all(venv.join("bin")).unwrap();
-        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
-        std::fs::write(venv.join("bin/python"), "").unwrap();
-        let trees = package_trees(
-            &venv.join("bin/python"),
-            &["-m".into(), script.display().to_string()],
-            Path::new("/"),
-        );
-        let real = |p: PathBuf| crate::private_files::real_path(&p);
-        assert!(trees.contains(&real(venv.clone())), "{trees:?}");
-        assert!(
-            trees.contains(&real(d.join("proj/node_modules"))),
-            "{trees:?}"
-        );
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }
