@@ -334,6 +334,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             processes: cfg.processes,
             support: cfg.confine_support,
             root_read_only: false,
+            serves_unix_socket: false,
         };
         let confinement = confine::Confinement::new(
             &policy,
@@ -414,9 +415,18 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         timeout: std::time::Duration::from_secs(cfg.limits.bash_timeout_seconds),
         output_bytes: cfg.limits.output_bytes,
     };
-    for adapter in
-        crate::plugins::start_exposed(&cfg.plugin_tools, &cfg.origin, &root, &shutdown, bounds)?
-    {
+    for adapter in crate::plugins::start_exposed(
+        &cfg.plugin_tools,
+        &cfg.origin,
+        &root,
+        &shutdown,
+        bounds,
+        &crate::plugins::JailContext {
+            root: root.clone(),
+            support: cfg.confine_support,
+            processes: cfg.processes,
+        },
+    )? {
         sources.push(Box::new(adapter));
     }
     let step = crate::mcp_servers::Step {

@@ -106,6 +106,7 @@ fn stated(sb: &workflow::SandboxPolicy, env: &[(String, String)]) -> serde_json:
         processes: sb.processes,
         support: None,
         root_read_only: false,
+        serves_unix_socket: false,
     };
     policy.stated(path.as_deref(), home.as_deref(), &|n| std::env::var(n).ok())
 }

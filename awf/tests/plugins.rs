@@ -127,23 +127,31 @@ fn children_running(parent: i32, exe: &Path) -> Vec<i32> {
     use std::os::unix::fs::MetadataExt;
     let id = |m: std::fs::Metadata| (m.dev(), m.ino(), m.len());
     let exe = id(std::fs::metadata(exe).unwrap());
+    // pid (comm) state ppid ...
+    let ppid = |pid: i32| -> Option<i32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (_, rest) = stat.rsplit_once(')')?;
+        rest.split_whitespace().nth(1)?.parse().ok()
+    };
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        if !std::fs::metadata(format!("/proc/{pid}/exe")).is_ok_and(|m| id(m) == exe) {
             continue;
-        };
-        // pid (comm) state ppid ...
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let ppid: Option<i32> = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok());
-        if ppid == Some(parent)
-            && std::fs::metadata(format!("/proc/{pid}/exe")).is_ok_and(|m| id(m) == exe)
-        {
-            pids.push(pid);
+        }
+        // A jailed plugin runs two levels below awf (its jail's waiter and init between).
+        let mut up = ppid(pid);
+        for _ in 0..4 {
+            match up {
+                Some(p) if p == parent => {
+                    pids.push(pid);
+                    break;
+                }
+                Some(p) if p > 1 => up = ppid(p),
+                _ => break,
+            }
         }
     }
     pids
@@ -775,6 +783,7 @@ fn plugin_results_keep_their_structured_data_and_output_schema() {
     let mut cfg = awf::mcp_serve::ServeConfig::for_root(s.root.clone());
     cfg.intercept_builtins = false;
     cfg.plugin_tools = vec![awf::plugins::PluginTools {
+        sandbox: Default::default(),
         plugin: "notes".into(),
         expose: vec!["add".into(), "search".into()],
         timeout_seconds: None,
@@ -941,6 +950,7 @@ fn plugin_results_are_bounded_with_a_note_like_the_builtins() {
     let mut cfg = awf::mcp_serve::ServeConfig::for_root(s.root.clone());
     cfg.intercept_builtins = false;
     cfg.plugin_tools = vec![awf::plugins::PluginTools {
+        sandbox: Default::default(),
         plugin: "faulty".into(),
         expose: vec!["big".into()],
         timeout_seconds: None,
@@ -1010,7 +1020,9 @@ fn a_plugin_reaches_no_host_unix_socket_and_tcp_goes_on() {
             let _ = c.write_all(b"HTTP/1.0 200 TCP-REACHED\r\n\r\n");
         }
     });
-    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["connect"]}]));
+    let cfg = s.config(
+        json!([{"plugin": "faulty", "expose": ["connect"], "sandbox": {"network": "allow"}}]),
+    );
     let mut server = s.serve(&cfg, &[]);
     let text = server.err("faulty_connect", json!({"path": sock}));
     assert!(text.contains("Permission denied"), "{text}");
@@ -1021,4 +1033,41 @@ fn a_plugin_reaches_no_host_unix_socket_and_tcp_goes_on() {
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("net.connect denied (unix)"), "{stderr}");
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_plugin_runs_in_the_jail_bash_and_servers_get() {
+    let s = setup("jail");
+    let home = s.base.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), "PLANTED-SSH-KEY\n").unwrap();
+    let outside = s.base.join("outside.txt");
+    std::fs::write(&outside, "PLANTED-OUTSIDE\n").unwrap();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = tcp.local_addr().unwrap().to_string();
+    let cfg = s.config(json!([{"plugin": "faulty", "expose": ["read", "write", "connect"]}]));
+    let mut server = s.serve(&cfg, &[("HOME", home.to_str().unwrap())]);
+    // The workspace is readable ...
+    let text = server.ok("faulty_read", json!({"path": s.root.join("hello.txt")}));
+    assert!(text.contains("hello"), "{text}");
+    // ... nothing else of the user's, and nothing outside it.
+    for secret in [home.join(".ssh/id_rsa"), outside.clone()] {
+        let text = server.err("faulty_read", json!({"path": secret}));
+        assert!(
+            text.contains("refused") && !text.contains("PLANTED"),
+            "{text}"
+        );
+    }
+    // Not writable, the workspace included.
+    let text = server.err(
+        "faulty_write",
+        json!({"path": s.root.join("new.txt"), "text": "x"}),
+    );
+    assert!(text.contains("refused"), "{text}");
+    assert!(!s.root.join("new.txt").exists());
+    // No network by default.
+    let text = server.err("faulty_connect", json!({"addr": addr}));
+    assert!(text.contains("refused"), "{text}");
+    let (status, _, stderr) = server.finish();
+    assert!(status.success(), "{stderr}");
 }

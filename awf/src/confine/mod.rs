@@ -137,6 +137,10 @@ pub struct Policy {
     /// The root is readable, not writable (a third-party server's jail; Bash's root is
     /// writable).
     pub root_read_only: bool,
+    /// The child serves a unix socket of its own (a plugin's gRPC socket): its unix
+    /// sockets are supervised (its own `bind`/`listen` work; every `connect` goes through
+    /// awf, to the grants only) rather than refused.
+    pub serves_unix_socket: bool,
 }
 
 impl Policy {
@@ -377,9 +381,19 @@ impl Confinement {
             tmp: tmp.to_path_buf(),
             plan: None,
             egress: None,
-            unix_filter: Some(seccomp::Filter::new(!policy.unix_sockets.is_empty())),
+            unix_filter: Some(seccomp::Filter::new(
+                !policy.unix_sockets.is_empty() || policy.serves_unix_socket,
+            )),
             unix_grants: Arc::new(policy.unix_sockets.clone()),
         };
+        if policy.unix_sockets.is_empty()
+            && policy.serves_unix_socket
+            && let Err(why) = unix_grants::supervisable()
+        {
+            // Refusing its unix sockets would refuse its own: it goes unfiltered.
+            tracing::warn!("the child may reach the host's unix sockets: {why}");
+            c.unix_filter = None;
+        }
         if !policy.unix_sockets.is_empty()
             && let Err(why) = unix_grants::supervisable()
         {

@@ -16,11 +16,11 @@ pub mod source;
 pub use config::{SandboxSpec, ServerSpec, ServerTools};
 pub use source::ServerSource;
 
+use crate::confine::child::Report;
 use crate::error::{AwfError, codes};
 use crate::telemetry::{CallScope, Telemetry};
 use link::Link;
 use opentelemetry::KeyValue;
-use crate::confine::child::Report;
 use process::StartContext;
 use serde_json::Value;
 use source::{CLIENT_PREFIX, Exposed};

@@ -105,6 +105,7 @@ impl ServerProcess {
             processes: sb.processes.or(cx.processes),
             support: cx.support,
             root_read_only: true,
+            serves_unix_socket: false,
         };
         // HOME for the toolchain roots is the user's (where their node or python lives);
         // the server's own HOME is the private one.

@@ -43,6 +43,21 @@ pub struct PluginTools {
     /// Seconds a call of these operations may take; absent: Bash's default timeout.
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
+    /// The plugin's jail: the keys and defaults of a third-party server's (the workspace
+    /// and the plugin's own directory readable, nothing writable but its private
+    /// directory, network denied). The first entry naming a plugin sets it.
+    #[serde(default)]
+    pub sandbox: crate::mcp_servers::SandboxSpec,
+}
+
+/// Where the plugins of a step are jailed.
+#[derive(Debug, Clone)]
+pub struct JailContext {
+    /// The workspace: readable, not writable, the plugin's working directory.
+    pub root: std::path::PathBuf,
+    pub support: Option<crate::confine::Support>,
+    /// The step's process cap, when it sets one.
+    pub processes: Option<u32>,
 }
 
 /// The bounds of plugin calls: the deadline of a call (unless its entry sets one) and the
@@ -63,6 +78,7 @@ pub fn start_exposed(
     root: &Path,
     shutdown: &Shutdown,
     bounds: CallBounds,
+    jail: &JailContext,
 ) -> Result<Vec<PluginToolAdapter>, AwfError> {
     if plugin_tools.is_empty() {
         return Ok(Vec::new());
@@ -138,7 +154,16 @@ pub fn start_exposed(
 
     let runtime = Arc::new(PluginRuntime::new()?);
     let manifests: Vec<&Manifest> = wanted.iter().map(|(m, _)| *m).collect();
-    let started = start_all(&manifests, &runtime);
+    let jails: Vec<Jailed> = wanted
+        .iter()
+        .map(|(_, ops)| Jailed {
+            at: jail.clone(),
+            sandbox: plugin_tools[ops.first().map_or(0, |(_, i)| *i)]
+                .sandbox
+                .clone(),
+        })
+        .collect();
+    let started = start_all_jailed(&manifests, &runtime, &jails);
     let mut running = Vec::new();
     let mut first_error = None;
     for result in started {
@@ -203,12 +228,37 @@ pub fn start_all(
     manifests: &[&Manifest],
     runtime: &Arc<PluginRuntime>,
 ) -> Vec<Result<PluginProcess, AwfError>> {
+    start_each(manifests, runtime, |_| None)
+}
+
+/// A plugin's jail: where, and its `sandbox`.
+pub struct Jailed {
+    pub at: JailContext,
+    pub sandbox: crate::mcp_servers::SandboxSpec,
+}
+
+/// As [`start_all`], each plugin in its jail (`jails[i]` for `manifests[i]`).
+pub fn start_all_jailed(
+    manifests: &[&Manifest],
+    runtime: &Arc<PluginRuntime>,
+    jails: &[Jailed],
+) -> Vec<Result<PluginProcess, AwfError>> {
+    start_each(manifests, runtime, |i| jails.get(i))
+}
+
+fn start_each<'a>(
+    manifests: &[&Manifest],
+    runtime: &Arc<PluginRuntime>,
+    jail_of: impl Fn(usize) -> Option<&'a Jailed> + Sync,
+) -> Vec<Result<PluginProcess, AwfError>> {
     std::thread::scope(|s| {
         let handles: Vec<_> = manifests
             .iter()
-            .map(|m| {
+            .enumerate()
+            .map(|(i, m)| {
                 let runtime = runtime.clone();
-                s.spawn(move || PluginProcess::start(m, runtime, HashMap::new()))
+                let jail = jail_of(i);
+                s.spawn(move || PluginProcess::start(m, runtime, HashMap::new(), jail))
             })
             .collect();
         handles

@@ -69,6 +69,8 @@ pub struct PluginProcess {
     operations: Vec<Operation>,
     /// Why the plugin is down, once it is.
     down: Mutex<Option<String>>,
+    /// Its jail's links (its unix-socket supervisor, its proxy), when jailed.
+    links: Option<crate::confine::child::Links>,
 }
 
 /// Why a call did not produce the plugin's answer.
@@ -111,6 +113,7 @@ impl PluginProcess {
         manifest: &Manifest,
         runtime: Arc<PluginRuntime>,
         config: HashMap<String, String>,
+        jail: Option<&super::Jailed>,
     ) -> Result<PluginProcess, AwfError> {
         let name = &manifest.name;
         let exe = manifest.executable.display().to_string();
@@ -145,29 +148,17 @@ impl PluginProcess {
             .stdout(Stdio::piped())
             // Plugins log to stderr; sharing awf's keeps their lines where awf's go.
             .stderr(Stdio::inherit());
-        // As Bash: the plugin serves its own socket, but reaches none of the host's
-        // (docker.sock, ssh-agent, D-Bus); its connect() calls go through awf.
-        let unix = match crate::confine::unix_grants::supervisable() {
-            Ok(()) => {
-                let (unix, sock) = crate::confine::unix_grants::Pending::pair()
-                    .map_err(|e| fail(format!("cannot be supervised: {e}")))?;
-                crate::confine::unix_grants::install(&mut command, sock);
-                Some(unix)
+        let mut links = None;
+        let spawned = match jail {
+            Some(jail) => {
+                let (child, l) = jailed(manifest, command, socket_dir.path(), jail, name)
+                    .map_err(|e| fail(e))?;
+                links = Some(l);
+                child
             }
-            Err(why) => {
-                tracing::warn!(plugin = %name, "the plugin may reach the host's unix sockets: {why}");
-                None
-            }
+            None => unjailed(command, name).map_err(|e| fail(e))?,
         };
-        let mut child = crate::process::spawn_dying_with_awf(command, |_| {})
-            .map_err(|e| fail(format!("cannot be started: {e}")))?;
-        // The supervisor ends by itself with the plugin's last process.
-        if let Some(unix) = unix
-            && let Err(e) = unix.serve(Arc::default(), plugin_unix_reporter(name))
-        {
-            child.kill();
-            return Err(fail(format!("cannot be supervised: {e}")));
-        }
+        let mut child = spawned;
         let pid = child.pid();
         let lifeline = child.take_stdin();
         let stdout = child.take_stdout().expect("piped stdout");
@@ -324,6 +315,7 @@ impl PluginProcess {
             info,
             operations,
             down: Mutex::new(None),
+            links,
         })
     }
 
@@ -456,6 +448,9 @@ impl PluginProcess {
             }
         }
         drop(lifeline);
+        if let Some(links) = &self.links {
+            links.stop();
+        }
         self.socket_dir.remove();
         tracing::debug!(plugin = %self.name(), "plugin stopped");
     }
@@ -495,4 +490,102 @@ fn describe_exit(status: ExitStatus) -> String {
         (None, Some(sig)) => format!("was killed by signal {sig} ({})", signal_name(sig)),
         _ => format!("ended ({status})"),
     }
+}
+
+/// Spawns a plugin outside any jail (`awf plugins list`), under the supervised seccomp
+/// filter alone: it serves its own socket but reaches none of the host's (docker.sock,
+/// ssh-agent, D-Bus); its connect() calls go through awf.
+fn unjailed(mut command: Command, name: &str) -> Result<ProcessGroup, String> {
+    let unix = match crate::confine::unix_grants::supervisable() {
+        Ok(()) => {
+            let (unix, sock) = crate::confine::unix_grants::Pending::pair()
+                .map_err(|e| format!("cannot be supervised: {e}"))?;
+            crate::confine::unix_grants::install(&mut command, sock);
+            Some(unix)
+        }
+        Err(why) => {
+            tracing::warn!(plugin = %name, "the plugin may reach the host's unix sockets: {why}");
+            None
+        }
+    };
+    let mut child = crate::process::spawn_dying_with_awf(command, |_| {})
+        .map_err(|e| format!("cannot be started: {e}"))?;
+    // The supervisor ends by itself with the plugin's last process.
+    if let Some(unix) = unix
+        && let Err(e) = unix.serve(Arc::default(), plugin_unix_reporter(name))
+    {
+        child.kill();
+        return Err(format!("cannot be supervised: {e}"));
+    }
+    Ok(child)
+}
+
+/// Spawns a plugin in the jail third-party servers and Bash get ([`crate::confine`]):
+/// the workspace and the plugin's own directory readable, nothing writable but its
+/// private directory (its TMPDIR, where it serves its socket, and its HOME inside),
+/// network denied unless its `sandbox` says otherwise.
+fn jailed(
+    manifest: &Manifest,
+    mut command: Command,
+    private: &std::path::Path,
+    jail: &super::Jailed,
+    name: &str,
+) -> Result<(ProcessGroup, crate::confine::child::Links), String> {
+    use crate::confine;
+    let sb = &jail.sandbox;
+    let home = private.join("home");
+    std::fs::create_dir_all(&home)
+        .map_err(|e| format!("cannot get its private HOME {}: {e}", home.display()))?;
+    command.env("HOME", &home).current_dir(&jail.at.root);
+    for (k, v) in &sb.env {
+        command.env(k, v);
+    }
+    let mut readable = sb.readable.clone();
+    readable.push(manifest.dir.clone());
+    readable.extend(confine::child::package_trees(
+        &manifest.executable,
+        &[],
+        &jail.at.root,
+    ));
+    let policy = confine::Policy {
+        landlock: sb.landlock.unwrap_or(true),
+        read: sb.read,
+        network: Some(sb.network.clone().unwrap_or(confine::Network::Deny)),
+        writable: sb.writable.clone(),
+        readable,
+        hidden: sb.hidden.clone(),
+        unix_sockets: sb.unix_sockets.clone(),
+        processes: sb.processes.or(jail.at.processes),
+        support: jail.at.support,
+        root_read_only: true,
+        serves_unix_socket: true,
+    };
+    let path = command
+        .get_envs()
+        .find(|(k, _)| *k == "PATH")
+        .and_then(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()));
+    let user_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let confinement = confine::Confinement::new(
+        &policy,
+        &jail.at.root,
+        private,
+        std::path::Path::new(crate::builtins::bash::shell()),
+        path.as_deref(),
+        user_home.as_deref(),
+        &|n| std::env::var(n).ok(),
+    )?;
+    let plugin = name.to_string();
+    let report: confine::child::Reporter = Arc::new(move |r| match r {
+        confine::child::Report::Unix(a) => {
+            if a.allowed {
+                tracing::info!(plugin = %plugin, path = %a.path, "net.connect allowed (unix)");
+            } else {
+                tracing::warn!(plugin = %plugin, path = %a.path, reason = %a.why, "net.connect denied (unix)");
+            }
+        }
+        confine::child::Report::Egress(a) => {
+            tracing::info!(plugin = %plugin, host = %a.host, port = a.port, decision = a.decision_name(), "net.connect");
+        }
+    });
+    confine::child::spawn(command, &confinement, &jail.at.root, report)
 }

@@ -152,6 +152,12 @@ impl ToolProxyService {
                 plugin: p.plugin.clone(),
                 expose: p.expose.clone(),
                 timeout_seconds: p.timeout_seconds,
+                // A plugin's jail has a server's defaults; awf's own files are hidden
+                // from it as from Bash.
+                sandbox: SandboxSpec {
+                    hidden: self.own_dirs().to_vec(),
+                    ..Default::default()
+                },
             })
             .collect();
         let sb = &proxy.sandbox;

@@ -67,6 +67,18 @@ impl Plugin for Faulty {
                 "type": "object",
                 "properties": { "path": { "type": "string" }, "addr": { "type": "string" } }
             })),
+            Operation::new("read", "Answers the first bytes of the file at `path`").input_schema(
+                json!({
+                    "type": "object",
+                    "properties": { "path": { "type": "string" } },
+                    "required": ["path"]
+                }),
+            ),
+            Operation::new("write", "Writes `text` to the file at `path`").input_schema(json!({
+                "type": "object",
+                "properties": { "path": { "type": "string" }, "text": { "type": "string" } },
+                "required": ["path", "text"]
+            })),
             Operation::new("print", "Prints text on stdout").input_schema(json!({
                 "type": "object",
                 "properties": { "text": { "type": "string" } },
@@ -122,6 +134,21 @@ impl Plugin for Faulty {
                 };
                 got.map(|l| Output::text(format!("reached: {l}")))
                     .map_err(|e| format!("refused: {e}"))
+            }
+            "read" => {
+                let path = args["path"].as_str().ok_or("`path` must be a string")?;
+                let bytes = std::fs::read(path).map_err(|e| format!("refused: {e}"))?;
+                let head = &bytes[..bytes.len().min(4096)];
+                Ok(Output::text(format!(
+                    "read: {}",
+                    String::from_utf8_lossy(head)
+                )))
+            }
+            "write" => {
+                let path = args["path"].as_str().ok_or("`path` must be a string")?;
+                let text = args["text"].as_str().ok_or("`text` must be a string")?;
+                std::fs::write(path, text).map_err(|e| format!("refused: {e}"))?;
+                Ok(Output::text("written"))
             }
             "env" => {
                 let name = args["name"].as_str().ok_or("`name` must be a string")?;
