@@ -151,12 +151,12 @@ impl PluginProcess {
         let mut links = None;
         let spawned = match jail {
             Some(jail) => {
-                let (child, l) = jailed(manifest, command, socket_dir.path(), jail, name)
-                    .map_err(|e| fail(e))?;
+                let (child, l) =
+                    jailed(manifest, command, socket_dir.path(), jail, name).map_err(&fail)?;
                 links = Some(l);
                 child
             }
-            None => unjailed(command, name).map_err(|e| fail(e))?,
+            None => unjailed(command, name).map_err(&fail)?,
         };
         let mut child = spawned;
         let pid = child.pid();
