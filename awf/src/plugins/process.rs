@@ -537,6 +537,9 @@ fn jailed(
     std::fs::create_dir_all(&home)
         .map_err(|e| format!("cannot get its private HOME {}: {e}", home.display()))?;
     command.env("HOME", &home).current_dir(&jail.at.root);
+    for (k, v) in crate::child_env::named_from_process(&sb.env_passthrough) {
+        command.env(k, v);
+    }
     for (k, v) in &sb.env {
         command.env(k, v);
     }

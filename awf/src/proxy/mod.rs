@@ -154,9 +154,20 @@ impl ToolProxyService {
                 timeout_seconds: p.timeout_seconds,
                 // A plugin's jail has a server's defaults; awf's own files are hidden
                 // from it as from Bash.
-                sandbox: SandboxSpec {
-                    hidden: self.own_dirs().to_vec(),
-                    ..Default::default()
+                sandbox: match &p.sandbox {
+                    Some(sb) => {
+                        // Resolved here, as a server's: the CLI may start awf mcp-serve
+                        // with fewer variables than awf has.
+                        let mut spec = sandbox_spec(sb, &self.own_dirs());
+                        for (k, v) in crate::child_env::named_from_process(&sb.env_passthrough) {
+                            spec.env.entry(k).or_insert(v);
+                        }
+                        spec
+                    }
+                    None => SandboxSpec {
+                        hidden: self.own_dirs().to_vec(),
+                        ..Default::default()
+                    },
                 },
             })
             .collect();
@@ -527,30 +538,39 @@ pub fn server_spec(s: &McpServer, own_dirs: &[PathBuf]) -> ServerSpec {
             .filter(|(k, _)| k != "TMPDIR")
             .collect();
     env.extend(s.env.iter().cloned());
-    let mut hidden = sb.hidden.clone();
-    hidden.extend(own_dirs.iter().cloned());
+    let mut sandbox = sandbox_spec(sb, own_dirs);
+    // Merged into the server's own by the parser.
+    sandbox.env = Default::default();
+    sandbox.env_passthrough = Vec::new();
     ServerSpec {
         command: s.command.clone(),
         env,
         env_passthrough: s.env_passthrough.clone(),
-        sandbox: SandboxSpec {
-            writable: sb.writable.clone(),
-            readable: sb.readable.clone(),
-            hidden,
-            unix_sockets: sb.unix_sockets.clone(),
-            read: sb.read,
-            network: sb.network.clone(),
-            landlock: Some(sb.landlock),
-            processes: sb.processes,
-            // Merged into the server's own by the parser.
-            env: Default::default(),
-            env_passthrough: Vec::new(),
-        },
+        sandbox,
         tools: s.tools.clone(),
         rename: s.rename.iter().cloned().collect(),
         timeout_seconds: s.timeout_seconds,
         start_timeout_seconds: s.start_timeout_seconds,
         optional: s.optional,
+    }
+}
+
+/// A workflow `sandbox` block of a server or a plugin as the mcp-serve config takes it,
+/// with awf's own directories (`own_dirs`) hidden.
+pub fn sandbox_spec(sb: &crate::workflow::SandboxPolicy, own_dirs: &[PathBuf]) -> SandboxSpec {
+    let mut hidden = sb.hidden.clone();
+    hidden.extend(own_dirs.iter().cloned());
+    SandboxSpec {
+        writable: sb.writable.clone(),
+        readable: sb.readable.clone(),
+        hidden,
+        unix_sockets: sb.unix_sockets.clone(),
+        read: sb.read,
+        network: sb.network.clone(),
+        landlock: Some(sb.landlock),
+        processes: sb.processes,
+        env: sb.env.iter().cloned().collect(),
+        env_passthrough: sb.env_passthrough.clone(),
     }
 }
 
@@ -707,6 +727,43 @@ mod tests {
         let none = proxy_of(&dir, &["enable: true"]);
         let cfg = written(&service, &none).unwrap();
         assert!(cfg.servers.is_empty() && cfg.pins.is_none(), "{cfg:#?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_plugin_s_sandbox_is_read_and_passed_on_with_awf_hidden() {
+        let (dir, service) = service("plugin-sandbox");
+        let proxy = proxy_of(
+            &dir,
+            &[
+                "enable: true",
+                "plugin_tools:",
+                "  - plugin: notes",
+                "    expose: [add]",
+                "    sandbox: {network: allow, env: {K: v}}",
+            ],
+        );
+        let sb = proxy.plugin_tools[0].sandbox.as_ref().expect("its sandbox");
+        let spec = sandbox_spec(sb, &service.own_dirs());
+        assert_eq!(spec.network, Some(crate::confine::Network::Allow));
+        assert_eq!(spec.env["K"], "v");
+        assert!(
+            spec.hidden.contains(&service.audit_dir),
+            "{:?}",
+            spec.hidden
+        );
+        let text = "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: \
+                    claude\n    prompt: p\n    mcp_proxy:\n      enable: true\n      \
+                    plugin_tools:\n        - plugin: notes\n          expose: [add]\n          \
+                    sandbox: {netwrk: allow}\n    on_success: done\n  done:\n    type: \
+                    terminal\n";
+        let (_, diags) = crate::workflow::parse::parse(text, &dir.join("flows/fix.yaml"));
+        assert!(
+            diags
+                .iter()
+                .any(|d| d.path.ends_with("plugin_tools[0].sandbox.netwrk")),
+            "{diags:#?}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

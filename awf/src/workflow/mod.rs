@@ -393,6 +393,8 @@ pub struct PluginToolsEntry {
     pub expose: Vec<String>,
     /// The deadline of each call, when the entry sets one.
     pub timeout_seconds: Option<u64>,
+    /// The plugin's jail, when the entry widens it (a server's keys and defaults).
+    pub sandbox: Option<SandboxPolicy>,
     /// Line of each `expose` item.
     pub expose_lines: Vec<usize>,
     pub line: usize,

@@ -22,7 +22,7 @@ const PROXY_KEYS: &[&str] = &[
     "tools",
 ];
 const TOOL_POLICY_KEYS: &[&str] = &["deny", "read_only"];
-const PLUGIN_TOOLS_KEYS: &[&str] = &["plugin", "expose", "timeout_seconds"];
+const PLUGIN_TOOLS_KEYS: &[&str] = &["plugin", "expose", "timeout_seconds", "sandbox"];
 
 pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpProxy> {
     let fields = cx.fields(node, path, PROXY_KEYS, codes::PROXY_UNKNOWN_KEY)?;
@@ -101,11 +101,15 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
                             "write e.g. `timeout_seconds: 300` (the default is Bash's, 120)",
                         )
                     });
+                    // The plugin's jail: a server's keys and defaults.
+                    let sandbox = get("sandbox")
+                        .map(|n| sandbox::parse_sandbox(cx, n, &join(&ipath, "sandbox")));
                     if let Some(plugin) = plugin {
                         plugin_tools.push(PluginToolsEntry {
                             plugin,
                             expose,
                             timeout_seconds,
+                            sandbox,
                             expose_lines,
                             line: item.line,
                             index: i,
