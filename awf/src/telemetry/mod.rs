@@ -294,6 +294,8 @@ pub struct CallHooks {
     transport: Transport,
     /// A call that fails while awf shuts down was cancelled by the shutdown.
     shutdown: Shutdown,
+    /// Tool name → the third-party server's own name of it.
+    upstream: HashMap<String, String>,
 }
 
 /// A call between `call_started` and `call_finished`.
@@ -402,7 +404,15 @@ impl CallHooks {
             sources,
             transport,
             shutdown,
+            upstream: HashMap::new(),
         }
+    }
+
+    /// Spans of third-party tools also name the tool as its server does
+    /// (`awf.mcp.server.tool`).
+    pub fn with_upstream_names(mut self, upstream: HashMap<String, String>) -> CallHooks {
+        self.upstream = upstream;
+        self
     }
 
     fn source(&self, tool: &str) -> &str {
@@ -437,6 +447,9 @@ impl CallHooks {
         ];
         if let Some(server) = self.source(ctx.tool()).strip_prefix("server:") {
             attrs.push(KeyValue::new("awf.mcp.server", server.to_string()));
+            if let Some(own) = self.upstream.get(ctx.tool()) {
+                attrs.push(KeyValue::new("awf.mcp.server.tool", own.clone()));
+            }
         }
         if self.transport == Transport::Pipe {
             attrs.push(KeyValue::new(

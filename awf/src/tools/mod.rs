@@ -134,6 +134,19 @@ impl ToolSet {
         self.source_of.clone()
     }
 
+    /// Tool name → the name its source gives it, where the two differ (a third-party
+    /// server's own name of a tool).
+    pub fn upstream_names(&self) -> HashMap<String, String> {
+        self.sources
+            .iter()
+            .flat_map(|s| {
+                s.names()
+                    .into_iter()
+                    .filter_map(|n| Some((n.clone(), s.upstream_name(&n)?)))
+            })
+            .collect()
+    }
+
     /// Registers the offered tools on `builder`, withholds the others, and builds the
     /// server.
     pub fn build(&self, mut builder: ServerBuilder) -> Result<Server, AwfError> {
