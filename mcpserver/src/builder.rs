@@ -173,8 +173,8 @@ impl ServerBuilder {
 
     /// At end of input, the calls still running get `grace` to answer; then their
     /// [`CancellationToken`](crate::CancellationToken)s are raised, as a client's
-    /// `notifications/cancelled` would (their answers are not written: the client is
-    /// gone). A client that closed the pipe waits a short while before it kills its
+    /// `notifications/cancelled` would, and what their handlers then return is answered
+    /// (every request read is answered). A client that closed the pipe waits a short while before it kills its
     /// server; without this a stuck call keeps the server alive for as long as the call
     /// runs. Off by default: every call read is run to its end.
     pub fn cancel_after_end_of_input(mut self, grace: std::time::Duration) -> ServerBuilder {

@@ -63,6 +63,9 @@ pub(crate) struct Protocol<'s> {
     init: OnceLock<Agreement>,
     /// Calls running, with their cancellation flags (a few at most: a list beats a map).
     inflight: Mutex<Vec<(RequestId, CancellationToken)>>,
+    /// Set when the calls were cancelled at end of input: they are still answered (every
+    /// request read is), where a call the client cancelled is not.
+    cancelled_at_end: std::sync::atomic::AtomicBool,
 }
 
 /// What the session agreed with the client in `initialize`.
@@ -110,6 +113,7 @@ impl<'s> Protocol<'s> {
             inner,
             init: OnceLock::new(),
             inflight: Mutex::new(Vec::new()),
+            cancelled_at_end: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -329,8 +333,10 @@ impl<'s> Protocol<'s> {
         !lock(&self.inflight).is_empty()
     }
 
-    /// Raises the cancellation of every call running.
+    /// Raises the cancellation of every call running; their answers are still written.
     pub(crate) fn cancel_all(&self) {
+        self.cancelled_at_end
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         for (_, token) in lock(&self.inflight).iter() {
             token.cancel();
         }
@@ -405,7 +411,11 @@ impl<'s> Protocol<'s> {
                 inflight.swap_remove(i);
             }
         }
-        if ran.cancelled {
+        if ran.cancelled
+            && !self
+                .cancelled_at_end
+                .load(std::sync::atomic::Ordering::SeqCst)
+        {
             return Flow::Continue;
         }
         match &ran.answer {
