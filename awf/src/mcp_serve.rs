@@ -82,6 +82,12 @@ pub struct ServeConfig {
     /// `confine::DEFAULT_PROCESSES`.
     #[serde(default)]
     pub processes: Option<u32>,
+    /// Bash's per-call bounds (bytes, seconds, counts); absent ones take their defaults.
+    #[serde(default)]
+    pub bounds: confine::bounds::Bounds,
+    /// Guarantees the step refuses to run without.
+    #[serde(default)]
+    pub require: Vec<confine::Guarantee>,
     /// What the kernel allows Bash's jail, as `awf run` probed it; absent: probed here.
     #[serde(default)]
     pub confine_support: Option<confine::Support>,
@@ -124,6 +130,8 @@ impl ServeConfig {
             hidden_paths: Vec::new(),
             unix_sockets: Vec::new(),
             processes: None,
+            bounds: Default::default(),
+            require: Vec::new(),
             confine_support: None,
             env: Default::default(),
             env_passthrough: Vec::new(),
@@ -212,6 +220,12 @@ impl ServeConfig {
                     confine::MAX_PROCESSES,
                     confine::DEFAULT_PROCESSES
                 ),
+            ));
+        }
+        if let Err(e) = self.bounds.check() {
+            return Err(AwfError::new(
+                codes::CONFIG_INVALID,
+                format!("{origin}: {e}"),
             ));
         }
         if !self.landlock && self.read == Some(confine::ReadMode::Confined) {
@@ -335,6 +349,8 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             support: cfg.confine_support,
             root_read_only: false,
             serves_unix_socket: false,
+            bounds: Some(cfg.bounds),
+            require: cfg.require.clone(),
         };
         let confinement = confine::Confinement::new(
             &policy,
@@ -362,12 +378,6 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             confinement.status() != &confine::Status::Off,
         ) {
             tracing::warn!("Bash's network is NOT restricted: {why}");
-        }
-        if confinement.net() == &confine::NetStatus::DeniedTcp {
-            tracing::warn!(
-                "Bash's network is denied by Landlock's TCP rights only: UDP, and so DNS, is \
-                 not covered (no network namespace: user namespaces are unavailable)"
-            );
         }
         // Bash must not be able to forge or delete the records of its own calls.
         if let Some(dir) = cfg.audit_path.as_deref().and_then(Path::parent) {

@@ -382,6 +382,17 @@ pub struct ProcessGroup {
     child: Child,
     pgid: i32,
     status: Option<ExitStatus>,
+    /// What the leader and the descendants it reaped used, once reaped.
+    usage: Option<Usage>,
+}
+
+/// What a process and the descendants it waited for used (getrusage's children figures).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    /// User and system CPU time.
+    pub cpu_ms: u64,
+    /// The largest resident set of any one of them.
+    pub max_rss_bytes: u64,
 }
 
 impl ProcessGroup {
@@ -413,6 +424,7 @@ impl ProcessGroup {
             child,
             pgid: pid,
             status: None,
+            usage: None,
         })
     }
 
@@ -445,19 +457,50 @@ impl ProcessGroup {
 
     /// The leader's exit status if it exited (reaped now), `None` while it runs.
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
-        if let Some(s) = self.status {
-            return Ok(Some(s));
-        }
-        Ok(self.child.try_wait()?.map(|s| self.ended(s)))
+        self.reap(false)
     }
 
     /// Waits for the leader's exit and reaps it.
     pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        Ok(self.reap(true)?.expect("a blocking wait4 returns a status"))
+    }
+
+    /// Reaps the leader by wait4, which also gives what it used.
+    fn reap(&mut self, block: bool) -> io::Result<Option<ExitStatus>> {
+        use std::os::unix::process::ExitStatusExt;
         if let Some(s) = self.status {
-            return Ok(s);
+            return Ok(Some(s));
         }
-        let s = self.child.wait()?;
-        Ok(self.ended(s))
+        let pid = self.child.id() as libc::pid_t;
+        let flags = if block { 0 } else { libc::WNOHANG };
+        loop {
+            let mut st: libc::c_int = 0;
+            // SAFETY: wait4 on our own unreaped child, into stack memory.
+            let (r, ru) = unsafe {
+                let mut ru: libc::rusage = std::mem::zeroed();
+                (libc::wait4(pid, &mut st, flags, &mut ru), ru)
+            };
+            if r == pid {
+                let ms = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
+                self.usage = Some(Usage {
+                    cpu_ms: ms(ru.ru_utime) + ms(ru.ru_stime),
+                    max_rss_bytes: ru.ru_maxrss.max(0) as u64 * 1024,
+                });
+                return Ok(Some(self.ended(ExitStatus::from_raw(st))));
+            }
+            if r == 0 {
+                return Ok(None);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// What the leader and the descendants it reaped used, once it was reaped.
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
     }
 
     /// Waits up to `limit` for the leader's exit; `None` if it still runs.

@@ -107,6 +107,8 @@ fn stated(sb: &workflow::SandboxPolicy, env: &[(String, String)]) -> serde_json:
         support: None,
         root_read_only: false,
         serves_unix_socket: false,
+        bounds: Some(sb.bounds),
+        require: sb.require.clone(),
     };
     policy.stated(path.as_deref(), home.as_deref(), &|n| std::env::var(n).ok())
 }

@@ -174,10 +174,11 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     ProcessGroup::tie(&mut cmd);
     let jail = env
         .confine
-        .jail(&cwd)
+        .jail(&cwd, Some(timeout))
         .map_err(|e| format!("cannot prepare the sandbox for the command: {e}"))?;
     let mut bridge = None;
     let mut unix = None;
+    let mut cgroup = None;
     // Without a PID namespace of its own, what the command starts may leave its group and be
     // re-parented here: the orphan sweep runs after it.
     let mut may_leave_orphans = true;
@@ -186,6 +187,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
         jail.install(&mut cmd);
         bridge = links.egress;
         unix = links.unix;
+        cgroup = links.cgroup;
     }
     if bridge.is_some() {
         cmd.envs(egress::proxy_env());
@@ -266,6 +268,13 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
         supervisor.stop();
     }
     let end = ended.map_err(|e| format!("waiting for the command failed: {e}"))?;
+    let seen = cgroup.as_mut().map(|c| c.finish()).unwrap_or_default();
+    let usage = group.usage().unwrap_or_default();
+    let max_rss = seen.peak_bytes.unwrap_or(usage.max_rss_bytes);
+    if let Some(scope) = CallScope::current() {
+        scope.figure("awf.call.max_rss_bytes", max_rss as i64);
+        scope.figure("awf.call.cpu_ms", usage.cpu_ms as i64);
+    }
 
     let mut stdout = HeadBuffer::new(0);
     let mut stderr = HeadBuffer::new(0);
@@ -283,27 +292,48 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     }
     let hint = "redirect the output to a file and Read it with offset/limit, or filter it (grep, head, tail)";
     let mut text = String::new();
-    let is_error = match &end {
-        Ended::Exited(status) => {
-            match (status.code(), status.signal()) {
-                (Some(code), _) => text.push_str(&format!("exit code: {code}\n")),
-                (None, Some(sig)) => text.push_str(&format!("killed by signal {sig}\n")),
-                _ => text.push_str("exit status unknown\n"),
+    let bounds = env.confine.bounds();
+    if seen.oom_killed {
+        text.push_str(&format!(
+            "killed: the call reached its memory limit of {} (mcp_proxy.sandbox.memory; \
+             peak {})\n",
+            crate::confine::bounds::show_size(bounds.memory()),
+            crate::confine::bounds::show_size(max_rss)
+        ));
+    }
+    let cpu = bounds.cpu_seconds(timeout);
+    if let Ended::Exited(status) = &end
+        && (status.signal() == Some(libc::SIGXCPU)
+            || status.code() == Some(128 + libc::SIGXCPU)
+            || (status.signal() == Some(libc::SIGKILL) && usage.cpu_ms >= cpu * 1000))
+    {
+        text.push_str(&format!(
+            "killed: a process of the call used its CPU time limit of {cpu} s \
+             (mcp_proxy.sandbox.cpu_seconds)\n"
+        ));
+    }
+    let is_error = seen.oom_killed
+        | match &end {
+            Ended::Exited(status) => {
+                match (status.code(), status.signal()) {
+                    (Some(code), _) => text.push_str(&format!("exit code: {code}\n")),
+                    (None, Some(sig)) => text.push_str(&format!("killed by signal {sig}\n")),
+                    _ => text.push_str("exit status unknown\n"),
+                }
+                !status.success()
             }
-            !status.success()
-        }
-        Ended::TimedOut => {
-            text.push_str(&format!(
-                "timed out after {timeout} s: the command and its process group were killed \
+            Ended::TimedOut => {
+                text.push_str(&format!(
+                    "timed out after {timeout} s: the command and its process group were killed \
                  (raise timeout_seconds, at most {max})\n"
-            ));
-            true
-        }
-        Ended::Interrupted => {
-            text.push_str("cancelled: the command and its process group were killed\n");
-            true
-        }
-    };
+                ));
+                true
+            }
+            Ended::Interrupted => {
+                text.push_str("cancelled: the command and its process group were killed\n");
+                true
+            }
+        };
     for (name, buf) in [("stdout", stdout), ("stderr", stderr)] {
         if buf.total() == 0 {
             text.push_str(&format!("{name}: (empty)\n"));

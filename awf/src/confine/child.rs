@@ -49,7 +49,7 @@ pub fn spawn(
     report: Reporter,
 ) -> Result<(ProcessGroup, Links), String> {
     let jail = confinement
-        .jail(root)
+        .jail(root, None)
         .map_err(|e| format!("cannot prepare its sandbox: {e}"))?;
     let (jail, links) = match jail {
         Some((jail, links)) => (Some(jail), Some(links)),

@@ -23,6 +23,8 @@
 //! syscalls in the child. Each layer the kernel lacks is one WARN, or an error where the
 //! workflow asked for it explicitly.
 
+pub mod bounds;
+pub mod cgroup;
 pub mod child;
 pub mod egress;
 mod fd_pass;
@@ -93,6 +95,31 @@ impl<'de> Deserialize<'de> for Network {
     }
 }
 
+/// A guarantee a step may require (`sandbox.require`): the step refuses to run where the
+/// machine cannot give it in full, rather than run with less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Guarantee {
+    /// Reads confined by Landlock and secret locations covered by mounts (a mount namespace).
+    Reads,
+    /// Processes apart (a PID namespace) and capped (its pid_max, or a cgroup's pids.max).
+    Processes,
+    /// `network: deny` or a host list enforced by a network namespace of the call's own.
+    Network,
+}
+
+impl Guarantee {
+    pub const ALL: [Guarantee; 3] = [Guarantee::Reads, Guarantee::Processes, Guarantee::Network];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Guarantee::Reads => "reads",
+            Guarantee::Processes => "processes",
+            Guarantee::Network => "network",
+        }
+    }
+}
+
 /// What Bash may read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -141,6 +168,11 @@ pub struct Policy {
     /// sockets are supervised (its own `bind`/`listen` work; every `connect` goes through
     /// awf, to the grants only) rather than refused.
     pub serves_unix_socket: bool,
+    /// Bash's per-call bounds (memory, CPU, files, TMPDIR); None: a long-lived child (a
+    /// server, a plugin), which gets none.
+    pub bounds: Option<bounds::Bounds>,
+    /// The guarantees the step refuses to run without (`require:`).
+    pub require: Vec<Guarantee>,
 }
 
 impl Policy {
@@ -253,8 +285,8 @@ pub enum NetStatus {
     Allowed,
     /// Its own network namespace, loopback only: no route out, no UDP, no DNS.
     Isolated,
-    /// Landlock refuses TCP connect and bind (no network namespace to be had); UDP is not
-    /// covered.
+    /// Landlock refuses TCP connect and bind (no network namespace to be had), a seccomp
+    /// filter every other IPv4 and IPv6 socket (UDP, raw).
     DeniedTcp,
     /// Its own network namespace whose only way out is awf's egress proxy, by host name.
     Hosts,
@@ -299,6 +331,15 @@ pub struct Confinement {
     unix_filter: Option<seccomp::Filter>,
     /// The `unix_sockets:` grants, as given (the supervisor looks each up per connection).
     unix_grants: Arc<Vec<PathBuf>>,
+    /// Directories granted their listing only (no mount can cover a secret beneath them:
+    /// their entries are granted one by one around it).
+    listed: Vec<PathBuf>,
+    /// Bash's per-call bounds.
+    bounds: Option<bounds::Bounds>,
+    /// Where each call gets a cgroup of its own (memory, pids), if anywhere.
+    cgroups: Option<&'static cgroup::Home>,
+    /// What does not hold on this machine, in words (the WARN, the description, the JSON).
+    degraded: Vec<String>,
 }
 
 /// What a call's jail hands out once the command is spawned.
@@ -309,6 +350,8 @@ pub struct Links {
     /// With `unix_sockets:` grants: the call's supervisor, to
     /// [serve](unix_grants::Pending::serve).
     pub unix: Option<unix_grants::Pending>,
+    /// The call's cgroup, to [finish](cgroup::CallCgroup::finish) once it ended.
+    pub cgroup: Option<cgroup::CallCgroup>,
 }
 
 impl Confinement {
@@ -366,6 +409,67 @@ impl Confinement {
         if policy.root_read_only && read == ReadMode::Confined {
             readable.push(real_path(root));
         }
+        if let Some(b) = &policy.bounds {
+            b.check()?;
+        }
+        let mut listed = Vec::new();
+        let mut degraded = Vec::new();
+        let mut read_handled = read == ReadMode::Confined;
+        if !support.mounts && matches!(status, Status::On(_)) {
+            // No mount can cover a secret: the secrets present now are left out of the read
+            // grants, path by path (under `read: host` too, whose grant is then `/`).
+            let excluded: Vec<PathBuf> = secrets::present(&homes, &hidden);
+            let roots = if read == ReadMode::Host {
+                vec![PathBuf::from("/")]
+            } else {
+                std::mem::take(&mut readable)
+            };
+            for r in &roots {
+                let (l, w) = readable::grant_around(r, &excluded);
+                listed.extend(l);
+                readable.extend(w);
+            }
+            read_handled = true;
+            degraded.push(
+                "secret locations and hidden: paths are not covered by mounts (no mount \
+                 namespace): reads are granted path by path around those present now, so one \
+                 made later inside a readable tree is readable"
+                    .to_string(),
+            );
+            for e in &excluded {
+                if let Some(w) = writable.iter().find(|w| e.starts_with(w)) {
+                    degraded.push(format!(
+                        "{} lies in the writable path {} and is NOT hidden (no mount namespace)",
+                        e.display(),
+                        w.display()
+                    ));
+                }
+            }
+            degraded.push(
+                "chmod, chown and utime of files outside the writable paths are not refused \
+                 (no read-only mounts)"
+                    .into(),
+            );
+        } else if !support.mounts {
+            degraded
+                .push("secret locations are NOT hidden (no mount namespace, no Landlock)".into());
+        }
+        let cgroups = match (&policy.bounds, bounds::Mechanism::detect()) {
+            (Some(_), bounds::Mechanism::Cgroup(home)) => Some(home),
+            _ => None,
+        };
+        if !support.pids {
+            degraded.push(
+                "other processes of the user are visible in /proc (their environment and \
+                 memory stay closed: Landlock's ptrace rule); what a call leaves behind is \
+                 killed when it ends"
+                    .into(),
+            );
+        }
+        if !(support.pids && support.pid_max) && cgroups.is_none() {
+            degraded
+                .push("processes are NOT capped (no pid_max of a PID namespace, no cgroup)".into());
+        }
         let mut c = Confinement {
             status,
             net: NetStatus::Allowed,
@@ -385,6 +489,10 @@ impl Confinement {
                 !policy.unix_sockets.is_empty() || policy.serves_unix_socket,
             )),
             unix_grants: Arc::new(policy.unix_sockets.clone()),
+            listed,
+            bounds: policy.bounds,
+            cgroups,
+            degraded,
         };
         if policy.unix_sockets.is_empty()
             && policy.serves_unix_socket
@@ -421,17 +529,28 @@ impl Confinement {
             }
             _ => {}
         }
+        if c.net == NetStatus::DeniedTcp {
+            // Landlock covers TCP only: UDP, raw and other sockets are the filter's.
+            let supervised = c
+                .unix_filter
+                .as_ref()
+                .is_some_and(seccomp::Filter::supervised);
+            c.unix_filter = Some(seccomp::Filter::without_udp(supervised));
+            c.degraded.push(
+                "network: deny has no network namespace: TCP connect and bind are refused on \
+                 every port (Landlock) and UDP and raw sockets (seccomp), so the call cannot \
+                 serve on 127.0.0.1 either"
+                    .into(),
+            );
+        }
+        c.require(&policy.require, &want)?;
         if let Network::Hosts(hosts) = &want
             && c.net == NetStatus::Hosts
         {
             c.egress = Some(Arc::new(egress::Egress::new(hosts)?));
         }
         if let Status::On(abi) = c.status {
-            let mut plan = landlock::Plan::new(
-                abi,
-                c.read == ReadMode::Confined,
-                c.net == NetStatus::DeniedTcp,
-            );
+            let mut plan = landlock::Plan::new(abi, read_handled, c.net == NetStatus::DeniedTcp);
             let all = landlock::READ | landlock::write_rights(abi);
             for p in &c.writable {
                 plan.allow(p, all);
@@ -439,9 +558,109 @@ impl Confinement {
             for p in &c.readable {
                 plan.allow(p, landlock::READ);
             }
+            for p in &c.listed {
+                plan.allow(p, landlock::READ_DIR);
+            }
             c.plan = Some(plan);
         }
+        c.warn_once();
         Ok(c)
+    }
+
+    /// Refuses what `require` names but this machine cannot give in full; the error says
+    /// what is missing and where the fix is.
+    fn require(&self, require: &[Guarantee], want: &Network) -> Result<(), String> {
+        for g in require {
+            let missing = match g {
+                Guarantee::Reads => match (&self.status, self.support.mounts) {
+                    (Status::On(_), true) => None,
+                    (Status::On(_), false) => Some("no mount namespace to cover secret locations"),
+                    _ => Some("no Landlock"),
+                },
+                Guarantee::Processes => {
+                    if !self.support.pids {
+                        Some("no PID namespace")
+                    } else if !self.support.pid_max && self.cgroups.is_none() {
+                        Some("no process cap (no pid_max of its own before Linux 6.14, no cgroup)")
+                    } else {
+                        None
+                    }
+                }
+                Guarantee::Network => match (want, &self.net) {
+                    (Network::Allow, _) | (_, NetStatus::Isolated | NetStatus::Hosts) => None,
+                    _ => Some("no network namespace"),
+                },
+            };
+            if let Some(why) = missing {
+                return Err(format!(
+                    "sandbox.require names {}, which this machine cannot give: {why}; `awf \
+                     sandbox check` says why and prints the fix, or remove {} from require",
+                    g.name(),
+                    g.name()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// One WARN per thing that does not hold, once per process.
+    fn warn_once(&self) {
+        static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+        for d in &self.degraded {
+            if !said.contains(d) {
+                tracing::warn!("Bash's sandbox is degraded on this machine: {d}");
+                said.push(d.clone());
+            }
+        }
+    }
+
+    /// What does not hold on this machine, in words.
+    pub fn degraded(&self) -> &[String] {
+        &self.degraded
+    }
+
+    /// Bash's per-call bounds (the defaults where none were stated).
+    pub fn bounds(&self) -> bounds::Bounds {
+        self.bounds.unwrap_or_default()
+    }
+
+    /// The bounds in words, for the description.
+    fn describe_bounds(&self) -> Option<String> {
+        let b = self.bounds?;
+        let memory = match self.cgroups {
+            Some(_) => format!(
+                "at most {} of memory over all its processes (a cgroup: past it the call is \
+                 killed)",
+                bounds::show_size(b.memory())
+            ),
+            None => format!(
+                "at most {} of address space per process (RLIMIT_AS: an allocation past it \
+                 fails)",
+                bounds::show_size(b.memory())
+            ),
+        };
+        let cpu = match b.cpu_seconds {
+            Some(n) => format!("{n} CPU seconds per process"),
+            None => "CPU seconds per process up to its timeout times the cores".into(),
+        };
+        let mut out = format!("each call has {memory}, {cpu}");
+        if let Some(f) = b.file_size {
+            out.push_str(&format!(
+                ", files of at most {} (a longer write fails with EFBIG)",
+                bounds::show_size(f)
+            ));
+        }
+        if let Some(n) = b.open_files {
+            out.push_str(&format!(", {n} open files per process"));
+        }
+        if self.cgroups.is_some() && !(self.support.pids && self.support.pid_max) {
+            out.push_str(&format!(
+                ", at most {} processes and threads at once (the cgroup's pids.max)",
+                self.processes
+            ));
+        }
+        Some(out)
     }
 
     /// A session that confines nothing (unit tests of the tools).
@@ -468,6 +687,10 @@ impl Confinement {
             egress: None,
             unix_filter: None,
             unix_grants: Arc::default(),
+            listed: Vec::new(),
+            bounds: None,
+            cgroups: None,
+            degraded: Vec::new(),
         }
     }
 
@@ -559,8 +782,14 @@ impl Confinement {
 
     /// The confinement of one command run in `cwd`, or None when there is nothing to do;
     /// also what the jail hands out ([`Links`]), to serve once the command is spawned.
-    pub fn jail(&self, cwd: &Path) -> std::io::Result<Option<(Jail, Links)>> {
-        if !self.support.mounts && self.plan.is_none() && self.unix_filter.is_none() {
+    /// A Bash call's (`timeout`: its timeout in seconds) gets the bounds too.
+    pub fn jail(&self, cwd: &Path, timeout: Option<u64>) -> std::io::Result<Option<(Jail, Links)>> {
+        let bounds = self.bounds.zip(timeout);
+        if !self.support.mounts
+            && self.plan.is_none()
+            && self.unix_filter.is_none()
+            && bounds.is_none()
+        {
             return Ok(None);
         }
         let writable: &[PathBuf] = if self.status == Status::Off {
@@ -601,11 +830,24 @@ impl Confinement {
             }
             f => (jail.with_filter(f.clone(), None), None),
         };
+        let (jail, cgroup) = match bounds {
+            Some((b, timeout)) => {
+                let cgroup = match self.cgroups {
+                    Some(home) => Some(home.call(b.memory(), self.processes)?),
+                    None => None,
+                };
+                let rlimits = bounds::Rlimits::new(&b, timeout, cgroup.is_none());
+                let procs = cgroup.as_ref().map_or(&[][..], |c| c.procs()).to_vec();
+                (jail.with_bounds(procs, Some(rlimits)), cgroup)
+            }
+            None => (jail, None),
+        };
         Ok(Some((
             jail,
             Links {
                 egress: bridge,
                 unix,
+                cgroup,
             },
         )))
     }
@@ -640,6 +882,10 @@ impl Confinement {
         let hidden = if self.support.mounts {
             "secret locations (~/.ssh, ~/.aws, cloud, registry and agent CLI logins, \
              /etc/shadow, ...) read as empty"
+        } else if self.plan.is_some() {
+            "secret locations (~/.ssh, ~/.aws, cloud, registry and agent CLI logins, \
+             /etc/shadow, ...) present at the start are not readable (Landlock grants reads \
+             around them; no mount namespace covers them)"
         } else {
             "secret locations are NOT hidden (no user namespace)"
         };
@@ -690,7 +936,10 @@ impl Confinement {
                  127.0.0.1 are its own"
                 .into(),
             NetStatus::DeniedTcp => {
-                "network denied: TCP connect and bind are refused (Landlock; UDP is not)".into()
+                "network denied: TCP connect and bind are refused on every port (Landlock), UDP \
+                 and raw sockets too (seccomp); no network namespace, so servers on 127.0.0.1 \
+                 cannot be started either"
+                    .into()
             }
             NetStatus::Hosts => format!(
                 "network: only {}, through the proxy at http://127.0.0.1:{} (HTTP_PROXY, \
@@ -717,8 +966,16 @@ impl Confinement {
                 .to_string(),
             None => String::new(),
         };
+        let bounds = self
+            .describe_bounds()
+            .map_or(String::new(), |b| format!("; {b}"));
+        let degraded = if self.degraded.is_empty() {
+            String::new()
+        } else {
+            format!("; on this machine: {}", self.degraded.join("; "))
+        };
         format!(
-            "Sandbox: {writes}; {reads}; {procs}; {net}{unix}; the environment holds only PATH, HOME, \
+            "Sandbox: {writes}; {reads}; {procs}; {net}{unix}{bounds}{degraded}; the environment holds only PATH, HOME, \
              locale, TERM, USER, SHELL, TZ, TMPDIR, proxy and CA-bundle variables plus those \
              the workflow names (never a key, secret, token or password it does not name)."
         )
@@ -733,6 +990,15 @@ impl Confinement {
             "pid_namespace": self.support.pids,
             "processes": (self.support.pids && self.support.pid_max).then_some(self.processes),
             "hidden_by_mounts": self.support.mounts,
+            "degraded": self.degraded,
+            "bounds": self.bounds.map(|b| serde_json::json!({
+                "memory": b.memory(),
+                "memory_by": if self.cgroups.is_some() { "cgroup" } else { "rlimit" },
+                "cpu_seconds": b.cpu_seconds,
+                "tmp_size": b.tmp_size(),
+                "file_size": b.file_size,
+                "open_files": b.open_files,
+            })),
             "unix_sockets": match &self.unix_filter {
                 Some(f) if f.supervised() => serde_json::json!(self.unix_grants.as_slice()),
                 Some(_) => "refused".into(),
@@ -749,8 +1015,67 @@ mod tests {
     fn policy(landlock: bool) -> Policy {
         Policy {
             landlock,
+            // As where the kernel has every namespace (the degraded ones have tests of
+            // their own, with awf run where the machine lacks them).
+            support: Some(Support {
+                mounts: true,
+                pids: true,
+                pid_max: true,
+                net: true,
+            }),
             ..Policy::default()
         }
+    }
+
+    #[test]
+    fn without_mounts_reads_are_granted_around_the_secrets_and_required_guarantees_refuse() {
+        let Ok(abi) = landlock::kernel_abi() else {
+            return; // no Landlock: nothing is granted at all
+        };
+        let base = std::env::temp_dir().join(format!("awf-around-{}", std::process::id()));
+        let home = base.join("home");
+        std::fs::create_dir_all(home.join(".cargo/bin")).unwrap();
+        std::fs::write(home.join(".cargo/credentials.toml"), "t").unwrap();
+        std::fs::write(home.join(".cargo/config.toml"), "c").unwrap();
+        let home = std::fs::canonicalize(&home).unwrap();
+        let bin = home.join(".cargo/bin");
+        let mut p = policy(true);
+        p.support = Some(Support {
+            mounts: false,
+            pids: false,
+            pid_max: false,
+            net: false,
+        });
+        let make = |p: &Policy| {
+            Confinement::new(
+                p,
+                &base,
+                &base,
+                Path::new("/bin/sh"),
+                Some(&format!("{}:/usr/bin", bin.display())),
+                Some(&home),
+                &|_| None,
+            )
+        };
+        let c = make(&p).unwrap();
+        let r = c.readable();
+        assert!(r.contains(&home.join(".cargo/config.toml")), "{r:?}");
+        assert!(r.contains(&home.join(".cargo/bin")), "{r:?}");
+        assert!(!r.iter().any(|p| p.ends_with(".cargo") || p.ends_with("credentials.toml")));
+        assert!(!c.degraded().is_empty());
+        assert!(c.describe().contains("on this machine"), "{}", c.describe());
+        if abi >= landlock::NET_ABI {
+            assert_eq!(c.net(), &NetStatus::DeniedTcp);
+        }
+        for g in Guarantee::ALL {
+            p.require = vec![g];
+            let e = make(&p).unwrap_err();
+            assert!(e.contains(g.name()) && e.contains("awf sandbox check"), "{e}");
+        }
+        p.require = vec![Guarantee::Network];
+        p.network = Some(Network::Allow);
+        assert!(make(&p).is_ok(), "network: allow needs no namespace");
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     fn new(p: &Policy) -> Result<Confinement, String> {

@@ -19,7 +19,7 @@
 //! Everything that allocates happens in [`Jail::new`], in the parent; [`Jail::enter`]
 //! only makes syscalls (raw `clone`, never libc's `fork` with its atfork handlers).
 
-use super::{DEFAULT_PROCESSES, landlock, seccomp};
+use super::{DEFAULT_PROCESSES, bounds, cgroup, landlock, seccomp};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -92,6 +92,10 @@ pub struct Jail {
     /// Where a supervised filter's notification descriptor goes (one end of a socketpair
     /// whose other end awf keeps).
     notify: Option<std::os::fd::OwnedFd>,
+    /// The `cgroup.procs` files of the call's cgroup, joined first.
+    cgroup: Vec<CString>,
+    /// The call's rlimits, set before Landlock.
+    rlimits: Option<bounds::Rlimits>,
 }
 
 /// Where this process's command line lies in its memory (`arg_start`, `arg_end` of
@@ -158,7 +162,17 @@ impl Jail {
             seccomp: None,
             notify: None,
             pins: Vec::new(),
+            cgroup: Vec::new(),
+            rlimits: None,
         }
+    }
+
+    /// Joins the cgroup whose `cgroup.procs` files are `procs` (before anything else: its
+    /// every process is then in it) and sets `rlimits`.
+    pub fn with_bounds(mut self, procs: Vec<CString>, rlimits: Option<bounds::Rlimits>) -> Jail {
+        self.cgroup = procs;
+        self.rlimits = rlimits;
+        self
     }
 
     /// Binds `pins` onto themselves before the covers (see the field).
@@ -197,6 +211,7 @@ impl Jail {
 
     /// In the child, between fork and exec. Returns in the process that execs the shell.
     pub fn enter(&mut self) -> io::Result<()> {
+        cgroup::enter(&self.cgroup)?;
         if self.mounts {
             self.enter_mounts()?;
         }
@@ -208,6 +223,9 @@ impl Jail {
         }
         // SAFETY: a NUL-terminated path prepared before fork.
         check(unsafe { libc::chdir(self.cwd.as_ptr()) })?;
+        if let Some(r) = &self.rlimits {
+            r.apply()?;
+        }
         if let Some(plan) = &self.landlock {
             plan.apply()?;
         }
@@ -615,10 +633,8 @@ pub fn support(shell: &Path, root: &Path) -> Support {
         };
         if let Err(why) = probe(shell, root, mounts) {
             tracing::warn!(
-                "Bash can change mode, owner and times of files outside its writable \
-                 paths, secret locations are not hidden, it sees the other processes of its \
-                 user, its processes are not capped and its network has no namespace (no \
-                 user namespace: {why})"
+                "no user and mount namespace for Bash ({why}); `awf sandbox check` says why \
+                 and what falls back to what"
             );
             return none;
         }
@@ -630,8 +646,8 @@ pub fn support(shell: &Path, root: &Path) -> Support {
         match probe(shell, root, pids) {
             Ok(()) => found = pids,
             Err(why) => tracing::warn!(
-                "Bash sees and can signal the other processes of its user, and its \
-                 processes are not capped (no PID namespace with its own /proc: {why})"
+                "no PID namespace with its own /proc for Bash ({why}); `awf sandbox check` \
+                 says what falls back to what"
             ),
         }
         if found.pids {

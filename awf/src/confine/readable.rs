@@ -189,8 +189,77 @@ pub fn roots(
     out
 }
 
+/// Where no mount can cover a secret: the read grants of `root` that leave every path of
+/// `excluded` out, path by path. Returns (directories granted their listing only, trees
+/// granted whole): `root` whole when nothing excluded lies beneath it; else, for each
+/// directory on the way down to an excluded path, its listing, and each of its entries
+/// whole but the one leading there (an entry that is a link is judged by where it leads).
+/// An entry made later in a directory granted by listing only is not readable.
+pub fn grant_around(root: &Path, excluded: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut listed = Vec::new();
+    let mut whole = Vec::new();
+    around(root, excluded, &mut listed, &mut whole, 0);
+    (listed, whole)
+}
+
+/// How deep the walk goes before a directory is left out whole (a secret that deep is
+/// rare; leaving it out errs on the side of the secret).
+const MAX_AROUND_DEPTH: usize = 32;
+
+fn around(
+    dir: &Path,
+    excluded: &[PathBuf],
+    listed: &mut Vec<PathBuf>,
+    whole: &mut Vec<PathBuf>,
+    depth: usize,
+) {
+    let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    if excluded.iter().any(|e| real.starts_with(e)) {
+        return;
+    }
+    if !excluded.iter().any(|e| e.starts_with(&real)) {
+        whole.push(dir.to_path_buf());
+        return;
+    }
+    if depth >= MAX_AROUND_DEPTH || !real.is_dir() {
+        return;
+    }
+    listed.push(dir.to_path_buf());
+    let Ok(entries) = std::fs::read_dir(&real) else {
+        return;
+    };
+    for e in entries.flatten() {
+        around(&e.path(), excluded, listed, whole, depth + 1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn grants_around_leave_each_excluded_path_out_and_the_rest_whole() {
+        let base = tree("around", &["cargo/bin", "cargo/registry/x", "other"]);
+        std::fs::write(base.join("cargo/credentials.toml"), "t").unwrap();
+        std::fs::write(base.join("cargo/config.toml"), "c").unwrap();
+        std::os::unix::fs::symlink(base.join("cargo/credentials.toml"), base.join("cargo/link"))
+            .unwrap();
+        let base = std::fs::canonicalize(&base).unwrap();
+        let secret = base.join("cargo/credentials.toml");
+        let (listed, whole) = grant_around(&base, std::slice::from_ref(&secret));
+        assert_eq!(listed, [base.clone(), base.join("cargo")]);
+        for w in ["cargo/bin", "cargo/registry", "cargo/config.toml", "other"] {
+            assert!(whole.contains(&base.join(w)), "{w}: {whole:?}");
+        }
+        assert!(
+            !whole
+                .iter()
+                .any(|w| w.ends_with("credentials.toml") || w.ends_with("link")),
+            "{whole:?}"
+        );
+        let (l, w) = grant_around(&base.join("other"), &[secret]);
+        assert!(l.is_empty() && w == [base.join("other")]);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
     use super::*;
 
     fn tree(name: &str, dirs: &[&str]) -> PathBuf {

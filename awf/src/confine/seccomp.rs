@@ -125,6 +125,48 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
+/// The checks of `socket()`: a unix socket is refused (with `supervised`, only a datagram
+/// one); with `no_udp`, an IPv4 or IPv6 socket that is not a stream one (UDP, raw, ICMP,
+/// SCTP) is refused too. Ends in a return.
+fn socket_rule(supervised: bool, no_udp: bool) -> Vec<libc::sock_filter> {
+    let eacces = RET_ERRNO | libc::EACCES as u32;
+    // The family tests, then `allow`, then the unix part, then the inet part.
+    let unix: Vec<libc::sock_filter> = if supervised {
+        vec![
+            stmt(LD_W_ABS, ARG1),
+            stmt(ALU_AND_K, SOCK_TYPE_MASK),
+            jump(JMP_JEQ_K, libc::SOCK_DGRAM as u32, 0, 1),
+            stmt(RET_K, eacces),
+            stmt(RET_K, RET_ALLOW),
+        ]
+    } else {
+        vec![stmt(RET_K, eacces)]
+    };
+    let inet = [
+        stmt(LD_W_ABS, ARG1),
+        stmt(ALU_AND_K, SOCK_TYPE_MASK),
+        jump(JMP_JEQ_K, libc::SOCK_STREAM as u32, 0, 1),
+        stmt(RET_K, RET_ALLOW),
+        stmt(RET_K, eacces),
+    ];
+    let families = if no_udp { 3u8 } else { 1 };
+    let mut out = vec![stmt(LD_W_ABS, ARG0)];
+    // From the family test at index i (0-based among `families`), the unix part lies
+    // `families - i` instructions on (the tests left, then `allow`), the inet part beyond.
+    out.push(jump(JMP_JEQ_K, libc::AF_UNIX as u32, families, 0));
+    if no_udp {
+        let to_inet = |i: u8| families - i + unix.len() as u8;
+        out.push(jump(JMP_JEQ_K, libc::AF_INET as u32, to_inet(1), 0));
+        out.push(jump(JMP_JEQ_K, libc::AF_INET6 as u32, to_inet(2), 0));
+    }
+    out.push(stmt(RET_K, RET_ALLOW));
+    out.extend(unix);
+    if no_udp {
+        out.extend(inet);
+    }
+    out
+}
+
 /// A program under construction. Each block handles one syscall number and ends in a
 /// return, so the accumulator holds the number at the start of every block.
 struct Asm(Vec<libc::sock_filter>);
@@ -137,7 +179,7 @@ impl Asm {
     }
 
     /// The checks of one ABI, with the syscall number loaded; ends by allowing.
-    fn abi(&mut self, abi: &Abi, supervised: bool) {
+    fn abi(&mut self, abi: &Abi, supervised: bool, no_udp: bool) {
         let eacces = RET_ERRNO | libc::EACCES as u32;
         let enosys = RET_ERRNO | libc::ENOSYS as u32;
         self.block(abi.io_uring_setup, &[stmt(RET_K, enosys)]);
@@ -155,21 +197,11 @@ impl Asm {
             stmt(RET_K, RET_ALLOW),
         ];
         self.block(abi.socketpair, &unix_dgram);
+        self.block(abi.socket, &socket_rule(supervised, no_udp));
         if supervised {
             // Stream and seqpacket unix sockets may be made; whom they reach is the
             // supervisor's to decide, at connect().
-            self.block(abi.socket, &unix_dgram);
             self.block(abi.connect, &[stmt(RET_K, RET_USER_NOTIF)]);
-        } else {
-            self.block(
-                abi.socket,
-                &[
-                    stmt(LD_W_ABS, ARG0),
-                    jump(JMP_JEQ_K, libc::AF_UNIX as u32, 0, 1),
-                    stmt(RET_K, eacces),
-                    stmt(RET_K, RET_ALLOW),
-                ],
-            );
         }
         self.0.push(stmt(RET_K, RET_ALLOW));
     }
@@ -179,19 +211,30 @@ impl Filter {
     /// The filter for this machine's architecture: unix sockets refused, or with
     /// `supervised`, every `connect()` handed to a supervisor (`unix_sockets:` grants).
     pub fn new(supervised: bool) -> Filter {
+        Self::build(supervised, false)
+    }
+
+    /// As [`new`](Self::new), and UDP, raw and every other non-stream IPv4 and IPv6 socket
+    /// refused (`EACCES`): `network: deny` where no network namespace can be had (Landlock
+    /// refuses TCP there, and covers no other protocol).
+    pub fn without_udp(supervised: bool) -> Filter {
+        Self::build(supervised, true)
+    }
+
+    fn build(supervised: bool, no_udp: bool) -> Filter {
         let mut native = Asm(Vec::new());
         native.0.push(stmt(LD_W_ABS, NR));
         if let Some(bit) = X32_BIT {
             native.0.push(jump(JMP_JGE_K, bit, 0, 1));
             native.0.push(stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32));
         }
-        native.abi(&NATIVE, supervised);
+        native.abi(&NATIVE, supervised, no_udp);
         let mut a = Asm(vec![stmt(LD_W_ABS, ARCH)]);
         a.0.push(jump(JMP_JEQ_K, NATIVE.arch, 0, native.0.len() as u8));
         a.0.extend(native.0);
         if let Some(abi) = &COMPAT {
             let mut compat = Asm(vec![stmt(LD_W_ABS, NR)]);
-            compat.abi(abi, supervised);
+            compat.abi(abi, supervised, no_udp);
             a.0.push(jump(JMP_JEQ_K, abi.arch, 0, compat.0.len() as u8));
             a.0.extend(compat.0);
         }
@@ -246,7 +289,10 @@ mod tests {
 
     /// Runs `f` in a forked child under the filter; its exit code is `f`'s result.
     fn under_filter(f: fn() -> i32) -> i32 {
-        let filter = Filter::new(false);
+        under(&Filter::new(false), f)
+    }
+
+    fn under(filter: &Filter, f: fn() -> i32) -> i32 {
         // SAFETY: the child only makes syscalls and exits; the test harness's threads are
         // not touched in it.
         unsafe {
@@ -318,6 +364,67 @@ mod tests {
         ] {
             assert_eq!(under_filter(case), 0, "{name}");
         }
+    }
+
+    #[test]
+    fn without_udp_only_inet_stream_sockets_are_made() {
+        // SAFETY (each): a plain syscall; 0 when the filter did what it intends.
+        fn tcp() -> i32 {
+            (unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) } < 0)
+                as i32
+        }
+        fn tcp6() -> i32 {
+            (unsafe { libc::socket(libc::AF_INET6, libc::SOCK_STREAM, 0) } < 0) as i32
+        }
+        fn refused(family: i32, kind: i32) -> i32 {
+            let fd = unsafe { libc::socket(family, kind, 0) };
+            (fd >= 0 || errno() != libc::EACCES) as i32
+        }
+        fn udp() -> i32 {
+            refused(libc::AF_INET, libc::SOCK_DGRAM)
+        }
+        fn udp6() -> i32 {
+            refused(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK)
+        }
+        fn raw() -> i32 {
+            refused(libc::AF_INET, libc::SOCK_RAW)
+        }
+        fn unix() -> i32 {
+            refused(libc::AF_UNIX, libc::SOCK_STREAM)
+        }
+        fn netlink() -> i32 {
+            (unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM, 0) } < 0) as i32
+        }
+        let f = Filter::without_udp(false);
+        for (name, case) in [
+            ("tcp", tcp as fn() -> i32),
+            ("tcp6", tcp6),
+            ("udp", udp),
+            ("udp6", udp6),
+            ("raw", raw),
+            ("unix", unix),
+            ("netlink", netlink),
+        ] {
+            assert_eq!(under(&f, case), 0, "{name}");
+        }
+        // Supervised: a unix stream socket may be made, UDP still not.
+        fn unix_stream_made() -> i32 {
+            (unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) } < 0) as i32
+        }
+        let s = Filter::without_udp(true);
+        let code = unsafe {
+            let pid = libc::fork();
+            if pid == 0 {
+                if s.apply().is_err() {
+                    libc::_exit(100);
+                }
+                libc::_exit(unix_stream_made() * 2 + udp());
+            }
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+            libc::WEXITSTATUS(status)
+        };
+        assert_eq!(code, 0);
     }
 
     #[test]

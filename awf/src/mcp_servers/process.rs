@@ -106,6 +106,8 @@ impl ServerProcess {
             support: cx.support,
             root_read_only: true,
             serves_unix_socket: false,
+            bounds: None,
+            require: Vec::new(),
         };
         // HOME for the toolchain roots is the user's (where their node or python lives);
         // the server's own HOME is the private one.

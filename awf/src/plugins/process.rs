@@ -562,6 +562,8 @@ fn jailed(
         support: jail.at.support,
         root_read_only: true,
         serves_unix_socket: true,
+        bounds: None,
+        require: Vec::new(),
     };
     let path = command
         .get_envs()

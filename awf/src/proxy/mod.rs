@@ -181,6 +181,8 @@ impl ToolProxyService {
         cfg.network = sb.network.clone();
         cfg.unix_sockets = sb.unix_sockets.clone();
         cfg.processes = sb.processes;
+        cfg.bounds = sb.bounds;
+        cfg.require = sb.require.clone();
         // Bash's environment is resolved here, from awf's: an agent CLI may start
         // `awf mcp-serve` with an environment of its own (codex keeps only a few variables),
         // and Bash must get what the workflow named whichever CLI runs it.
@@ -319,6 +321,8 @@ impl ToolProxyService {
             "unix_sockets": cfg.unix_sockets,
             "network": cfg.network.as_ref().map(crate::confine::Network::to_json),
             "processes": cfg.processes,
+            "bounds": cfg.bounds,
+            "require": cfg.require,
             // Probed once per run (a child that enters the namespaces), not once per step.
             "confine_support": crate::confine::namespaces::support(
                 std::path::Path::new(crate::builtins::bash::shell()),

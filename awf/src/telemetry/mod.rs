@@ -304,6 +304,8 @@ struct OpenCall {
     span: Option<otel::CallSpan>,
     /// What the call's handler reported on other threads, for its span.
     events: Arc<Mutex<Vec<SpanEvent>>>,
+    /// Figures the handler measured (`awf.call.*`), for the result record and the span.
+    figures: Arc<Mutex<Vec<(&'static str, i64)>>>,
     telemetry: Arc<Telemetry>,
     /// When the call started, for the audit record (only kept when there is an audit file).
     started_ts: Option<String>,
@@ -323,6 +325,7 @@ struct SpanEvent {
 pub struct CallScope {
     call_id: String,
     events: Arc<Mutex<Vec<SpanEvent>>>,
+    figures: Arc<Mutex<Vec<(&'static str, i64)>>>,
     telemetry: Arc<Telemetry>,
 }
 
@@ -333,6 +336,7 @@ impl CallScope {
             open.last().map(|c| CallScope {
                 call_id: c.call_id.clone(),
                 events: c.events.clone(),
+                figures: c.figures.clone(),
                 telemetry: c.telemetry.clone(),
             })
         })
@@ -383,6 +387,15 @@ impl CallScope {
     /// Masks `text` as audit records are masked (for a log line of the same event).
     pub fn mask_text(&self, text: &str) -> String {
         self.telemetry.masker.mask_text(text)
+    }
+
+    /// A figure the call measured (`awf.call.max_rss_bytes`, say): an attribute of its
+    /// span, and a field of its `tool.result` record without the `awf.call.` prefix.
+    pub fn figure(&self, key: &'static str, value: i64) {
+        self.figures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((key, value));
     }
 }
 
@@ -490,6 +503,7 @@ impl Hooks for CallHooks {
         let call = OpenCall {
             span: self.start_span(ctx, &call_id),
             events: Arc::new(Mutex::new(Vec::new())),
+            figures: Arc::new(Mutex::new(Vec::new())),
             telemetry: t.clone(),
             started_ts: t.audit.is_some().then(audit::now_rfc3339),
             call_id,
@@ -526,6 +540,7 @@ impl Hooks for CallHooks {
             None => outcome.error.map_or(0, str::len),
         };
         let is_error = outcome.result.is_none_or(|r| r.is_error);
+        let figures = std::mem::take(&mut *call.figures.lock().unwrap_or_else(|e| e.into_inner()));
         match &error {
             None => tracing::info!(
                 tool = %tool, source = %source, call_id = %call_id,
@@ -553,6 +568,9 @@ impl Hooks for CallHooks {
             if let Some(e) = &error {
                 r.insert("error".into(), e.clone().into());
             }
+            for (k, v) in &figures {
+                r.insert(k.trim_start_matches("awf.call.").into(), (*v).into());
+            }
             t.write(r);
         }
         if let Some(mut span) = call.span {
@@ -572,8 +590,10 @@ impl Hooks for CallHooks {
                 CallStatus::InvalidArguments => Some("-32602"),
                 other => Some(other.as_str()),
             };
+            let mut attributes = vec![KeyValue::new("awf.output_bytes", output_bytes as i64)];
+            attributes.extend(figures.iter().map(|(k, v)| KeyValue::new(*k, *v)));
             span.end(
-                vec![KeyValue::new("awf.output_bytes", output_bytes as i64)],
+                attributes,
                 kind.map(|k| (k, error.clone().unwrap_or_default())),
             );
         }

@@ -368,6 +368,10 @@ pub struct SandboxPolicy {
     pub processes: Option<u32>,
     pub env: Vec<(String, String)>,
     pub env_passthrough: Vec<String>,
+    /// Bash's per-call bounds (the step's own sandbox only).
+    pub bounds: crate::confine::bounds::Bounds,
+    /// Guarantees the step refuses to run without.
+    pub require: Vec<crate::confine::Guarantee>,
 }
 
 impl Default for SandboxPolicy {
@@ -383,6 +387,8 @@ impl Default for SandboxPolicy {
             processes: None,
             env: Vec::new(),
             env_passthrough: Vec::new(),
+            bounds: Default::default(),
+            require: Vec::new(),
         }
     }
 }

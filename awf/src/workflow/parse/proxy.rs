@@ -103,7 +103,7 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
                     });
                     // The plugin's jail: a server's keys and defaults.
                     let sandbox = get("sandbox")
-                        .map(|n| sandbox::parse_sandbox(cx, n, &join(&ipath, "sandbox")));
+                        .map(|n| sandbox::parse_sandbox(cx, n, &join(&ipath, "sandbox"), false));
                     if let Some(plugin) = plugin {
                         plugin_tools.push(PluginToolsEntry {
                             plugin,
@@ -131,7 +131,7 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
         .unwrap_or_default();
     let pins = get("pins").and_then(|n| pins_file(cx, n, &join(path, "pins")));
     let sandbox = get("sandbox")
-        .map(|n| sandbox::parse_sandbox(cx, n, &join(path, "sandbox")))
+        .map(|n| sandbox::parse_sandbox(cx, n, &join(path, "sandbox"), true))
         .unwrap_or_default();
     let tools = match get("tools").filter(|n| !n.is_null()) {
         Some(t) => parse_tool_policy(

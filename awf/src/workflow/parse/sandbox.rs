@@ -22,9 +22,25 @@ const SANDBOX_KEYS: &[&str] = &[
     "processes",
     "env",
     "env_passthrough",
+    "require",
+    "memory",
+    "cpu_seconds",
+    "tmp_size",
+    "file_size",
+    "open_files",
 ];
 
-pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPolicy {
+/// The keys that bound each Bash call, which a long-lived child's sandbox does not take.
+const CALL_KEYS: &[&str] = &[
+    "memory",
+    "cpu_seconds",
+    "tmp_size",
+    "file_size",
+    "open_files",
+];
+
+/// `bash`: the step's own sandbox (Bash's), which alone takes the per-call bounds.
+pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str, bash: bool) -> SandboxPolicy {
     let mut out = SandboxPolicy::default();
     if node.is_null() {
         return out;
@@ -34,7 +50,92 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
     };
     for (key, v) in fields {
         let kpath = join(path, key);
+        if !bash && CALL_KEYS.contains(&key) {
+            cx.push(
+                codes::INVALID_VALUE,
+                &kpath,
+                v.line,
+                format!("{kpath}: {key} bounds each Bash call; a server's or plugin's sandbox does not take it"),
+                "move it to the step's mcp_proxy.sandbox, or remove it",
+            );
+            continue;
+        }
         match key {
+            "require" => {
+                for (i, item) in list(cx, v, &kpath, "require: [reads, processes, network]") {
+                    let ipath = format!("{kpath}[{i}]");
+                    let Some(text) = cx.string(item, &ipath) else {
+                        continue;
+                    };
+                    match crate::confine::Guarantee::ALL
+                        .iter()
+                        .find(|g| g.name() == text)
+                    {
+                        Some(g) if !out.require.contains(g) => out.require.push(*g),
+                        Some(_) => {}
+                        None => cx.push(
+                            codes::INVALID_VALUE,
+                            &ipath,
+                            item.line,
+                            format!("{ipath} is {text:?}, not a guarantee awf knows"),
+                            "write some of `require: [reads, processes, network]`: the step \
+                             then refuses to run where the machine cannot give them in full",
+                        ),
+                    }
+                }
+            }
+            "memory" | "tmp_size" | "file_size" => {
+                let example = match key {
+                    "memory" => "memory: 4GiB",
+                    "tmp_size" => "tmp_size: 1GiB",
+                    _ => "file_size: 2GiB",
+                };
+                let parsed = match v.as_str() {
+                    Some(t) => crate::confine::bounds::parse_size(t),
+                    None => Err(format!("found {}", v.describe())),
+                };
+                match parsed {
+                    Ok(n) => {
+                        let slot = match key {
+                            "memory" => &mut out.bounds.memory,
+                            "tmp_size" => &mut out.bounds.tmp_size,
+                            _ => &mut out.bounds.file_size,
+                        };
+                        *slot = Some(n);
+                    }
+                    Err(e) => cx.push(
+                        codes::INVALID_VALUE,
+                        &kpath,
+                        v.line,
+                        format!("{kpath} must be a size: {e}"),
+                        format!("write e.g. `{example}`"),
+                    ),
+                }
+            }
+            "cpu_seconds" | "open_files" => match v.as_str().and_then(|s| s.parse::<u64>().ok()) {
+                Some(n) if n > 0 => {
+                    if key == "cpu_seconds" {
+                        out.bounds.cpu_seconds = Some(n);
+                    } else {
+                        out.bounds.open_files = Some(n);
+                    }
+                }
+                _ => cx.push(
+                    codes::INVALID_VALUE,
+                    &kpath,
+                    v.line,
+                    format!(
+                        "{kpath} must be a whole number above 0, found {}",
+                        v.describe()
+                    ),
+                    if key == "cpu_seconds" {
+                        "write e.g. `cpu_seconds: 600` (CPU seconds of each process of a call; \
+                         the default is the call's timeout times the cores)"
+                    } else {
+                        "write e.g. `open_files: 4096` (descriptors each process may hold open)"
+                    },
+                ),
+            },
             "writable" | "readable" | "hidden" | "unix_sockets" => {
                 let example = match key {
                     "writable" => "writable: [~/.cargo, /opt/cache]",
@@ -139,6 +240,15 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str) -> SandboxPol
             "env" => out.env.extend(parse_env(cx, v, &kpath)),
             _ => out.env_passthrough.extend(parse_passthrough(cx, v, &kpath)),
         }
+    }
+    if let Err(e) = out.bounds.check() {
+        cx.push(
+            codes::INVALID_VALUE,
+            path,
+            node.line,
+            format!("{path}: {e}"),
+            "raise it, or remove it for the default",
+        );
     }
     if !out.landlock && out.read == Some(ReadMode::Confined) {
         cx.push(

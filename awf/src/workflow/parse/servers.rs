@@ -131,7 +131,7 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
     let mut sandbox = Default::default();
     if let Some(s) = get("sandbox") {
         let sbpath = join(path, "sandbox");
-        let mut sb: crate::workflow::SandboxPolicy = sandbox::parse_sandbox(cx, s, &sbpath);
+        let mut sb: crate::workflow::SandboxPolicy = sandbox::parse_sandbox(cx, s, &sbpath, false);
         // Bash's defaults follow `landlock: false` (reads and network open); a server's
         // (confined, deny) cannot, so they must be given up in writing.
         if !sb.landlock && (sb.read.is_none() || sb.network.is_none()) {

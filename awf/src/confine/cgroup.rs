@@ -1,0 +1,386 @@
+//! A cgroup per call, below the cgroup awf was started in, where awf may make one: its
+//! memory limit (the kernel's OOM killer ends the call past it) and its `pids.max` (the
+//! kernel counts threads). How the home is found ([`Home::find`], once per process, from
+//! `/proc/self/cgroup` and `/proc/self/mountinfo`):
+//!
+//! - cgroup v2: the cgroup awf runs in, when it offers the `memory` and `pids` controllers
+//!   and awf is alone in it (a systemd scope made with `systemd-run --user --scope -p
+//!   Delegate=yes`, a container's own cgroup): awf moves itself into a leaf `awf.leaf` below
+//!   it and turns both controllers on for its children, as the rule that a cgroup with
+//!   processes has no child with controllers requires. An awf started inside such a leaf
+//!   (the `awf mcp-serve` of an `awf run`) uses the leaf's parent;
+//! - cgroup v1: the `memory` and `pids` hierarchies' cgroups of awf, where awf may make a
+//!   directory in both.
+//!
+//! Anything else (no write access, a cgroup shared with other processes, a controller
+//! missing) is said in one line, and the bounds fall back to rlimits
+//! ([`super::bounds::Mechanism`]). A call's cgroup is named `call-<awf pid>-<n>`; one left by
+//! a killed awf is removed by the next one's [`Home::find`].
+
+use std::ffi::CString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+#[derive(Debug, Clone)]
+pub enum Home {
+    /// The v2 cgroup below which calls get theirs.
+    V2(PathBuf),
+    /// The v1 memory and pids cgroups below which calls get theirs.
+    V1 { memory: PathBuf, pids: PathBuf },
+}
+
+/// One call's cgroup (removed by [`CallCgroup::finish`], or when dropped).
+#[derive(Debug)]
+pub struct CallCgroup {
+    dirs: Vec<PathBuf>,
+    v2: bool,
+    /// `cgroup.procs` of each dir, for the child to join.
+    procs: Vec<CString>,
+    finished: bool,
+}
+
+/// What a call's cgroup saw.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Seen {
+    /// The OOM killer ended a process of the call (its memory limit).
+    pub oom_killed: bool,
+    /// The call's peak memory over all its processes, where the kernel keeps it.
+    pub peak_bytes: Option<u64>,
+}
+
+const LEAF: &str = "awf.leaf";
+
+fn read(p: &Path) -> io::Result<String> {
+    std::fs::read_to_string(p)
+}
+
+fn write(p: &Path, v: &str) -> io::Result<()> {
+    std::fs::write(p, v)
+}
+
+/// (mount point, fstype, super options) of each cgroup mount of this process.
+fn cgroup_mounts() -> Vec<(PathBuf, String, String)> {
+    let Ok(info) = read(Path::new("/proc/self/mountinfo")) else {
+        return Vec::new();
+    };
+    info.lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let mount = left.split(' ').nth(4)?;
+            let mut r = right.split(' ');
+            let fstype = r.next()?;
+            let _source = r.next()?;
+            let opts = r.next().unwrap_or("");
+            fstype
+                .starts_with("cgroup")
+                .then(|| (PathBuf::from(mount), fstype.to_string(), opts.to_string()))
+        })
+        .collect()
+}
+
+fn below(mount: &Path, path: &str) -> PathBuf {
+    mount.join(path.trim_start_matches('/'))
+}
+
+fn lists(text: &str, word: &str) -> bool {
+    text.split_whitespace().any(|w| w == word)
+}
+
+impl Home {
+    /// The home of this process's calls' cgroups, or why there is none.
+    pub fn find() -> Result<Home, String> {
+        let own = read(Path::new("/proc/self/cgroup"))
+            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        let mounts = cgroup_mounts();
+        let mut why = Vec::new();
+        if let Some(path) = own.lines().find_map(|l| l.strip_prefix("0::"))
+            && let Some((mount, _, _)) = mounts.iter().find(|(_, t, _)| t == "cgroup2")
+        {
+            match Self::v2(&below(mount, path)) {
+                Ok(home) => return Ok(home),
+                Err(e) => why.push(e),
+            }
+        }
+        let v1 = |controller: &str| -> Option<PathBuf> {
+            let path = own.lines().find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let (_, names, path) = (f.next()?, f.next()?, f.next()?);
+                names.split(',').any(|n| n == controller).then_some(path)
+            })?;
+            let (mount, _, _) = mounts
+                .iter()
+                .find(|(_, t, o)| t == "cgroup" && o.split(',').any(|w| w == controller))?;
+            Some(below(mount, path))
+        };
+        match (v1("memory"), v1("pids")) {
+            (Some(memory), Some(pids)) => match (Self::writable(&memory), Self::writable(&pids)) {
+                (Ok(()), Ok(())) => {
+                    sweep(&memory);
+                    sweep(&pids);
+                    return Ok(Home::V1 { memory, pids });
+                }
+                (Err(e), _) | (_, Err(e)) => why.push(e),
+            },
+            (None, None) if why.is_empty() => why.push("no cgroup hierarchy is mounted".into()),
+            (m, _) if why.is_empty() => why.push(format!(
+                "cgroup v1 lacks the {} controller",
+                if m.is_none() { "memory" } else { "pids" }
+            )),
+            _ => {}
+        }
+        Err(why.join("; "))
+    }
+
+    fn writable(dir: &Path) -> Result<(), String> {
+        let probe = dir.join(format!("awf-probe-{}", std::process::id()));
+        std::fs::create_dir(&probe)
+            .and_then(|()| std::fs::remove_dir(&probe))
+            .map_err(|e| {
+                format!(
+                    "awf may not make a cgroup in {} ({e}); start awf in a delegated cgroup, e.g. \
+                     `systemd-run --user --scope -p Delegate=yes awf ...`",
+                    dir.display()
+                )
+            })
+    }
+
+    fn v2(dir: &Path) -> Result<Home, String> {
+        let controllers = read(&dir.join("cgroup.controllers")).unwrap_or_default();
+        if !lists(&controllers, "memory") || !lists(&controllers, "pids") {
+            return Err(format!(
+                "the cgroup v2 {} offers no memory and pids controllers (found: {:?})",
+                dir.display(),
+                controllers.trim()
+            ));
+        }
+        let enabled = |d: &Path| {
+            read(&d.join("cgroup.subtree_control"))
+                .is_ok_and(|s| lists(&s, "memory") && lists(&s, "pids"))
+        };
+        // Inside the leaf of an awf above: its parent is the home.
+        if dir.file_name().is_some_and(|n| n == LEAF)
+            && let Some(parent) = dir.parent()
+            && enabled(parent)
+        {
+            sweep(parent);
+            return Ok(Home::V2(parent.to_path_buf()));
+        }
+        if enabled(dir) {
+            Self::writable(dir)?;
+            sweep(dir);
+            return Ok(Home::V2(dir.to_path_buf()));
+        }
+        let procs = read(&dir.join("cgroup.procs")).unwrap_or_default();
+        let me = std::process::id().to_string();
+        if procs.split_whitespace().any(|p| p != me) {
+            return Err(format!(
+                "the cgroup v2 {} holds other processes besides awf, so awf cannot turn its \
+                 controllers on; start awf in a cgroup of its own, e.g. `systemd-run --user \
+                 --scope -p Delegate=yes awf ...`",
+                dir.display()
+            ));
+        }
+        let leaf = dir.join(LEAF);
+        let moved = std::fs::create_dir(&leaf)
+            .or_else(|e| {
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
+            .and_then(|()| write(&leaf.join("cgroup.procs"), "0"))
+            .and_then(|()| write(&dir.join("cgroup.subtree_control"), "+memory +pids"));
+        if let Err(e) = moved {
+            // Back where it was, as far as it can be.
+            let _ = write(&dir.join("cgroup.procs"), "0");
+            let _ = std::fs::remove_dir(&leaf);
+            return Err(format!(
+                "cannot turn on the memory and pids controllers below {} ({e}); start awf in \
+                 a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes awf ...`",
+                dir.display()
+            ));
+        }
+        sweep(dir);
+        Ok(Home::V2(dir.to_path_buf()))
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Home::V2(d) => format!("cgroup v2 below {}", d.display()),
+            Home::V1 { memory, .. } => format!("cgroup v1 below {}", memory.display()),
+        }
+    }
+
+    /// Makes a call's cgroup with `memory` bytes and `processes` tasks at most.
+    pub fn call(&self, memory: u64, processes: u32) -> io::Result<CallCgroup> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "call-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let (dirs, v2) = match self {
+            Home::V2(d) => (vec![d.join(&name)], true),
+            Home::V1 { memory, pids } => (vec![memory.join(&name), pids.join(&name)], false),
+        };
+        let mut call = CallCgroup {
+            procs: Vec::new(),
+            dirs: Vec::new(),
+            v2,
+            finished: false,
+        };
+        for d in &dirs {
+            std::fs::create_dir(d)?;
+            call.dirs.push(d.clone());
+            call.procs.push(
+                CString::new(d.join("cgroup.procs").into_os_string().into_encoded_bytes())
+                    .map_err(io::Error::other)?,
+            );
+        }
+        let mem = memory.to_string();
+        let pids = processes.to_string();
+        if v2 {
+            let d = &dirs[0];
+            write(&d.join("memory.max"), &mem)?;
+            // No swap: past the limit the call ends rather than the machine slowing down.
+            let _ = write(&d.join("memory.swap.max"), "0");
+            // The whole call goes, not one process of it.
+            let _ = write(&d.join("memory.oom.group"), "1");
+            write(&d.join("pids.max"), &pids)?;
+        } else {
+            write(&dirs[0].join("memory.limit_in_bytes"), &mem)?;
+            let _ = write(&dirs[0].join("memory.memsw.limit_in_bytes"), &mem);
+            write(&dirs[1].join("pids.max"), &pids)?;
+        }
+        Ok(call)
+    }
+}
+
+/// Removes the call cgroups of awf processes that are gone (empty by then: their processes
+/// died with them).
+fn sweep(home: &Path) {
+    let Ok(entries) = std::fs::read_dir(home) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("call-"))
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 only checks that the pid exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if !alive {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+impl CallCgroup {
+    /// The `cgroup.procs` files the child writes itself into.
+    pub fn procs(&self) -> &[CString] {
+        &self.procs
+    }
+
+    /// Once the call ended: what the cgroup saw; then every process left in it is killed
+    /// and the cgroup removed.
+    pub fn finish(&mut self) -> Seen {
+        let mut seen = Seen::default();
+        if self.finished {
+            return seen;
+        }
+        self.finished = true;
+        let mem = &self.dirs[0];
+        let count = |file: &str, key: &str| -> u64 {
+            read(&mem.join(file))
+                .ok()
+                .and_then(|t| {
+                    t.lines().find_map(|l| {
+                        let (k, v) = l.split_once(' ')?;
+                        (k == key).then(|| v.trim().parse().ok())?
+                    })
+                })
+                .unwrap_or(0)
+        };
+        let peak_file = if self.v2 {
+            seen.oom_killed = count("memory.events", "oom_kill") > 0
+                || count("memory.events", "oom_group_kill") > 0;
+            "memory.peak"
+        } else {
+            seen.oom_killed = count("memory.oom_control", "oom_kill") > 0;
+            "memory.max_usage_in_bytes"
+        };
+        seen.peak_bytes = read(&mem.join(peak_file))
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+        self.kill_all_and_remove();
+        seen
+    }
+
+    fn kill_all_and_remove(&mut self) {
+        for _ in 0..200 {
+            let mut left = false;
+            for d in &self.dirs {
+                if self.v2 {
+                    let _ = write(&d.join("cgroup.kill"), "1");
+                }
+                for pid in read(&d.join("cgroup.procs"))
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok())
+                {
+                    left = true;
+                    // SAFETY: a plain signal to a pid in the call's own cgroup.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            if !left
+                && self
+                    .dirs
+                    .iter()
+                    .all(|d| std::fs::remove_dir(d).is_ok() || !d.exists())
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        tracing::warn!(dirs = ?self.dirs, "a call's cgroup could not be removed");
+    }
+}
+
+impl Drop for CallCgroup {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.kill_all_and_remove();
+        }
+    }
+}
+
+/// In the child, between fork and exec: moves the calling process into each of `procs`.
+/// Syscalls only.
+pub fn enter(procs: &[CString]) -> io::Result<()> {
+    for p in procs {
+        // SAFETY: a NUL-terminated path prepared before fork; a two-byte stack buffer.
+        unsafe {
+            let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let e = io::Error::last_os_error();
+            libc::close(fd);
+            if n != 1 {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
