@@ -33,6 +33,7 @@ pub mod namespaces;
 pub mod readable;
 pub mod seccomp;
 pub mod secrets;
+pub mod session_ns;
 mod tmp;
 pub mod unix_grants;
 
@@ -340,6 +341,9 @@ pub struct Confinement {
     cgroups: Option<&'static cgroup::Home>,
     /// What does not hold on this machine, in words (the WARN, the description, the JSON).
     degraded: Vec<String>,
+    /// The session's namespace, whose TMPDIR is a tmpfs of `tmp_size` (Bash, where mounts
+    /// work).
+    session: Option<Arc<session_ns::SessionNs>>,
 }
 
 /// What a call's jail hands out once the command is spawned.
@@ -493,7 +497,25 @@ impl Confinement {
             bounds: policy.bounds,
             cgroups,
             degraded,
+            session: None,
         };
+        if let Some(b) = &policy.bounds {
+            if c.support.mounts {
+                match session_ns::SessionNs::new(&c.tmp, b.tmp_size(), shell) {
+                    Ok(s) => c.session = Some(Arc::new(s)),
+                    Err(e) => c.degraded.push(format!(
+                        "the private TMPDIR is not size-limited (its tmpfs could not be made: \
+                         {e}); file_size still bounds each file"
+                    )),
+                }
+            } else {
+                c.degraded.push(
+                    "the private TMPDIR is not size-limited (no mount namespace); file_size \
+                     still bounds each file"
+                        .into(),
+                );
+            }
+        }
         if policy.unix_sockets.is_empty()
             && policy.serves_unix_socket
             && let Err(why) = unix_grants::supervisable()
@@ -691,6 +713,7 @@ impl Confinement {
             bounds: None,
             cgroups: None,
             degraded: Vec::new(),
+            session: None,
         }
     }
 
@@ -822,7 +845,8 @@ impl Confinement {
             cwd,
             self.plan.clone(),
         )
-        .with_pins(&pins(&hidden, &self.writable));
+        .with_pins(&pins(&hidden, &self.writable))
+        .with_session(self.session.clone());
         let (jail, unix) = match &self.unix_filter {
             Some(f) if f.supervised() => {
                 let (pending, sock) = unix_grants::Pending::pair()?;
@@ -1061,7 +1085,10 @@ mod tests {
         let r = c.readable();
         assert!(r.contains(&home.join(".cargo/config.toml")), "{r:?}");
         assert!(r.contains(&home.join(".cargo/bin")), "{r:?}");
-        assert!(!r.iter().any(|p| p.ends_with(".cargo") || p.ends_with("credentials.toml")));
+        assert!(
+            !r.iter()
+                .any(|p| p.ends_with(".cargo") || p.ends_with("credentials.toml"))
+        );
         assert!(!c.degraded().is_empty());
         assert!(c.describe().contains("on this machine"), "{}", c.describe());
         if abi >= landlock::NET_ABI {
@@ -1070,7 +1097,10 @@ mod tests {
         for g in Guarantee::ALL {
             p.require = vec![g];
             let e = make(&p).unwrap_err();
-            assert!(e.contains(g.name()) && e.contains("awf sandbox check"), "{e}");
+            assert!(
+                e.contains(g.name()) && e.contains("awf sandbox check"),
+                "{e}"
+            );
         }
         p.require = vec![Guarantee::Network];
         p.network = Some(Network::Allow);

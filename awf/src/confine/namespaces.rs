@@ -96,6 +96,8 @@ pub struct Jail {
     cgroup: Vec<CString>,
     /// The call's rlimits, set before Landlock.
     rlimits: Option<bounds::Rlimits>,
+    /// The session's namespace the call's own mount namespace is made from, if any.
+    session: Option<std::sync::Arc<super::session_ns::SessionNs>>,
 }
 
 /// Where this process's command line lies in its memory (`arg_start`, `arg_end` of
@@ -164,7 +166,17 @@ impl Jail {
             pins: Vec::new(),
             cgroup: Vec::new(),
             rlimits: None,
+            session: None,
         }
+    }
+
+    /// Makes the call's mount namespace from `session`'s rather than from awf's.
+    pub fn with_session(
+        mut self,
+        session: Option<std::sync::Arc<super::session_ns::SessionNs>>,
+    ) -> Jail {
+        self.session = session;
+        self
     }
 
     /// Joins the cgroup whose `cgroup.procs` files are `procs` (before anything else: its
@@ -240,10 +252,19 @@ impl Jail {
         // SAFETY: every call below is a plain syscall on NUL-terminated strings and a
         // mount_attr owned by this frame; none allocates.
         unsafe {
-            check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
-            write_proc(c"/proc/self/setgroups", c"deny")?;
-            write_proc(c"/proc/self/uid_map", &self.uid_map)?;
-            write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+            if let Some(session) = &self.session {
+                // Its user namespace (every capability there, as its owner) and a copy of
+                // its mounts, the TMPDIR tmpfs among them.
+                let (user, mnt) = session.fds();
+                check(libc::setns(user, libc::CLONE_NEWUSER))?;
+                check(libc::setns(mnt, libc::CLONE_NEWNS))?;
+                check(libc::unshare(libc::CLONE_NEWNS))?;
+            } else {
+                check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+                write_proc(c"/proc/self/setgroups", c"deny")?;
+                write_proc(c"/proc/self/uid_map", &self.uid_map)?;
+                write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+            }
             // Private: nothing done here reaches the parent namespace, and no mount made
             // there later (which would be writable) appears here.
             check(libc::mount(
@@ -712,7 +733,7 @@ fn probe(shell: &Path, root: &Path, support: Support) -> Result<(), String> {
     }
 }
 
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+pub(super) fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -721,7 +742,7 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// Writes one short value to a /proc file, by syscalls only.
-unsafe fn write_proc(path: &CStr, value: &CStr) -> io::Result<()> {
+pub(super) unsafe fn write_proc(path: &CStr, value: &CStr) -> io::Result<()> {
     // SAFETY: both pointers are NUL-terminated strings that outlive the calls.
     unsafe {
         let fd = check(libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))?;
