@@ -6,6 +6,8 @@
 //! as its stdin.
 #![allow(dead_code)]
 
+pub mod restricted;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -109,14 +111,20 @@ impl Server {
     pub fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(AWF);
         cmd.args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        cmd.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("TRACEPARENT");
         for (k, v) in envs {
             cmd.env(k, v);
         }
+        Server::start_command(cmd)
+    }
+
+    /// Starts `cmd`, which runs `awf` (directly, or through a wrapper that execs it), with
+    /// piped stdio.
+    pub fn start_command(mut cmd: Command) -> Server {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn awf");
         let stdin = child
             .stdin
