@@ -342,8 +342,8 @@ pub struct Confinement {
     /// What does not hold on this machine, in words (the WARN, the description, the JSON).
     degraded: Vec<String>,
     /// The session's namespace, whose TMPDIR is a tmpfs of `tmp_size` (Bash, where mounts
-    /// work).
-    session: Option<Arc<session_ns::SessionNs>>,
+    /// work): made at the first call, shared by the clones of this value.
+    session: Option<Arc<std::sync::OnceLock<Option<Arc<session_ns::SessionNs>>>>>,
 }
 
 /// What a call's jail hands out once the command is spawned.
@@ -499,15 +499,9 @@ impl Confinement {
             degraded,
             session: None,
         };
-        if let Some(b) = &policy.bounds {
+        if policy.bounds.is_some() {
             if c.support.mounts {
-                match session_ns::SessionNs::new(&c.tmp, b.tmp_size(), shell) {
-                    Ok(s) => c.session = Some(Arc::new(s)),
-                    Err(e) => c.degraded.push(format!(
-                        "the private TMPDIR is not size-limited (its tmpfs could not be made: \
-                         {e}); file_size still bounds each file"
-                    )),
-                }
+                c.session = Some(Arc::default());
             } else {
                 c.degraded.push(
                     "the private TMPDIR is not size-limited (no mount namespace); file_size \
@@ -640,6 +634,25 @@ impl Confinement {
     /// What does not hold on this machine, in words.
     pub fn degraded(&self) -> &[String] {
         &self.degraded
+    }
+
+    /// The session's namespace, made at the first call; where it cannot be made, calls go
+    /// on without (one WARN: the TMPDIR is not size-limited then).
+    fn session_ns(&self) -> Option<Arc<session_ns::SessionNs>> {
+        let once = self.session.as_ref()?;
+        once.get_or_init(
+            || match session_ns::SessionNs::new(&self.tmp, self.bounds().tmp_size()) {
+                Ok(s) => Some(Arc::new(s)),
+                Err(e) => {
+                    tracing::warn!(
+                        "Bash's private TMPDIR is not size-limited: its tmpfs could not be made \
+                         ({e}); file_size still bounds each file"
+                    );
+                    None
+                }
+            },
+        )
+        .clone()
     }
 
     /// Bash's per-call bounds (the defaults where none were stated).
@@ -846,7 +859,7 @@ impl Confinement {
             self.plan.clone(),
         )
         .with_pins(&pins(&hidden, &self.writable))
-        .with_session(self.session.clone());
+        .with_session(self.session_ns());
         let (jail, unix) = match &self.unix_filter {
             Some(f) if f.supervised() => {
                 let (pending, sock) = unix_grants::Pending::pair()?;

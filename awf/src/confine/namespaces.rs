@@ -25,7 +25,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 
 /// What the kernel lets this process do, found out once by a child that does it (and
@@ -626,7 +626,14 @@ unsafe fn init_loop(shell: libc::pid_t, tx: libc::c_int) -> ! {
     }
 }
 
-/// What this kernel lets `awf` do for Bash, probed once with `shell -c :` in each set-up;
+/// Starts [`support`]'s probe on a thread of its own, so that what a process does before it
+/// needs the answer (reading its config, starting its telemetry, its plugins) overlaps it.
+pub fn prefetch(shell: &Path, root: &Path) {
+    let (shell, root) = (shell.to_path_buf(), root.to_path_buf());
+    std::thread::spawn(move || support(&shell, &root));
+}
+
+/// What this kernel lets `awf` do for Bash, probed once by a fork that enters the jail;
 /// each failure is one WARN line naming what Bash can do because of it.
 pub fn support(shell: &Path, root: &Path) -> Support {
     static PROBE: OnceLock<Support> = OnceLock::new();
@@ -701,7 +708,7 @@ pub fn support(shell: &Path, root: &Path) -> Support {
     })
 }
 
-fn probe(shell: &Path, root: &Path, support: Support) -> Result<(), String> {
+fn probe(_shell: &Path, root: &Path, support: Support) -> Result<(), String> {
     let net = if support.net {
         NetJail::Empty
     } else {
@@ -717,15 +724,21 @@ fn probe(shell: &Path, root: &Path, support: Support) -> Result<(), String> {
         root,
         None,
     );
-    let mut cmd = Command::new(shell);
-    cmd.args(["-c", ":"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
-    jail.install(&mut cmd);
-    // Through ProcessGroup: in a subreaper any other child counts as an orphan.
-    let status = crate::process::ProcessGroup::spawn(&mut cmd)
-        .and_then(|mut group| group.wait())
-        .map_err(|e| e.to_string())?;
+    // In a fork that enters the jail and exits where a shell would be run: no program to
+    // start, so the probe costs the namespaces alone (it is on `awf mcp-serve`'s way to
+    // answering `initialize`).
+    let mut jail = jail;
+    let status = crate::process::fork_owned(move || match jail.enter() {
+        Ok(()) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(1).clamp(1, 125),
+    })
+    .and_then(crate::process::Forked::wait)
+    .map_err(|e| e.to_string())?;
+    if let Some(code) = status.code()
+        && code != 0
+    {
+        return Err(std::io::Error::from_raw_os_error(code).to_string());
+    }
     if status.success() {
         Ok(())
     } else {

@@ -1,18 +1,16 @@
-//! The session's own user and mount namespace, made once and held by two descriptors: in
-//! it the private TMPDIR is a tmpfs of `tmp_size` bytes, so that a call writing past it
-//! gets ENOSPC, and what one call leaves there the next finds. Each call's jail joins it
-//! (`setns`, as the owner of the namespace it gets every capability there) and makes its
-//! own mount namespace from it ([`super::namespaces`]); that also spares each call a user
-//! namespace and its id maps. The namespace ends with the last descriptor (the session's
-//! end), and the tmpfs with it.
+//! The session's own user and mount namespace, made once (at the session's first Bash
+//! call) and held by two descriptors: in it the private TMPDIR is a tmpfs of `tmp_size`
+//! bytes, so that a call writing past it gets ENOSPC, and what one call leaves there the
+//! next finds. Each call's jail joins it (`setns`, as the owner of the namespace it gets
+//! every capability there) and makes its own mount namespace from it
+//! ([`super::namespaces`]); that also spares each call a user namespace and its id maps.
+//! The namespace ends with the last descriptor (the session's end), and the tmpfs with it.
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 #[derive(Debug)]
 pub struct SessionNs {
@@ -22,9 +20,10 @@ pub struct SessionNs {
 
 impl SessionNs {
     /// Makes the namespace with a tmpfs of `tmp_size` bytes over `tmp` (owned by this
-    /// process's user, mode 0700), by a child that makes it and waits while its
-    /// descriptors are opened; `shell` is what the child runs to wait (`read`).
-    pub fn new(tmp: &Path, tmp_size: u64, shell: &Path) -> io::Result<SessionNs> {
+    /// process's user, mode 0700), by a fork that makes it and waits while its descriptors
+    /// are opened.
+    pub fn new(tmp: &Path, tmp_size: u64) -> io::Result<SessionNs> {
+        use super::namespaces::{check, write_proc};
         // SAFETY: getuid and getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let uid_map = CString::new(format!("{uid} {uid} 1"))?;
@@ -33,53 +32,84 @@ impl SessionNs {
         let options = CString::new(format!(
             "size={tmp_size},mode=0700,uid={uid},gid={gid},nr_inodes=0"
         ))?;
-        let mut cmd = Command::new(shell);
-        cmd.args(["-c", "read _"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        // SAFETY: only syscalls on memory prepared above.
-        unsafe {
-            cmd.pre_exec(move || {
-                use super::namespaces::{check, write_proc};
-                check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
-                write_proc(c"/proc/self/setgroups", c"deny")?;
-                write_proc(c"/proc/self/uid_map", &uid_map)?;
-                write_proc(c"/proc/self/gid_map", &gid_map)?;
-                check(libc::mount(
-                    std::ptr::null(),
-                    c"/".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null(),
-                ))?;
-                check(libc::mount(
-                    c"awf-tmp".as_ptr(),
-                    target.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    options.as_ptr().cast(),
-                ))?;
-                Ok(())
-            })
-        };
-        // Through ProcessGroup: in a subreaper any other child counts as an orphan.
-        let mut child = crate::process::ProcessGroup::spawn(&mut cmd)?;
+        // Ready (the child's side writes one byte), then released (ours closes).
+        let (ready_rx, ready_tx) = pipe()?;
+        let (hold_rx, hold_tx) = pipe()?;
+        let (ready_w, hold_r, hold_w) = (
+            ready_tx.as_raw_fd(),
+            hold_rx.as_raw_fd(),
+            hold_tx.as_raw_fd(),
+        );
+        let child = crate::process::fork_owned(move || {
+            // SAFETY: syscalls on memory prepared before the fork.
+            unsafe {
+                libc::close(hold_w);
+                let made = (|| -> io::Result<()> {
+                    check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
+                    write_proc(c"/proc/self/setgroups", c"deny")?;
+                    write_proc(c"/proc/self/uid_map", &uid_map)?;
+                    write_proc(c"/proc/self/gid_map", &gid_map)?;
+                    check(libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    ))?;
+                    check(libc::mount(
+                        c"awf-tmp".as_ptr(),
+                        target.as_ptr(),
+                        c"tmpfs".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV,
+                        options.as_ptr().cast(),
+                    ))?;
+                    Ok(())
+                })();
+                if let Err(e) = made {
+                    return e.raw_os_error().unwrap_or(1).clamp(1, 125);
+                }
+                libc::write(ready_w, b"r".as_ptr().cast(), 1);
+                let mut b = 0u8;
+                libc::read(hold_r, (&mut b as *mut u8).cast(), 1);
+                0
+            }
+        })?;
+        drop(ready_tx);
+        drop(hold_rx);
+        let mut b = 0u8;
+        // SAFETY: a one-byte read into the stack from a pipe we own.
+        let n = unsafe { libc::read(ready_rx.as_raw_fd(), (&mut b as *mut u8).cast(), 1) };
         let pid = child.pid();
         let open = |kind: &str| -> io::Result<OwnedFd> {
             Ok(std::fs::File::open(format!("/proc/{pid}/ns/{kind}"))?.into())
         };
-        let held = open("user").and_then(|user| Ok((user, open("mnt")?)));
-        // Its stdin closes: `read` ends, and the child with it.
-        drop(child.take_stdin());
-        let status = child.wait();
+        let held = if n == 1 {
+            open("user").and_then(|user| Ok((user, open("mnt")?)))
+        } else {
+            Err(io::Error::other("the namespace could not be made"))
+        };
+        drop(hold_tx);
+        let status = child.wait()?;
+        if let Some(code) = status.code().filter(|c| *c != 0) {
+            return Err(io::Error::from_raw_os_error(code));
+        }
         let (user, mnt) = held?;
-        status?;
         Ok(SessionNs { user, mnt })
     }
 
     /// The descriptors a call joins: (user namespace, mount namespace).
     pub fn fds(&self) -> (libc::c_int, libc::c_int) {
         (self.user.as_raw_fd(), self.mnt.as_raw_fd())
+    }
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 fills the two ints; both are owned at once.
+    unsafe {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
     }
 }
