@@ -640,8 +640,12 @@ impl Confinement {
     /// on without (one WARN: the TMPDIR is not size-limited then).
     fn session_ns(&self) -> Option<Arc<session_ns::SessionNs>> {
         let once = self.session.as_ref()?;
-        once.get_or_init(
-            || match session_ns::SessionNs::new(&self.tmp, self.bounds().tmp_size()) {
+        once.get_or_init(|| {
+            match session_ns::SessionNs::new(
+                &self.tmp,
+                self.bounds().tmp_size(),
+                self.net == NetStatus::Isolated,
+            ) {
                 Ok(s) => Some(Arc::new(s)),
                 Err(e) => {
                     tracing::warn!(
@@ -650,8 +654,8 @@ impl Confinement {
                     );
                     None
                 }
-            },
-        )
+            }
+        })
         .clone()
     }
 
@@ -968,9 +972,9 @@ impl Confinement {
         };
         let net = match &self.net {
             NetStatus::Allowed => "network allowed".to_string(),
-            NetStatus::Isolated => "network denied: the command has its own network namespace \
-                 with loopback only (no route out, no UDP, no DNS); servers it starts on \
-                 127.0.0.1 are its own"
+            NetStatus::Isolated => "network denied: the command has a network namespace of \
+                 the session's own with loopback only (no route out, no UDP, no DNS); servers \
+                 it starts on 127.0.0.1 are the session's, not the host's"
                 .into(),
             NetStatus::DeniedTcp => {
                 "network denied: TCP connect and bind are refused on every port (Landlock), UDP \

@@ -227,8 +227,16 @@ impl Jail {
         if self.mounts {
             self.enter_mounts()?;
         }
-        // SAFETY: syscalls on memory prepared before fork.
-        unsafe { enter_network(&self.net)? };
+        let shared = match (&self.net, &self.session) {
+            (NetJail::Empty, Some(s)) => s.net_fd(),
+            _ => None,
+        };
+        match shared {
+            // SAFETY: a descriptor the session holds.
+            Some(fd) => check(unsafe { libc::setns(fd, libc::CLONE_NEWNET) }).map(drop)?,
+            // SAFETY: syscalls on memory prepared before fork.
+            None => unsafe { enter_network(&self.net)? },
+        }
         if self.pids {
             // SAFETY: syscalls only; see the module's process tree.
             unsafe { enter_pid_namespace(self.argv, self.pid_max.as_deref())? };
@@ -339,7 +347,7 @@ impl Jail {
 /// Enters a network namespace with loopback up, and for a proxied one sends a listener
 /// on 127.0.0.1:port out over the socketpair. Needs the user namespace's capabilities
 /// (before the exec drops them).
-unsafe fn enter_network(net: &NetJail) -> io::Result<()> {
+pub(super) unsafe fn enter_network(net: &NetJail) -> io::Result<()> {
     let (port, sock) = match net {
         NetJail::Host => return Ok(()),
         NetJail::Empty => (None, -1),

@@ -4,6 +4,9 @@
 //! next finds. Each call's jail joins it (`setns`, as the owner of the namespace it gets
 //! every capability there) and makes its own mount namespace from it
 //! ([`super::namespaces`]); that also spares each call a user namespace and its id maps.
+//! Under `network: deny` it holds the session's network namespace too (loopback only):
+//! its calls share it, which spares each call the namespace's making (the largest part of
+//! a call's jail) at the price of one loopback for the session's calls at once.
 //! The namespace ends with the last descriptor (the session's end), and the tmpfs with it.
 
 use std::ffi::CString;
@@ -16,13 +19,15 @@ use std::path::Path;
 pub struct SessionNs {
     user: OwnedFd,
     mnt: OwnedFd,
+    net: Option<OwnedFd>,
 }
 
 impl SessionNs {
     /// Makes the namespace with a tmpfs of `tmp_size` bytes over `tmp` (owned by this
     /// process's user, mode 0700), by a fork that makes it and waits while its descriptors
     /// are opened.
-    pub fn new(tmp: &Path, tmp_size: u64) -> io::Result<SessionNs> {
+    /// With `net`, a network namespace with loopback only too.
+    pub fn new(tmp: &Path, tmp_size: u64, net: bool) -> io::Result<SessionNs> {
         use super::namespaces::{check, write_proc};
         // SAFETY: getuid and getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -63,6 +68,9 @@ impl SessionNs {
                         libc::MS_NOSUID | libc::MS_NODEV,
                         options.as_ptr().cast(),
                     ))?;
+                    if net {
+                        super::namespaces::enter_network(&super::NetJail::Empty)?;
+                    }
                     Ok(())
                 })();
                 if let Err(e) = made {
@@ -84,7 +92,10 @@ impl SessionNs {
             Ok(std::fs::File::open(format!("/proc/{pid}/ns/{kind}"))?.into())
         };
         let held = if n == 1 {
-            open("user").and_then(|user| Ok((user, open("mnt")?)))
+            open("user").and_then(|user| {
+                let net = if net { Some(open("net")?) } else { None };
+                Ok((user, open("mnt")?, net))
+            })
         } else {
             Err(io::Error::other("the namespace could not be made"))
         };
@@ -93,8 +104,13 @@ impl SessionNs {
         if let Some(code) = status.code().filter(|c| *c != 0) {
             return Err(io::Error::from_raw_os_error(code));
         }
-        let (user, mnt) = held?;
-        Ok(SessionNs { user, mnt })
+        let (user, mnt, net) = held?;
+        Ok(SessionNs { user, mnt, net })
+    }
+
+    /// The session's network namespace, where it holds one.
+    pub fn net_fd(&self) -> Option<libc::c_int> {
+        self.net.as_ref().map(AsRawFd::as_raw_fd)
     }
 
     /// The descriptors a call joins: (user namespace, mount namespace).
