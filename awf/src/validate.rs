@@ -110,7 +110,25 @@ fn stated(sb: &workflow::SandboxPolicy, env: &[(String, String)]) -> serde_json:
         bounds: Some(sb.bounds),
         require: sb.require.clone(),
     };
-    policy.stated(path.as_deref(), home.as_deref(), &|n| std::env::var(n).ok())
+    let var = |n: &str| std::env::var(n).ok();
+    let mut stated = policy.stated(path.as_deref(), home.as_deref(), &var);
+    // What this machine gives of it: probed as `awf run` would.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let shell = std::path::Path::new(crate::builtins::bash::shell());
+    let (key, value) = match crate::confine::Confinement::new(
+        &policy,
+        &cwd,
+        &std::env::temp_dir(),
+        shell,
+        path.as_deref(),
+        home.as_deref(),
+        &var,
+    ) {
+        Ok(c) => ("degraded", serde_json::json!(c.degraded())),
+        Err(e) => ("refused", serde_json::json!(e)),
+    };
+    stated[key] = value;
+    stated
 }
 
 /// Prints validation problems (human) to stderr.

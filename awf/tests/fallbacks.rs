@@ -396,3 +396,42 @@ fn without_cgroups_memory_bounds_each_process_by_its_address_space() {
     );
     s.finish();
 }
+
+#[test]
+fn validate_json_names_what_degrades_and_what_is_refused_on_this_machine() {
+    if !require_landlock() {
+        return;
+    }
+    let m = Machine::new("fallback-validate");
+    let wf = m.base.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        "name: degraded\nstates:\n  initial: build\n  build:\n    type: agent\n    provider: claude\n    \
+         prompt: Build it.\n    mcp_proxy:\n      enable: true\n      sandbox:\n        memory: 2GiB\n    \
+         on_success: strict\n  strict:\n    type: agent\n    provider: claude\n    prompt: Check it.\n    \
+         mcp_proxy:\n      enable: true\n      sandbox:\n        require: [reads]\n    on_success: done\n  \
+         done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let json = |restricted: bool| -> Value {
+        let mut cmd = Command::new(common::AWF);
+        cmd.args(["validate", "--format", "json"]).arg(&wf);
+        m.env(&mut cmd);
+        if restricted {
+            without_mounts(&mut cmd);
+        }
+        let out = cmd.output().unwrap();
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let here = json(false);
+    let sb = &here["sandboxes"];
+    assert_eq!(sb["build"]["degraded"], json!([]), "{here:#}");
+    assert_eq!(sb["strict"]["degraded"], json!([]), "{here:#}");
+    let there = json(true);
+    let sb = &there["sandboxes"];
+    let degraded = sb["build"]["degraded"].to_string();
+    assert!(degraded.contains("not covered by mounts"), "{there:#}");
+    let refused = sb["strict"]["refused"].as_str().unwrap_or_default();
+    assert!(refused.contains("require names reads"), "{there:#}");
+}
