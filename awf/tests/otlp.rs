@@ -116,6 +116,36 @@ fn without_an_endpoint_nothing_is_exported_and_calls_work() {
 }
 
 #[test]
+fn a_bash_call_s_span_holds_its_peak_memory_and_cpu_time() {
+    let receiver = Receiver::start();
+    let (_b, root, _o) = workspace("otlp-usage");
+    let mut s = Server::start(
+        &["mcp-serve", "--root", root.to_str().unwrap()],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)],
+    );
+    s.initialize();
+    // About 64 MiB touched, and a little CPU.
+    s.ok(
+        "Bash",
+        json!({"command": "python3 -c 'a = bytearray(64 << 20); print(sum(a[::4096]))'"}),
+    );
+    let (status, _, stderr) = s.finish();
+    assert!(status.success(), "{stderr}");
+    let spans = receiver.spans();
+    let bash = spans
+        .iter()
+        .find(|s| s.name == "tools/call Bash")
+        .expect("a span for the call");
+    let num = |k: &str| -> u64 {
+        attr(bash, k)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{k} missing: {bash:#?}"))
+    };
+    assert!(num("awf.call.max_rss_bytes") >= 64 << 20, "{bash:#?}");
+    assert!(num("awf.call.cpu_ms") > 0, "{bash:#?}");
+}
+
+#[test]
 fn a_third_party_server_s_calls_are_spans_under_the_step() {
     if !python_available() {
         return;
