@@ -158,14 +158,19 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             inputs,
             output,
             audit_dir,
-        } => crate::run::run(
-            &file,
-            &crate::run::RunOptions {
-                inputs,
-                json: output == "json",
-                audit_dir,
-            },
-        ),
+        } => {
+            // While awf is alone in its cgroup (nothing started yet): a delegated cgroup
+            // v2 gets its leaf now, and the steps' servers theirs below it.
+            crate::confine::bounds::Mechanism::detect();
+            crate::run::run(
+                &file,
+                &crate::run::RunOptions {
+                    inputs,
+                    json: output == "json",
+                    audit_dir,
+                },
+            )
+        }
         Cmd::Plugins(PluginsCmd::List { root, json }) => {
             crate::plugins::list::run(root.as_deref().unwrap_or(Path::new(".")), json)
         }

@@ -231,7 +231,7 @@ fn isolated(s: &mut Server) -> bool {
         .unwrap()
         .to_string();
     let ok = desc.contains("through the proxy at http://127.0.0.1:3128")
-        || desc.contains("own network namespace with loopback only");
+        || desc.contains("namespace of the session's own with loopback only");
     if !ok {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),

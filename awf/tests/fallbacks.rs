@@ -281,6 +281,27 @@ fn required_guarantees_and_a_host_list_refuse_to_start_where_they_cannot_hold() 
     s.finish();
 }
 
+/// The call cgroups of the awf process `pid` in the cgroup v1 memory hierarchy this test
+/// runs in (where awf makes them), or None where that is not where they would be.
+fn call_cgroups(pid: i32) -> Option<Vec<String>> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, names, path) = (f.next()?, f.next()?, f.next()?);
+        names.split(',').any(|n| n == "memory").then_some(path)
+    })?;
+    let dir = Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/'));
+    let prefix = format!("call-{pid}-");
+    Some(
+        std::fs::read_dir(dir)
+            .ok()?
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.starts_with(&prefix))
+            .collect(),
+    )
+}
+
 /// The tool.result records of an audit file.
 fn results(audit: &Path) -> Vec<Value> {
     common::audit_lines(audit)
@@ -304,6 +325,7 @@ fn each_call_is_bounded_in_memory_cpu_tmp_files_and_threads() {
     m.env(&mut cmd);
     let mut s = Server::start_command(cmd);
     s.initialize();
+    let s_pid = s.pid();
     let description = bash_description(&mut s);
     let by_cgroup = description.contains("a cgroup: past it the call is killed");
     // 6 GiB allocated and touched under memory: 1GiB.
@@ -358,7 +380,15 @@ fn each_call_is_bounded_in_memory_cpu_tmp_files_and_threads() {
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("{out}"));
     assert!((100..300).contains(&n), "{n} threads\n{out}");
+    // One cgroup served all six calls, and it goes with the session.
+    let mine = call_cgroups(s.pid());
+    if by_cgroup && let Some(found) = &mine {
+        assert_eq!(found.len(), 1, "{found:?}");
+    }
     s.finish();
+    if let Some(found) = call_cgroups(s_pid) {
+        assert!(found.is_empty(), "left behind: {found:?}");
+    }
     // Each call's peak memory and CPU are in its record.
     let r = results(&audit);
     assert_eq!(r.len(), 6, "{r:?}");

@@ -251,7 +251,7 @@ fn network_is_denied_by_default_and_when_set_allowed_when_set_to_allow() {
         if open {
             assert!(desc.contains("network allowed"), "{desc}");
             assert!(text.starts_with("exit code: 0"), "{text}");
-        } else if desc.contains("own network namespace with loopback only") {
+        } else if desc.contains("namespace of the session's own with loopback only") {
             // The host's loopback is not the call's: nothing listens there.
             assert!(text.contains("Connection refused"), "{text}");
         } else {
@@ -287,7 +287,7 @@ fn bash_may_serve_itself_on_loopback_and_only_landlock_s_fallback_refuses_it() {
         let isolated = a["result"]["tools"][3]["description"]
             .as_str()
             .unwrap()
-            .contains("own network namespace with loopback only");
+            .contains("namespace of the session's own with loopback only");
         let text = bash_listens(s);
         if open || isolated {
             // Under deny, the call's loopback is its own: a server it starts is reachable.

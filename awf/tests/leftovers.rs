@@ -146,7 +146,10 @@ fn a_sigkilled_session_s_temp_dir_goes_at_the_next_start_and_live_ones_stay() {
     let mut live = serve();
     let live_dir = tmpdir_of(&mut live);
     sigkill(killed);
-    assert!(killed_dir.join("build/deep/o").exists());
+    // Where mounts work the call's files lived in the session's tmpfs (gone with it); a
+    // build's tree left on the disk is what a session without them leaves.
+    std::fs::create_dir_all(killed_dir.join("build/deep")).unwrap();
+    std::fs::write(killed_dir.join("build/deep/o"), "x").unwrap();
     let planted = plant(&tmp, "awf-tmp-", killed_pid, &outside);
 
     let mut next = serve();
@@ -155,9 +158,11 @@ fn a_sigkilled_session_s_temp_dir_goes_at_the_next_start_and_live_ones_stay() {
         !killed_dir.exists(),
         "the killed session's {killed_dir:?} is left"
     );
+    assert!(live_dir.exists(), "the live {live_dir:?} went");
+    let seen = live.ok("Bash", json!({"command": "cat \"$TMPDIR/build/deep/o\""}));
     assert!(
-        live_dir.join("build/deep/o").exists(),
-        "the live {live_dir:?} went"
+        seen.contains("\nx\n"),
+        "the live session lost its files: {seen}"
     );
     check(&planted);
     // The new session's own directory is there and works.

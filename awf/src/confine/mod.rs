@@ -338,7 +338,7 @@ pub struct Confinement {
     /// Bash's per-call bounds.
     bounds: Option<bounds::Bounds>,
     /// Where each call gets a cgroup of its own (memory, pids), if anywhere.
-    cgroups: Option<&'static cgroup::Home>,
+    cgroups: Option<Arc<cgroup::Pool>>,
     /// What does not hold on this machine, in words (the WARN, the description, the JSON).
     degraded: Vec<String>,
     /// The session's namespace, whose TMPDIR is a tmpfs of `tmp_size` (Bash, where mounts
@@ -458,8 +458,12 @@ impl Confinement {
             degraded
                 .push("secret locations are NOT hidden (no mount namespace, no Landlock)".into());
         }
+        let processes = policy.processes.unwrap_or(DEFAULT_PROCESSES);
         let cgroups = match (&policy.bounds, bounds::Mechanism::detect()) {
-            (Some(_), bounds::Mechanism::Cgroup(home)) => Some(home),
+            // The waiter and the namespace's init count too.
+            (Some(b), bounds::Mechanism::Cgroup(home)) => {
+                Some(cgroup::Pool::new(home, b.memory(), processes + 2))
+            }
             _ => None,
         };
         if !support.pids {
@@ -684,6 +688,13 @@ impl Confinement {
             None => "CPU seconds per process up to its timeout times the cores".into(),
         };
         let mut out = format!("each call has {memory}, {cpu}");
+        if self.session.is_some() {
+            out.push_str(&format!(
+                ", a TMPDIR of at most {} (No space left on device past it; kept for the \
+                 session's next calls)",
+                bounds::show_size(b.tmp_size())
+            ));
+        }
         if let Some(f) = b.file_size {
             out.push_str(&format!(
                 ", files of at most {} (a longer write fails with EFBIG)",
@@ -873,8 +884,8 @@ impl Confinement {
         };
         let (jail, cgroup) = match bounds {
             Some((b, timeout)) => {
-                let cgroup = match self.cgroups {
-                    Some(home) => Some(home.call(b.memory(), self.processes)?),
+                let cgroup = match &self.cgroups {
+                    Some(pool) => Some(pool.take()?),
                     None => None,
                 };
                 let rlimits = bounds::Rlimits::new(&b, timeout, cgroup.is_none());
