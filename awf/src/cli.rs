@@ -45,6 +45,9 @@ pub enum Cmd {
     /// Inspect the installed plugins (AWF_PLUGINS_PATH, else .awf/plugins and the XDG data dir).
     #[command(subcommand)]
     Plugins(PluginsCmd),
+    /// What of Bash's sandbox this machine gives, and how to get the rest.
+    #[command(subcommand)]
+    Sandbox(SandboxCmd),
     /// Check a workflow file and report every problem (code, path, line, hint).
     Validate {
         /// The workflow YAML file.
@@ -79,6 +82,20 @@ pub struct Source {
     /// Serve the builtins over DIR (default for `tools`: the current directory).
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SandboxCmd {
+    /// One line per layer of the sandbox: available, degraded (and why) or missing, what
+    /// each guarantee falls back to, and the command that fixes it.
+    Check {
+        /// Output format.
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        format: String,
+    },
+    /// Print an AppArmor profile that lets this awf make user namespaces where Ubuntu
+    /// restricts them (kernel.apparmor_restrict_unprivileged_userns=1), and how to load it.
+    ApparmorProfile,
 }
 
 #[derive(Subcommand, Debug)]
@@ -171,6 +188,8 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
                 },
             )
         }
+        Cmd::Sandbox(SandboxCmd::Check { format }) => crate::sandbox_check::check(format == "json"),
+        Cmd::Sandbox(SandboxCmd::ApparmorProfile) => crate::sandbox_check::print_apparmor_profile(),
         Cmd::Plugins(PluginsCmd::List { root, json }) => {
             crate::plugins::list::run(root.as_deref().unwrap_or(Path::new(".")), json)
         }

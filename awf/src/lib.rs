@@ -34,6 +34,7 @@ pub mod providers;
 pub mod proxy;
 pub mod relay;
 pub mod run;
+pub mod sandbox_check;
 pub mod session_dirs;
 pub mod step_servers;
 pub mod telemetry;

@@ -29,6 +29,7 @@ pub mod child;
 pub mod egress;
 mod fd_pass;
 pub mod landlock;
+pub mod machine;
 pub mod namespaces;
 pub mod readable;
 pub mod seccomp;

@@ -634,6 +634,20 @@ unsafe fn init_loop(shell: libc::pid_t, tx: libc::c_int) -> ! {
     }
 }
 
+/// Why each layer the probe tried failed: (layer, the error), for `awf sandbox check`.
+static WHY: std::sync::Mutex<Vec<(&'static str, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// Why the probe found each missing layer missing (`mounts`, `pids`, `pid_max`, `net`).
+pub fn probe_errors() -> Vec<(&'static str, String)> {
+    WHY.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+fn note(layer: &'static str, why: &str) {
+    WHY.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((layer, why.to_string()));
+}
+
 /// Starts [`support`]'s probe on a thread of its own, so that what a process does before it
 /// needs the answer (reading its config, starting its telemetry, its plugins) overlaps it.
 pub fn prefetch(shell: &Path, root: &Path) {
@@ -668,6 +682,7 @@ pub fn support(shell: &Path, root: &Path) -> Support {
             ..none
         };
         if let Err(why) = probe(shell, root, mounts) {
+            note("mounts", &why);
             tracing::warn!(
                 "no user and mount namespace for Bash ({why}); `awf sandbox check` says why \
                  and what falls back to what"
@@ -681,10 +696,13 @@ pub fn support(shell: &Path, root: &Path) -> Support {
         let mut found = mounts;
         match probe(shell, root, pids) {
             Ok(()) => found = pids,
-            Err(why) => tracing::warn!(
-                "no PID namespace with its own /proc for Bash ({why}); `awf sandbox check` \
-                 says what falls back to what"
-            ),
+            Err(why) => {
+                note("pids", &why);
+                tracing::warn!(
+                    "no PID namespace with its own /proc for Bash ({why}); `awf sandbox \
+                     check` says what falls back to what"
+                )
+            }
         }
         if found.pids {
             match probe(
@@ -696,22 +714,30 @@ pub fn support(shell: &Path, root: &Path) -> Support {
                 },
             ) {
                 Ok(()) => found.pid_max = true,
-                Err(why) => tracing::warn!(
-                    "Bash's processes are not capped (no pid_max of its own in its PID \
-                     namespace, which needs Linux 6.14+: {why})"
-                ),
+                Err(why) => note("pid_max", &why),
+            }
+            if !found.pid_max
+                && let Some((_, why)) = probe_errors().into_iter().find(|(l, _)| *l == "pid_max")
+            {
+                tracing::warn!(
+                    "Bash's processes are not capped by a pid_max of their own (it needs \
+                     Linux 6.14+: {why})"
+                );
             }
         }
         // Its own result: a host list or `network: deny` says what this means for them.
-        found.net = probe(
+        let net = probe(
             shell,
             root,
             Support {
                 net: true,
                 ..mounts
             },
-        )
-        .is_ok();
+        );
+        if let Err(why) = &net {
+            note("net", why);
+        }
+        found.net = net.is_ok();
         found
     })
 }
