@@ -15,6 +15,11 @@
 //! The default's seccomp filter (no unix socket of its own) is measured against the
 //! earlier build's default.
 //!
+//! Beside them, where `bwrap` is installed (`apt-get install bubblewrap`), bubblewrap
+//! started as Claude Code's and Codex's sandboxes start it (`--unshare-all
+//! --die-with-parent --new-session --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp
+//! --bind WS WS bash -c true`), in the same turns.
+//!
 //! `cargo build --release -p awf --bin awf --example bash_bench &&
 //! target/release/examples/bash_bench [CALLS] [OTHER_AWF]`
 
@@ -97,8 +102,40 @@ fn main() {
             s.call(&call);
         }
     }
+    let bwrap = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let mut bwrap_times: Vec<Duration> = Vec::new();
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); servers.len() + 1];
     for _ in 0..calls {
+        if let Some(b) = bwrap {
+            let t = Instant::now();
+            let ok = Command::new(b)
+                .args([
+                    "--unshare-all",
+                    "--die-with-parent",
+                    "--new-session",
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--dev",
+                    "/dev",
+                    "--proc",
+                    "/proc",
+                    "--tmpfs",
+                    "/tmp",
+                    "--bind",
+                ])
+                .arg(&root)
+                .arg(&root)
+                .args(["/bin/bash", "-c", "true"])
+                .stdin(Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "bwrap failed");
+            bwrap_times.push(t.elapsed());
+        }
         let t = Instant::now();
         let ok = Command::new("/bin/bash")
             .args(["-c", "true"])
@@ -135,8 +172,22 @@ fn main() {
         "{:<44} {:>8.2} {:>14}",
         "floor: bash -c true spawned here", medians[0], "-"
     );
+    let bwrap_median = (!bwrap_times.is_empty()).then(|| {
+        bwrap_times.sort();
+        bwrap_times[bwrap_times.len() / 2].as_secs_f64() * 1e3
+    });
+    if let Some(b) = bwrap_median {
+        println!(
+            "{:<44} {b:>8.2} {:>+13.2}",
+            "bubblewrap as Claude Code and Codex start it",
+            b - medians[0]
+        );
+    }
     for ((name, _), m) in servers_named.iter().zip(&medians[1..]) {
         println!("{name:<44} {m:>8.2} {:>+13.2}", m - medians[0]);
+    }
+    if let Some(b) = bwrap_median {
+        println!("awf's default against bubblewrap: {:.2}x", medians[1] / b);
     }
 }
 

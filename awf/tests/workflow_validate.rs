@@ -1036,3 +1036,56 @@ fn a_server_s_sandbox_paths_are_checked_as_bash_s() {
         assert!(p["hint"].as_str().unwrap().contains(hint), "{p:#}");
     }
 }
+
+#[test]
+fn bounds_and_require_are_checked_with_path_line_and_hint() {
+    let v = validate("sandbox_bounds_bad.yaml", None);
+    assert_eq!(v.code, 2, "{:#}", v.json);
+    let base = "states.build.mcp_proxy.sandbox";
+    let find = |path: &str| -> &Value {
+        v.problems()
+            .iter()
+            .find(|p| p["path"] == path)
+            .unwrap_or_else(|| panic!("no problem at {path}: {:#}", v.json))
+    };
+    for (key, line, message, hint) in [
+        ("memory", 11, "unit \\\"GB\\\"", "4GiB"),
+        ("cpu_seconds", 12, "above 0", "cpu_seconds: 600"),
+        ("tmp_size", 13, "not a size", "tmp_size: 1GiB"),
+        (
+            "require[1]",
+            15,
+            "\\\"sockets\\\"",
+            "reads, processes, network",
+        ),
+    ] {
+        let p = find(&format!("{base}.{key}"));
+        assert_eq!(p["code"], "WORKFLOW.PARSE.INVALID_VALUE", "{p:#}");
+        assert_eq!(p["line"], line, "{p:#}");
+        let m = p["message"].to_string();
+        assert!(m.contains(message), "{key}: {p:#}");
+        assert!(p["hint"].as_str().unwrap().contains(hint), "{key}: {p:#}");
+    }
+    // open_files: 8 is below the least (16).
+    let p = find(base);
+    assert!(
+        p["message"].as_str().unwrap().contains("open_files is 8"),
+        "{p:#}"
+    );
+    // A server's sandbox takes no per-call bound.
+    let p = find("states.build.mcp_proxy.servers.files.sandbox.memory");
+    assert!(
+        p["message"]
+            .as_str()
+            .unwrap()
+            .contains("bounds each Bash call"),
+        "{p:#}"
+    );
+
+    let ok = validate("sandbox_bounds.yaml", None);
+    assert_eq!(ok.code, 0, "{:#}", ok.json);
+    let sb = &ok.json["sandboxes"]["build"];
+    assert_eq!(sb["bounds"]["memory"], 2u64 << 30, "{sb:#}");
+    assert_eq!(sb["bounds"]["tmp_size"], 512u64 << 20, "{sb:#}");
+    assert_eq!(sb["bounds"]["open_files"], 4096, "{sb:#}");
+}

@@ -106,6 +106,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (number, unit) = t.split_at(digits);
+    if number.is_empty() {
+        return Err(format!(
+            "{text:?} is not a size; write e.g. `4GiB`, `100MiB` or bytes"
+        ));
+    }
     let shift = match unit.trim() {
         "" | "B" => 0,
         "K" | "KiB" => 10,

@@ -234,6 +234,14 @@ impl Policy {
             "hidden": hidden,
             "network": self.network.clone().unwrap_or(Network::Deny).to_json(),
             "processes": self.processes.unwrap_or(DEFAULT_PROCESSES),
+            "bounds": self.bounds.map(|b| serde_json::json!({
+                "memory": b.memory(),
+                "cpu_seconds": b.cpu_seconds,
+                "tmp_size": b.tmp_size(),
+                "file_size": b.file_size,
+                "open_files": b.open_files,
+            })),
+            "require": self.require,
         })
     }
 }

@@ -62,7 +62,16 @@ pub fn homes(home: Option<&Path>) -> Vec<PathBuf> {
                 continue;
             };
             let dir = PathBuf::from(dir);
-            if dir.is_absolute() && dir != Path::new("/") && !in_system(&dir) && dir.is_dir() {
+            // Not a pseudo file system some system users call home (`/dev`, `/run/...`).
+            let pseudo = ["/dev", "/proc", "/run", "/sys"]
+                .iter()
+                .any(|p| dir.starts_with(p));
+            if dir.is_absolute()
+                && dir != Path::new("/")
+                && !in_system(&dir)
+                && !pseudo
+                && dir.is_dir()
+            {
                 out.push(dir);
             }
         }

@@ -78,6 +78,11 @@ pub const IN_SYSTEM: &[&str] = &[
 pub fn present(homes: &[PathBuf], extra: &[PathBuf]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     let mut push = |p: PathBuf| {
+        // Most are absent: one lstat says so, where resolving the path takes one per
+        // component (this runs at every Bash call).
+        if std::fs::symlink_metadata(&p).is_err() {
+            return;
+        }
         if let Ok(real) = std::fs::canonicalize(&p)
             && real != Path::new("/")
             && !out.contains(&real)
@@ -86,7 +91,19 @@ pub fn present(homes: &[PathBuf], extra: &[PathBuf]) -> Vec<PathBuf> {
         }
     };
     for home in homes {
+        // One listing of the home says which first components exist: the rest of the
+        // list needs no lookup (this runs at every Bash call, over every home).
+        let names: Option<std::collections::HashSet<std::ffi::OsString>> = std::fs::read_dir(home)
+            .ok()
+            .map(|d| d.flatten().map(|e| e.file_name()).collect());
         for rel in IN_HOME {
+            let first = rel.split('/').next().unwrap_or(rel);
+            if names
+                .as_ref()
+                .is_some_and(|n| !n.contains(std::ffi::OsStr::new(first)))
+            {
+                continue;
+            }
             push(home.join(rel));
         }
     }
