@@ -39,7 +39,7 @@ fn layers() -> (Machine, Option<i64>, Vec<Layer>) {
     let m = Machine::read();
     let root = std::env::temp_dir();
     let shell = Path::new(crate::builtins::bash::shell());
-    let support = namespaces::support(shell, &root);
+    let support = namespaces::support_fresh(shell, &root);
     let errors = namespaces::probe_errors();
     let error = |layer: &str| {
         errors

@@ -195,7 +195,12 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     let spawned = ProcessGroup::spawn(&mut cmd);
     // The jail's end of the egress bridge is in the command now: ours closes with `cmd`.
     drop(cmd);
-    let mut group = spawned.map_err(|e| format!("cannot start {}: {e}", shell()))?;
+    let mut group = spawned.map_err(|e| {
+        // The machine may have changed since its namespaces were probed: the next session
+        // probes again.
+        crate::confine::namespaces::forget_support();
+        format!("cannot start {}: {e}", shell())
+    })?;
     let serving = match (bridge, env.confine.egress()) {
         (Some(bridge), Some(egress)) => match bridge.serve(egress.clone(), reporter()) {
             Ok(s) => Some(s),

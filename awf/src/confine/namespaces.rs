@@ -657,9 +657,119 @@ pub fn prefetch(shell: &Path, root: &Path) {
 
 /// What this kernel lets `awf` do for Bash, probed once by a fork that enters the jail;
 /// each failure is one WARN line naming what Bash can do because of it.
+///
+/// The answer is kept for the other awf processes of this boot that would find the same
+/// ([`cached`]), so that a plain `awf mcp-serve` answers `initialize` without probing.
 pub fn support(shell: &Path, root: &Path) -> Support {
     static PROBE: OnceLock<Support> = OnceLock::new();
     *PROBE.get_or_init(|| {
+        if let Some(found) = cached::load() {
+            return found;
+        }
+        let found = probe_all(shell, root);
+        cached::store(found);
+        found
+    })
+}
+
+/// [`support`] probed again, whatever was kept (`awf sandbox check`, which also keeps the
+/// new answer).
+pub fn support_fresh(shell: &Path, root: &Path) -> Support {
+    let found = probe_all(shell, root);
+    cached::store(found);
+    found
+}
+
+/// Forgets the kept answer (a jail made from it failed: the machine changed).
+pub fn forget_support() {
+    cached::forget();
+}
+
+/// The probe's answer, kept per boot in awf's state directory under a key of everything
+/// it depends on: the boot, the user, the user and mount namespaces and the seccomp filters
+/// awf runs in, its AppArmor label, the sysctls that allow or restrict user namespaces, the
+/// kernel and the awf binary. A machine that changes otherwise within a boot is caught by
+/// the first jail that fails (its answer is then forgotten) or by `awf sandbox check`.
+mod cached {
+    use super::Support;
+    use std::hash::{Hash, Hasher};
+    use std::path::PathBuf;
+
+    fn key() -> Option<u64> {
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let status = read("/proc/self/status");
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        read("/proc/sys/kernel/random/boot_id").hash(&mut h);
+        for l in status.lines() {
+            if ["Uid:", "Gid:", "Seccomp", "NoNewPrivs:", "CapEff:"]
+                .iter()
+                .any(|k| l.starts_with(k))
+            {
+                l.hash(&mut h);
+            }
+        }
+        for ns in ["user", "mnt", "pid", "net"] {
+            std::fs::read_link(format!("/proc/self/ns/{ns}"))
+                .ok()?
+                .hash(&mut h);
+        }
+        for p in [
+            "/proc/self/attr/current",
+            "/proc/sys/user/max_user_namespaces",
+            "/proc/sys/kernel/unprivileged_userns_clone",
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+            "/proc/sys/kernel/osrelease",
+        ] {
+            read(p).hash(&mut h);
+        }
+        let exe = std::env::current_exe().ok()?;
+        let meta = std::fs::metadata(&exe).ok()?;
+        (exe, meta.len(), meta.modified().ok()).hash(&mut h);
+        Some(h.finish())
+    }
+
+    fn path() -> Option<PathBuf> {
+        Some(
+            crate::private_files::state_dir()
+                .join("probe")
+                .join(format!("{:016x}.json", key()?)),
+        )
+    }
+
+    pub fn load() -> Option<Support> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path()?)
+            .ok()?;
+        // SAFETY: geteuid has no preconditions.
+        if f.metadata().ok()?.uid() != unsafe { libc::geteuid() } {
+            return None;
+        }
+        serde_json::from_reader(f).ok()
+    }
+
+    pub fn store(found: Support) {
+        let Some(path) = path() else { return };
+        let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+        let bytes = serde_json::to_vec(&found).unwrap_or_default();
+        if crate::private_files::write_private(&tmp, &bytes).is_ok()
+            && std::fs::rename(&tmp, &path).is_err()
+        {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+
+    pub fn forget() {
+        if let Some(p) = path() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn probe_all(shell: &Path, root: &Path) -> Support {
+    {
         let none = Support {
             mounts: false,
             pids: false,
@@ -739,7 +849,7 @@ pub fn support(shell: &Path, root: &Path) -> Support {
         }
         found.net = net.is_ok();
         found
-    })
+    }
 }
 
 fn probe(_shell: &Path, root: &Path, support: Support) -> Result<(), String> {
