@@ -31,10 +31,12 @@ mod fd_pass;
 pub mod landlock;
 pub mod machine;
 pub mod namespaces;
+mod network_ns;
 pub mod readable;
 pub mod seccomp;
 pub mod secrets;
 pub mod session_ns;
+mod syscalls;
 mod tmp;
 pub mod unix_grants;
 

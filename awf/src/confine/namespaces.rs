@@ -19,6 +19,9 @@
 //! Everything that allocates happens in [`Jail::new`], in the parent; [`Jail::enter`]
 //! only makes syscalls (raw `clone`, never libc's `fork` with its atfork handlers).
 
+pub use super::network_ns::NetJail;
+use super::network_ns::enter_network;
+use super::syscalls::{check, write_proc};
 use super::{DEFAULT_PROCESSES, bounds, cgroup, landlock, seccomp};
 use std::ffi::{CStr, CString};
 use std::io;
@@ -41,22 +44,6 @@ pub struct Support {
     pub pid_max: bool,
     /// A network namespace of its own, with loopback only.
     pub net: bool,
-}
-
-/// Bash's network namespace, when it gets one.
-#[derive(Debug)]
-pub enum NetJail {
-    /// The host's network (`network: allow`, or no network namespace to be had).
-    Host,
-    /// Loopback only: nothing leaves the call.
-    Empty,
-    /// Loopback only, and a listener on 127.0.0.1:`port` created inside it, sent over
-    /// `sock` (one end of a socketpair whose other end awf keeps) to awf's egress proxy,
-    /// which accepts the call's connections from outside the namespace.
-    Proxied {
-        port: u16,
-        sock: std::os::fd::OwnedFd,
-    },
 }
 
 /// One call's confinement, prepared in the parent.
@@ -341,68 +328,6 @@ impl Jail {
             ))?;
         }
         Ok(())
-    }
-}
-
-/// Enters a network namespace with loopback up, and for a proxied one sends a listener
-/// on 127.0.0.1:port out over the socketpair. Needs the user namespace's capabilities
-/// (before the exec drops them).
-pub(super) unsafe fn enter_network(net: &NetJail) -> io::Result<()> {
-    let (port, sock) = match net {
-        NetJail::Host => return Ok(()),
-        NetJail::Empty => (None, -1),
-        NetJail::Proxied { port, sock } => (Some(*port), std::os::fd::AsRawFd::as_raw_fd(sock)),
-    };
-    // SAFETY (whole body): syscalls on stack memory only.
-    unsafe {
-        check(libc::unshare(libc::CLONE_NEWNET))?;
-        let ctl = check(libc::socket(
-            libc::AF_INET,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            0,
-        ))?;
-        let mut ifr: libc::ifreq = std::mem::zeroed();
-        for (d, s) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
-            *d = *s as libc::c_char;
-        }
-        ifr.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as _;
-        let up = libc::ioctl(ctl, libc::SIOCSIFFLAGS, &ifr);
-        libc::close(ctl);
-        check(up)?;
-        let Some(port) = port else {
-            return Ok(());
-        };
-        let l = check(libc::socket(
-            libc::AF_INET,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-        ))?;
-        let one: libc::c_int = 1;
-        libc::setsockopt(
-            l,
-            libc::SOL_SOCKET,
-            libc::SO_REUSEADDR,
-            (&one as *const libc::c_int).cast(),
-            4,
-        );
-        let addr = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: port.to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
-        check(libc::bind(
-            l,
-            (&addr as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        ))?;
-        check(libc::listen(l, 128))?;
-        let sent = super::fd_pass::send_fd(sock, l);
-        libc::close(l);
-        libc::close(sock);
-        sent
     }
 }
 
@@ -888,27 +813,4 @@ fn probe(_shell: &Path, root: &Path, support: Support) -> Result<(), String> {
     } else {
         Err(format!("the probe exited with {status}"))
     }
-}
-
-pub(super) fn check(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-/// Writes one short value to a /proc file, by syscalls only.
-pub(super) unsafe fn write_proc(path: &CStr, value: &CStr) -> io::Result<()> {
-    // SAFETY: both pointers are NUL-terminated strings that outlive the calls.
-    unsafe {
-        let fd = check(libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))?;
-        let bytes = value.to_bytes();
-        let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
-        libc::close(fd);
-        if n != bytes.len() as isize {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }

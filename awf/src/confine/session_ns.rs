@@ -28,7 +28,7 @@ impl SessionNs {
     /// are opened.
     /// With `net`, a network namespace with loopback only too.
     pub fn new(tmp: &Path, tmp_size: u64, net: bool) -> io::Result<SessionNs> {
-        use super::namespaces::{check, write_proc};
+        use super::syscalls::{check, write_proc};
         // SAFETY: getuid and getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let uid_map = CString::new(format!("{uid} {uid} 1"))?;
@@ -69,7 +69,7 @@ impl SessionNs {
                         options.as_ptr().cast(),
                     ))?;
                     if net {
-                        super::namespaces::enter_network(&super::NetJail::Empty)?;
+                        super::network_ns::enter_network(&super::NetJail::Empty)?;
                     }
                     Ok(())
                 })();
