@@ -470,9 +470,14 @@ impl Confinement {
                 .push("secret locations are NOT hidden (no mount namespace, no Landlock)".into());
         }
         let processes = policy.processes.unwrap_or(DEFAULT_PROCESSES);
-        let cgroups = match (&policy.bounds, bounds::Mechanism::detect()) {
+        // Only Bash's calls get cgroups (a long-lived child stays in awf's).
+        let cgroups = match policy
+            .bounds
+            .as_ref()
+            .map(|b| (b, bounds::Mechanism::detect()))
+        {
             // The waiter and the namespace's init count too.
-            (Some(b), bounds::Mechanism::Cgroup(home)) => {
+            Some((b, bounds::Mechanism::Cgroup(home))) => {
                 Some(cgroup::Pool::new(home, b.memory(), processes + 2))
             }
             _ => None,
