@@ -610,7 +610,7 @@ pub fn forget_support() {
     cached::forget();
 }
 
-/// The probe's answer, kept per boot in awf's state directory under a key of everything
+/// The probe's answer, kept per boot in the user's runtime directory under a key of everything
 /// it depends on: the boot, the user, the user and mount namespaces and the seccomp filters
 /// awf runs in, its AppArmor label, the sysctls that allow or restrict user namespaces, the
 /// kernel and the awf binary. A machine that changes otherwise within a boot is caught by
@@ -653,12 +653,17 @@ mod cached {
         Some(h.finish())
     }
 
+    /// In the user's runtime directory (`$XDG_RUNTIME_DIR`, else `/run/user/<uid>`: made
+    /// per login and gone at reboot), never in the home or the temp directory; where there is
+    /// none, nothing is kept.
     fn path() -> Option<PathBuf> {
-        Some(
-            crate::private_files::state_dir()
-                .join("probe")
-                .join(format!("{:016x}.json", key()?)),
-        )
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        let dir = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|d| d.is_absolute() && d.is_dir())
+            .or_else(|| Some(PathBuf::from(format!("/run/user/{uid}"))).filter(|d| d.is_dir()))?;
+        Some(dir.join("awf").join(format!("probe-{:016x}.json", key()?)))
     }
 
     pub fn load() -> Option<Support> {
