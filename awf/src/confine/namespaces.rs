@@ -584,7 +584,7 @@ pub fn prefetch(shell: &Path, root: &Path) {
 /// each failure is one WARN line naming what Bash can do because of it.
 ///
 /// The answer is kept for the other awf processes of this boot that would find the same
-/// ([`cached`]), so that a plain `awf mcp-serve` answers `initialize` without probing.
+/// (in the user's runtime directory), so that a plain `awf mcp-serve` answers `initialize` without probing.
 pub fn support(shell: &Path, root: &Path) -> Support {
     static PROBE: OnceLock<Support> = OnceLock::new();
     *PROBE.get_or_init(|| {
