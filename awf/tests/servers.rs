@@ -372,10 +372,9 @@ fn a_changed_tool_is_withheld_on_the_next_run_and_during_a_run() {
     let mut s = serve(&base, &config("1"), &home, &[]);
     assert_eq!(s.ok("hostile_echo", json!({"text": "before"})), "before");
     s.ok("hostile_change", json!({}));
-    // The client is told to list again (nothing else is in flight: this is the next line),
-    // and the list no longer holds it.
-    let told = s.read_message().unwrap();
-    assert_eq!(told["method"], "notifications/tools/list_changed", "{told}");
+    // The client is told to list again (before or after the answer to `change`: the server's
+    // notification and the call's answer travel apart), and the list no longer holds it.
+    s.notification("notifications/tools/list_changed");
     let names = tool_names(&mut s);
     assert!(!names.contains(&"hostile_echo".to_string()), "{names:?}");
     let a = s.request(

@@ -105,6 +105,32 @@ pub struct Server {
     stdout: BufReader<Box<dyn Read + Send>>,
     stderr: Arc<Mutex<String>>,
     next_id: i64,
+    /// Messages [`Server::answer`] read past while waiting for its answer (notifications,
+    /// the server's own requests), kept for [`Server::notification`].
+    passed_over: Vec<Value>,
+    /// Dropped with the server; until then the watchdog waits (see [`watchdog`]).
+    _watchdog: Option<std::sync::mpsc::Sender<()>>,
+}
+
+/// How long one server of a test may live. Not a timing assertion: past it the server is
+/// killed so that a test waiting on an answer that never comes fails (its read sees the end
+/// of the output) rather than hanging the suite.
+const SERVER_LIFETIME_BOUND: Duration = Duration::from_secs(600);
+
+/// Kills `pid` with SIGKILL unless the returned sender is dropped first.
+fn watchdog(pid: u32) -> std::sync::mpsc::Sender<()> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            rx.recv_timeout(SERVER_LIFETIME_BOUND)
+        {
+            eprintln!("watchdog: server {pid} still alive after {SERVER_LIFETIME_BOUND:?}: killed");
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    });
+    tx
 }
 
 impl Server {
@@ -145,12 +171,15 @@ impl Server {
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
+        let watchdog = Some(watchdog(child.id()));
         Server {
             peer: Peer::Process(child),
             stdin,
             stdout,
             stderr,
             next_id: 1,
+            passed_over: Vec::new(),
+            _watchdog: watchdog,
         }
     }
 
@@ -169,6 +198,8 @@ impl Server {
             stdout: BufReader::new(Box::new(reader)),
             stderr: Arc::new(Mutex::new(String::new())),
             next_id: 1,
+            passed_over: Vec::new(),
+            _watchdog: None,
         }
     }
 
@@ -231,6 +262,24 @@ impl Server {
             if msg["id"] == json!(id) {
                 return msg;
             }
+            self.passed_over.push(msg);
+        }
+    }
+
+    /// The next notification named `method`, whether it came before an answer already
+    /// read (a server may notify before it answers the call that caused it) or comes next.
+    pub fn notification(&mut self, method: &str) -> Value {
+        if let Some(i) = self.passed_over.iter().position(|m| m["method"] == method) {
+            return self.passed_over.remove(i);
+        }
+        loop {
+            let msg = self
+                .read_message()
+                .unwrap_or_else(|| panic!("no {method}; stderr: {}", self.stderr()));
+            if msg["method"] == method && msg.get("id").is_none() {
+                return msg;
+            }
+            self.passed_over.push(msg);
         }
     }
 
