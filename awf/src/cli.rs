@@ -71,6 +71,47 @@ pub enum Cmd {
         #[arg(long, value_name = "DIR")]
         audit_dir: Option<PathBuf>,
     },
+    /// Resume a run that died or was stopped: the states that ended keep their results, the
+    /// one that was running runs again (at-least-once), then the rest.
+    Resume {
+        /// The run id (`awf run` prints it first; `awf history` lists them).
+        run_id: String,
+        /// Start at this state instead (also for a run that completed).
+        #[arg(long, value_name = "STATE")]
+        from: Option<String>,
+        /// An input value given again, KEY=VALUE, over the run's own (repeatable).
+        #[arg(long = "input", value_name = "KEY=VALUE")]
+        inputs: Vec<String>,
+        /// Resume although the workflow file changed since the run started.
+        #[arg(long)]
+        force: bool,
+        /// Summary format on stdout.
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        output: String,
+        /// Directory for the steps' audit files (as for `awf run`).
+        #[arg(long, value_name = "DIR")]
+        audit_dir: Option<PathBuf>,
+    },
+    /// A run's states: status, attempt, duration, tokens.
+    Status {
+        run_id: String,
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        output: String,
+    },
+    /// The runs recorded here, newest first.
+    History {
+        /// Only runs of the workflow with this `name`.
+        #[arg(long, value_name = "NAME")]
+        workflow: Option<String>,
+        /// Only runs with this status.
+        #[arg(long, value_parser = ["succeeded", "failed", "cancelled", "died", "running"])]
+        status: Option<String>,
+        /// At most this many runs.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        output: String,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -188,6 +229,38 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
                 },
             )
         }
+        Cmd::Resume {
+            run_id,
+            from,
+            inputs,
+            force,
+            output,
+            audit_dir,
+        } => {
+            crate::confine::bounds::Mechanism::detect();
+            crate::run::resume(&crate::run::ResumeOptions {
+                run_id,
+                from,
+                inputs,
+                force,
+                json: output == "json",
+                audit_dir,
+            })
+        }
+        Cmd::Status { run_id, output } => crate::run::history::status(&run_id, output == "json"),
+        Cmd::History {
+            workflow,
+            status,
+            limit,
+            output,
+        } => crate::run::history::history(
+            &crate::run::history::Filter {
+                workflow,
+                status,
+                limit,
+            },
+            output == "json",
+        ),
         Cmd::Sandbox(SandboxCmd::Check { format }) => crate::sandbox_check::check(format == "json"),
         Cmd::Sandbox(SandboxCmd::ApparmorProfile) => crate::sandbox_check::print_apparmor_profile(),
         Cmd::Plugins(PluginsCmd::List { root, json }) => {

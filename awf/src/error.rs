@@ -95,6 +95,10 @@ pub mod codes {
     pub const TERMINAL_FAILURE: &str = "EXECUTION.RUN.TERMINAL_FAILURE";
     pub const RUN_TIMEOUT: &str = "EXECUTION.RUN.TIMEOUT";
     pub const INTERRUPTED: &str = "EXECUTION.RUN.INTERRUPTED";
+    /// `awf resume`/`awf status` of a run id that has no run state here.
+    pub const RUN_NOT_FOUND: &str = "USER.RUN.NOT_FOUND";
+    /// `awf resume` of a run that is alive, completed, or whose workflow changed.
+    pub const RESUME_REFUSED: &str = "USER.RUN.RESUME_REFUSED";
     pub const PROVIDER_UNAVAILABLE: &str = "EXECUTION.PROVIDER.UNAVAILABLE";
     /// The step's model budget (`budget:`) was spent before the agent finished.
     pub const BUDGET: &str = "EXECUTION.BUDGET";

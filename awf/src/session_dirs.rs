@@ -50,6 +50,17 @@ fn this_process() -> Option<Owner> {
     })
 }
 
+/// The start time of process `pid` (as [`start_time`]), if it runs; a zombie (killed, not
+/// yet reaped) does not.
+pub fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    if stat.get(close + 2) == Some(&b'Z') {
+        return None;
+    }
+    start_time(&stat)
+}
+
 /// Field 22 (`starttime`) of a `/proc/<pid>/stat` line. The second field, the command name
 /// in parentheses, may hold spaces and parentheses itself: fields are counted after its
 /// last `)`.

@@ -35,6 +35,9 @@ pub(super) struct Runner<'a> {
     pub(super) ids: Arc<std::sync::atomic::AtomicUsize>,
     /// In an iteration of a for_each: `{{.loop.*}}`.
     pub(super) loop_vars: Option<LoopVars>,
+    /// The run state, written before and after each top-level state (the top-level
+    /// runner's only: branches and iterations are part of their state).
+    pub(super) record: Option<Arc<super::state::Recorder>>,
 }
 
 /// What `{{.loop.Item}}`, `.Index`, `.Index1`, `.First`, `.Last` and `.Length` give in an
@@ -99,8 +102,9 @@ impl Runner<'_> {
         self.ids.fetch_add(1, Ordering::SeqCst) + 1
     }
 
-    pub(super) fn drive(&mut self) -> Result<(), AwfError> {
-        let mut current = self.wf.initial.clone();
+    /// Runs the state machine from `start` (`initial`, or where a resumed run stopped).
+    pub(super) fn drive(&mut self, start: &str) -> Result<(), AwfError> {
+        let mut current = start.to_string();
         for _ in 1..=MAX_STEPS {
             let seq = self.next_id();
             if self.interrupt.load(Ordering::SeqCst) {
@@ -117,6 +121,9 @@ impl Runner<'_> {
                 &format!("{seq}-{}", state.name),
             );
             self.step_traceparent = step_trace.traceparent.clone();
+            if let Some(record) = &self.record {
+                record.started(&state.name, state.kind.type_name(), seq);
+            }
             eprintln!(
                 "awf: [{:>6.1}s] → {} ({})",
                 self.started.elapsed().as_secs_f64(),
@@ -137,6 +144,9 @@ impl Runner<'_> {
                         ..StateResult::new(&state.name, "terminal")
                     };
                     step_trace.end(&result);
+                    if let Some(record) = &self.record {
+                        record.ended(&result, None);
+                    }
                     self.results.push(result);
                     return if ok {
                         Ok(())
@@ -207,6 +217,9 @@ impl Runner<'_> {
             let error = result.error.clone();
             let name = result.state.clone();
             step_trace.end(&result);
+            if let Some(record) = &self.record {
+                record.ended(&result, next.as_deref());
+            }
             self.results.push(result);
             // The step's tool set could not be served (a plugin gone since validation, say):
             // like a validation error, this stops the run rather than following on_failure.

@@ -7,9 +7,11 @@
 
 mod agent;
 mod engine;
+pub mod history;
 mod inputs;
 mod parallel;
 mod report;
+pub mod state;
 mod step;
 mod supervise;
 mod trace;
@@ -37,35 +39,228 @@ pub struct RunOptions {
     pub audit_dir: Option<PathBuf>,
 }
 
+/// `awf resume`: which run, from where, and what may differ.
+pub struct ResumeOptions {
+    pub run_id: String,
+    /// Start at this state rather than where the run stopped (any stopped run, a
+    /// completed one too).
+    pub from: Option<String>,
+    /// Inputs given again (KEY=VALUE) over the run's own.
+    pub inputs: Vec<String>,
+    /// Resume although the workflow's text changed since the run started.
+    pub force: bool,
+    pub json: bool,
+    pub audit_dir: Option<PathBuf>,
+}
+
+/// Loads and checks a workflow; `Err(code)` when it has errors (printed, as JSON too when
+/// asked): nothing is run then.
+fn load_checked(file: &Path, workdir: &Path, json: bool) -> Result<workflow::Workflow, u8> {
+    let (wf, diags) = workflow::load(file, &mut InstalledPlugins::new(workdir));
+    print_diagnostics(file, &diags); // warnings alone do not stop the run
+    if !workflow::has_errors(&diags) {
+        return Ok(wf.expect("a workflow without problems was built"));
+    }
+    eprintln!(
+        "awf: {} has {} error(s); nothing was run (check with `awf validate {}`)",
+        file.display(),
+        diags.iter().filter(|d| d.is_error()).count(),
+        file.display()
+    );
+    if json {
+        let out = json!({
+            "workflow": wf.as_ref().map(|w| &w.name),
+            "status": "invalid",
+            "exit_code": workflow::exit_code(&diags),
+            "problems": diags,
+            "states": [],
+        });
+        println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
+    }
+    Err(workflow::exit_code(&diags))
+}
+
+fn current_dir() -> Result<PathBuf, AwfError> {
+    std::env::current_dir()
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot read the current directory: {e}")))
+}
+
+fn read_workflow_text(file: &Path) -> Result<Vec<u8>, AwfError> {
+    std::fs::read(file).map_err(|e| {
+        AwfError::new(
+            codes::FILE,
+            format!("cannot read the workflow {}: {e}", file.display()),
+        )
+    })
+}
+
 /// Runs a workflow file; the value is the exit code.
 pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
-    let workdir = std::env::current_dir()
-        .map_err(|e| AwfError::new(codes::IO, format!("cannot read the current directory: {e}")))?;
-    let (wf, diags) = workflow::load(file, &mut InstalledPlugins::new(&workdir));
-    if !workflow::has_errors(&diags) {
-        print_diagnostics(file, &diags); // warnings only: they do not stop the run
-    } else {
-        print_diagnostics(file, &diags);
-        eprintln!(
-            "awf: {} has {} error(s); nothing was run (check with `awf validate {}`)",
-            file.display(),
-            diags.iter().filter(|d| d.is_error()).count(),
-            file.display()
-        );
-        if opts.json {
-            let out = json!({
-                "workflow": wf.as_ref().map(|w| &w.name),
-                "status": "invalid",
-                "exit_code": workflow::exit_code(&diags),
-                "problems": diags,
-                "states": [],
-            });
-            println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
-        }
-        return Ok(workflow::exit_code(&diags));
-    }
-    let wf = wf.expect("a workflow without problems was built");
+    let workdir = current_dir()?;
+    let wf = match load_checked(file, &workdir, opts.json) {
+        Ok(wf) => wf,
+        Err(code) => return Ok(code),
+    };
     let inputs = resolve_inputs(&wf, &opts.inputs)?;
+    let text = read_workflow_text(file)?;
+    let run_id = crate::telemetry::new_session_id();
+    let masker = crate::telemetry::audit::Masker::from_env(4096);
+    let masked = masker.mask(&serde_json::to_value(&inputs).expect("JSON"));
+    let begin = state::RunState {
+        version: state::VERSION,
+        run_id: run_id.clone(),
+        workflow: wf.name.clone(),
+        workflow_path: std::fs::canonicalize(file).unwrap_or_else(|_| workdir.join(file)),
+        workflow_sha256: state::workflow_hash(&text),
+        workdir: workdir.clone(),
+        inputs: masked.as_object().cloned().unwrap_or_default(),
+        status: state::RunStatus::Running,
+        exit_code: None,
+        error: None,
+        started_ms: state::now_ms(),
+        updated_ms: 0,
+        ended_ms: None,
+        lease: state::Lease::mine(),
+        resumes: 0,
+        next: Some(wf.initial.clone()),
+        states: Vec::new(),
+        units: Default::default(),
+    };
+    let start = wf.initial.clone();
+    execute(
+        &wf,
+        file,
+        workdir,
+        inputs,
+        Begin::New(begin),
+        &start,
+        opts.json,
+        opts.audit_dir.clone(),
+    )
+}
+
+/// Resumes a stopped run where it stopped (or `--from` a state): the states that ended
+/// keep their results, the one that was running runs again, then the rest.
+pub fn resume(opts: &ResumeOptions) -> Result<u8, AwfError> {
+    let prior = state::load(&opts.run_id)?;
+    let refuse = |why: String| Err(AwfError::new(codes::RESUME_REFUSED, why));
+    match prior.shown_status() {
+        "running" => {
+            return refuse(format!(
+                "run {} is still running (pid {} on {}); stop it first (Ctrl-C or SIGTERM), or wait",
+                prior.run_id, prior.lease.pid, prior.lease.host
+            ));
+        }
+        done @ ("succeeded" | "failed") if opts.from.is_none() => {
+            return refuse(format!(
+                "run {} completed ({done}, exit code {}); nothing is left to resume: pass \
+                 --from STATE to run it again from a state, or start a new run",
+                prior.run_id,
+                prior.exit_code.unwrap_or(0)
+            ));
+        }
+        _ => {}
+    }
+    let file = prior.workflow_path.clone();
+    let text = read_workflow_text(&file)?;
+    let now = state::workflow_hash(&text);
+    if now != prior.workflow_sha256 {
+        let what = format!(
+            "the workflow {} changed since run {} started ({} then, {} now)",
+            file.display(),
+            prior.run_id,
+            &prior.workflow_sha256[..19.min(prior.workflow_sha256.len())],
+            &now[..19]
+        );
+        if !opts.force {
+            return refuse(format!(
+                "{what}; its completed states may not match the new text: pass --force to \
+                 resume anyway, or start a new run"
+            ));
+        }
+        eprintln!("awf: WARN {what}; resuming anyway (--force)");
+    }
+    let workdir = prior.workdir.clone();
+    let wf = match load_checked(&file, &workdir, opts.json) {
+        Ok(wf) => wf,
+        Err(code) => return Ok(code),
+    };
+    let mut given: Vec<String> = state::load_inputs(&prior.run_id)?
+        .into_iter()
+        .filter(|(k, _)| wf.inputs.iter().any(|i| &i.name == k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    given.extend(opts.inputs.iter().cloned());
+    let inputs = resolve_inputs(&wf, &given)?;
+    let start = match &opts.from {
+        Some(s) => {
+            if wf.state(s).is_none() {
+                return Err(AwfError::new(
+                    codes::INPUT_INVALID,
+                    format!(
+                        "--from {s}: the workflow has no state {s:?} (its states: {})",
+                        wf.states
+                            .iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+            s.clone()
+        }
+        None => match (&prior.next, prior.states.last()) {
+            (Some(n), _) if wf.state(n).is_some() => n.clone(),
+            (Some(n), _) => {
+                return refuse(format!(
+                    "run {} stopped at {n:?}, which the workflow no longer has: pass --from STATE",
+                    prior.run_id
+                ));
+            }
+            // Killed after its terminal state, before its end was written: the terminal
+            // (which has no side effect) gives the run's end again.
+            (None, Some(last)) if last.kind == "terminal" && wf.state(&last.state).is_some() => {
+                last.state.clone()
+            }
+            (None, last) => {
+                return refuse(format!(
+                    "run {} had ended (its last state {:?} has no next state) when it was                      killed: pass --from STATE to run it again from a state",
+                    prior.run_id,
+                    last.map(|l| l.state.as_str()).unwrap_or("")
+                ));
+            }
+        },
+    };
+    let audit_dir = opts.audit_dir.clone();
+    execute(
+        &wf,
+        &file,
+        workdir,
+        inputs,
+        Begin::Resume(prior),
+        &start,
+        opts.json,
+        audit_dir,
+    )
+}
+
+/// A new run's first state, or a stopped run's.
+enum Begin {
+    New(state::RunState),
+    Resume(state::RunState),
+}
+
+#[allow(clippy::too_many_arguments)]
+fn execute(
+    wf: &workflow::Workflow,
+    file: &Path,
+    workdir: PathBuf,
+    inputs: std::collections::HashMap<String, String>,
+    begin: Begin,
+    start: &str,
+    json: bool,
+    audit_dir: Option<PathBuf>,
+) -> Result<u8, AwfError> {
     let interrupt = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, interrupt.clone()).map_err(|e| {
@@ -73,28 +268,27 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         })?;
     }
     process::become_subreaper();
-    let run_id = crate::telemetry::new_session_id();
+    let (run_id, results, last_step) = match &begin {
+        Begin::New(s) => (s.run_id.clone(), Vec::new(), 0),
+        Begin::Resume(s) => (s.run_id.clone(), s.results(), s.last_step()),
+    };
     // Outside the workspace, which the steps' Bash may write, and the temp dir, where each
     // step's private one is made and anyone may write (checked below).
     let state = crate::private_files::state_dir();
     let run_dir = state.join("runs").join(&run_id);
     // A relative --audit-dir is taken from the current directory, and checked as such
     // below (before anything runs), not found out when the first agent step starts.
-    let audit_dir = match opts.audit_dir.clone() {
-        Some(d) if d.is_relative() => std::env::current_dir()
-            .map_err(|e| {
-                AwfError::new(codes::IO, format!("cannot read the current directory: {e}"))
-            })?
-            .join(d),
+    let audit_dir = match audit_dir {
+        Some(d) if d.is_relative() => current_dir()?.join(d),
         Some(d) => d,
         None => state.join("audit").join(&run_id),
     };
     let exe = std::env::current_exe()
         .map_err(|e| AwfError::new(codes::SPAWN, format!("cannot find the awf executable: {e}")))?;
     let mut runner = Runner {
-        wf: &wf,
-        inputs,
-        results: Vec::new(),
+        wf,
+        inputs: inputs.clone(),
+        results,
         interrupt,
         proxy: ToolProxyService {
             exe,
@@ -113,22 +307,39 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         )),
         step_traceparent: String::new(),
         relay: Arc::default(),
-        ids: Arc::default(),
+        ids: Arc::new(std::sync::atomic::AtomicUsize::new(last_step)),
         loop_vars: None,
         plugins: InstalledPlugins::new(&workdir),
         workdir,
         started: Instant::now(),
+        record: None,
     };
     runner.proxy.check_locations()?;
     crate::private_files::private_dir(&run_dir)?;
-    eprintln!("awf: run {run_id} of {} ({})", wf.name, file.display());
-    let outcome = runner.drive();
+    let resumed = matches!(begin, Begin::Resume(_));
+    let record = match begin {
+        Begin::New(s) => state::Recorder::create(s, &inputs)?,
+        Begin::Resume(s) => state::Recorder::take_over(s, &inputs)?,
+    };
+    let record = Arc::new(record);
+    runner.record = Some(record.clone());
+    if resumed {
+        eprintln!(
+            "awf: run {run_id} of {} ({}) resumed at {start}",
+            wf.name,
+            file.display()
+        );
+    } else {
+        eprintln!("awf: run {run_id} of {} ({})", wf.name, file.display());
+    }
+    let outcome = runner.drive(start);
     process::kill_orphans();
     let _ = std::fs::remove_dir_all(&run_dir);
     let (code, error) = match &outcome {
         Ok(()) => (0, None),
         Err(e) => (e.exit_code(), Some(e.clone())),
     };
+    record.finished(code, error.as_ref());
     runner.trace.end(code, error.as_ref().map(|e| e.message()));
     let summary = json!({
         "workflow": wf.name,
@@ -140,7 +351,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         "audit_dir": audit_dir,
         "states": runner.results,
     });
-    report::print_summary(&summary, opts.json);
+    report::print_summary(&summary, json);
     if let Some(e) = &error {
         eprintln!("awf: {}", crate::terminal::printable(&e.to_string()));
     }

@@ -59,6 +59,7 @@ impl Runner<'_> {
             relay: self.relay.clone(),
             ids: self.ids.clone(),
             loop_vars: vars,
+            record: None,
         }
     }
 
@@ -77,10 +78,25 @@ impl Runner<'_> {
         let stops: Vec<Arc<AtomicBool>> = (0..n).map(|_| Arc::default()).collect();
         let mut done: Vec<Vec<StateResult>> = vec![Vec::new(); n];
         let (mut interrupted, mut timed_out) = (false, false);
-        let mut queue = units.into_iter().enumerate();
+        // Units that succeeded before a resumed run stopped keep their results and do not
+        // run again; they count for the strategy as if they had just ended.
+        let restored = self
+            .record
+            .as_ref()
+            .map(|r| r.succeeded_units(parent))
+            .unwrap_or_default();
+        let mut stopping = false;
+        for (i, results) in restored {
+            if i < n {
+                stopping |= stops_all(&results);
+                done[i] = results;
+            }
+        }
+        let skip: Vec<bool> = done.iter().map(|d| !d.is_empty()).collect();
+        let mut queue = units.into_iter().enumerate().filter(|(i, _)| !skip[*i]);
         std::thread::scope(|scope| {
             let (tx, rx) = mpsc::channel::<(usize, Vec<StateResult>)>();
-            let (mut running, mut stopping) = (0, false);
+            let mut running = 0;
             loop {
                 while running < limit.max(1) && !stopping {
                     let Some((i, unit)) = queue.next() else { break };
@@ -113,6 +129,9 @@ impl Runner<'_> {
                         }
                         if !stopping && stops_all(&results) {
                             stop_all(&mut stopping);
+                        }
+                        if let Some(record) = self.record.as_ref().filter(|_| unit_ok(&results)) {
+                            record.unit_succeeded(parent, i, &results);
                         }
                         done[i] = results;
                     }

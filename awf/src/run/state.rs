@@ -1,0 +1,621 @@
+//! Run state: what a run has done so far, kept so that a run killed at any instant can be
+//! resumed (`awf resume`), looked up (`awf status`, `awf history`) and told from a live
+//! one (its lease).
+//!
+//! One directory per run under awf's state directory (outside every path a step may
+//! write, as the audit trail is): `runs-state/<run id>/state.json` and, beside it,
+//! `inputs.json` with the input values a resume needs (both 0600, the directory 0700;
+//! `state.json` holds them masked). The engine writes `state.json` before and after every
+//! top-level state — never the states themselves — each time whole: a temp file, fsync,
+//! rename over the old one, fsync of the directory. A reader sees the old state or the
+//! new one, never a torn one, whenever the writer is killed.
+//!
+//! Semantics are at-least-once, as LangGraph's and Temporal's: a state that was running
+//! when the run died runs again from its start on resume; a state that had ended never
+//! runs again.
+
+use super::report::{StateResult, Status};
+use crate::error::{AwfError, codes};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The format of `state.json`; a file of another version is refused with what to do.
+pub const VERSION: u32 = 1;
+
+/// Where the runs' state directories are.
+pub fn runs_dir() -> PathBuf {
+    crate::private_files::state_dir().join("runs-state")
+}
+
+/// How a run stands. `died` is never written: it is what a `running` run whose lease is
+/// gone is shown as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+/// How one state stands in the run state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateStatus {
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+/// Who holds a run: the process that writes its state. A run whose `status` is `running`
+/// but whose lease names no live process died (killed, a crash, a reboot).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub pid: u32,
+    /// Field 22 of `/proc/<pid>/stat` (clock ticks since boot): a pid reused later by
+    /// another process is told apart.
+    pub start: u64,
+    pub boot_id: String,
+    pub host: String,
+}
+
+impl Lease {
+    /// This process's lease.
+    pub fn mine() -> Lease {
+        let pid = std::process::id();
+        Lease {
+            pid,
+            start: crate::session_dirs::process_start(pid).unwrap_or(0),
+            boot_id: boot_id(),
+            host: host_name(),
+        }
+    }
+
+    /// Whether the holder may still be running: on this host and boot, its pid names a
+    /// process started when the lease was taken. A lease of another host cannot be checked
+    /// from here and is taken as alive.
+    pub fn alive(&self) -> bool {
+        if self.host != host_name() {
+            return true;
+        }
+        if self.boot_id != boot_id() {
+            return false;
+        }
+        crate::session_dirs::process_start(self.pid) == Some(self.start)
+    }
+}
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// One state's record, in the order the states ran (a state run twice — a loop through
+/// `on_failure`, a resume — has two).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StateRecord {
+    pub state: String,
+    /// The iteration of a for_each this record is of (from 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<usize>,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub status: StateStatus,
+    /// How the state ended as `awf run` reports it (success, failure, timeout,
+    /// interrupted, cancelled); none while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// The step id's number (`<n>-<state>`: its audit file and span).
+    pub step: usize,
+    /// Attempts made (1 unless the state retried).
+    pub attempt: u32,
+    pub started_ms: u64,
+    #[serde(default)]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub output: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Input and output tokens of an agent state's model turns, where they were seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunState {
+    pub version: u32,
+    pub run_id: String,
+    /// The workflow's `name`.
+    pub workflow: String,
+    pub workflow_path: PathBuf,
+    /// `sha256:<hex>` of the workflow file's text when the run started.
+    pub workflow_sha256: String,
+    /// The directory the run was started in (the steps' workspace).
+    pub workdir: PathBuf,
+    /// The run's inputs, masked as the audit masks them (the values are in `inputs.json`).
+    pub inputs: Map<String, Value>,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub started_ms: u64,
+    pub updated_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+    pub lease: Lease,
+    /// How many times the run was resumed.
+    #[serde(default)]
+    pub resumes: u32,
+    /// The top-level state that runs now, or runs next (a resume starts there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    pub states: Vec<StateRecord>,
+    /// Of a `parallel` or `for_each` state that has not ended: the units (branches by
+    /// position, iterations by index) that succeeded, with their states' records. A resume
+    /// runs only the others.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub units: BTreeMap<String, BTreeMap<usize, Vec<StateRecord>>>,
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// `sha256:<hex>` of a workflow's text.
+pub fn workflow_hash(text: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text);
+    let mut s = String::with_capacity(7 + 64);
+    s.push_str("sha256:");
+    for b in digest {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+impl RunState {
+    /// The status to show: `died` for a run that says `running` but whose holder is gone.
+    pub fn shown_status(&self) -> &'static str {
+        match self.status {
+            RunStatus::Running if !self.lease.alive() => "died",
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Tokens of all the run's model turns seen so far.
+    pub fn tokens(&self) -> u64 {
+        self.states.iter().filter_map(|s| s.tokens).sum()
+    }
+
+    /// Milliseconds from start to end (or to the last write, for a run that has not ended).
+    pub fn duration_ms(&self) -> u64 {
+        self.ended_ms
+            .unwrap_or(self.updated_ms)
+            .saturating_sub(self.started_ms)
+    }
+
+    /// The highest step id number used so far: a resume goes on from there, so that each
+    /// new step has a fresh id, audit file and span.
+    pub fn last_step(&self) -> usize {
+        self.states.iter().map(|s| s.step).max().unwrap_or(0)
+    }
+
+    /// The results a resume starts with: every state that ended, as `awf run` had them,
+    /// so that templates see the outputs of completed states.
+    pub fn results(&self) -> Vec<StateResult> {
+        self.states
+            .iter()
+            .filter(|s| s.status != StateStatus::Running)
+            .map(StateRecord::to_result)
+            .collect()
+    }
+}
+
+impl StateRecord {
+    fn of(r: &StateResult, step: usize) -> StateRecord {
+        StateRecord {
+            state: r.state.clone(),
+            iteration: r.iteration,
+            kind: r.kind.to_string(),
+            status: state_status(r.status),
+            outcome: Some(r.status.as_str().to_string()),
+            step,
+            attempt: 1,
+            started_ms: now_ms().saturating_sub(r.duration_ms),
+            duration_ms: r.duration_ms,
+            output: r.output.clone(),
+            exit_code: r.exit_code,
+            tokens: tokens_of(r),
+            error: r.error.as_ref().map(|e| e.message.clone()),
+        }
+    }
+
+    /// The result as `awf run` had it (what templates read of a state).
+    pub fn to_result(&self) -> StateResult {
+        let kind = match self.kind.as_str() {
+            "agent" => "agent",
+            "terminal" => "terminal",
+            "for_each" => "for_each",
+            "parallel" => "parallel",
+            _ => "step",
+        };
+        StateResult {
+            status: parse_outcome(self.outcome.as_deref()),
+            iteration: self.iteration,
+            output: self.output.clone(),
+            exit_code: self.exit_code,
+            duration_ms: self.duration_ms,
+            ..StateResult::new(&self.state, kind)
+        }
+    }
+}
+
+fn parse_outcome(outcome: Option<&str>) -> Status {
+    match outcome {
+        Some("success") => Status::Success,
+        Some("timeout") => Status::Timeout,
+        Some("interrupted") => Status::Interrupted,
+        Some("cancelled") => Status::Cancelled,
+        _ => Status::Failure,
+    }
+}
+
+fn state_status(s: Status) -> StateStatus {
+    match s {
+        Status::Success => StateStatus::Succeeded,
+        Status::Failure | Status::Timeout => StateStatus::Failed,
+        Status::Interrupted | Status::Cancelled => StateStatus::Cancelled,
+    }
+}
+
+/// Tokens of a state's usage (`input_tokens` + `output_tokens`, as the relay counts them).
+fn tokens_of(r: &StateResult) -> Option<u64> {
+    let u = r.usage.as_ref()?;
+    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    Some(n("input_tokens") + n("output_tokens"))
+}
+
+/// The run state of the run in progress, written at each transition of the engine.
+pub struct Recorder {
+    dir: PathBuf,
+    state: Mutex<RunState>,
+}
+
+impl Recorder {
+    /// Makes the run's directory, writes `inputs.json` and the first `state.json`.
+    pub fn create(state: RunState, inputs: &HashMap<String, String>) -> Result<Recorder, AwfError> {
+        let dir = runs_dir().join(&state.run_id);
+        crate::private_files::private_dir(&dir)?;
+        let values: Map<String, Value> = inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        write_atomically(
+            &dir,
+            "inputs.json",
+            &serde_json::to_vec(&values).expect("JSON"),
+        )?;
+        let r = Recorder {
+            dir,
+            state: Mutex::new(state),
+        };
+        r.save()?;
+        Ok(r)
+    }
+
+    /// Takes over a stopped run's state (a resume): this process's lease, `running`.
+    pub fn take_over(
+        mut state: RunState,
+        inputs: &HashMap<String, String>,
+    ) -> Result<Recorder, AwfError> {
+        state.lease = Lease::mine();
+        state.status = RunStatus::Running;
+        state.resumes += 1;
+        state.ended_ms = None;
+        state.exit_code = None;
+        state.error = None;
+        // What was running when the run died did not end: it runs again.
+        state.states.retain(|s| s.status != StateStatus::Running);
+        // A terminal state that ended, in a run killed before its end was written, gives the
+        // end again (it is recorded once).
+        if state.next.is_none() && state.states.last().is_some_and(|s| s.kind == "terminal") {
+            state.states.pop();
+        }
+        Recorder::create(state, inputs)
+    }
+
+    fn save(&self) -> Result<(), AwfError> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.updated_ms = now_ms();
+        let bytes = serde_json::to_vec_pretty(&*s).expect("JSON");
+        write_atomically(&self.dir, "state.json", &bytes)
+    }
+
+    /// Writes, or says why it could not (the run goes on: its state is a record, the
+    /// steps' results do not depend on it).
+    fn save_or_warn(&self) {
+        if let Err(e) = self.save() {
+            tracing::warn!("cannot write the run state: {e}");
+            eprintln!("awf: WARN cannot write the run state: {e}");
+        }
+    }
+
+    /// State `name` (step id `step`) starts.
+    pub fn started(&self, name: &str, kind: &str, step: usize) {
+        {
+            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            s.next = Some(name.to_string());
+            s.states.push(StateRecord {
+                state: name.to_string(),
+                iteration: None,
+                kind: kind.to_string(),
+                status: StateStatus::Running,
+                outcome: None,
+                step,
+                attempt: 1,
+                started_ms: now_ms(),
+                duration_ms: 0,
+                output: String::new(),
+                exit_code: None,
+                tokens: None,
+                error: None,
+            });
+        }
+        self.save_or_warn();
+    }
+
+    /// The running state ended with `r`; `next` runs next (none: the run ends).
+    pub fn ended(&self, r: &StateResult, next: Option<&str>) {
+        {
+            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            // A state stopped by Ctrl-C did not end: a resume runs it again.
+            s.next = if r.status == Status::Interrupted {
+                Some(r.state.clone())
+            } else {
+                next.map(str::to_string)
+            };
+            if let Some(rec) = s
+                .states
+                .iter_mut()
+                .rev()
+                .find(|x| x.state == r.state && x.status == StateStatus::Running)
+            {
+                rec.status = state_status(r.status);
+                rec.outcome = Some(r.status.as_str().to_string());
+                rec.duration_ms = r.duration_ms;
+                rec.output = r.output.clone();
+                rec.exit_code = r.exit_code;
+                rec.tokens = tokens_of(r);
+                rec.error = r.error.as_ref().map(|e| e.message.clone());
+            }
+            // Its units are part of its result now; a later run of it runs them all.
+            s.units.remove(&r.state);
+        }
+        self.save_or_warn();
+    }
+
+    /// Unit `index` of the running `parent` state (a branch, an iteration) succeeded with
+    /// `results`: a resume does not run it again.
+    pub fn unit_succeeded(&self, parent: &str, index: usize, results: &[StateResult]) {
+        {
+            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let records = results.iter().map(|r| StateRecord::of(r, 0)).collect();
+            s.units
+                .entry(parent.to_string())
+                .or_default()
+                .insert(index, records);
+        }
+        self.save_or_warn();
+    }
+
+    /// The units of `parent` that succeeded before the run stopped, by index.
+    pub fn succeeded_units(&self, parent: &str) -> BTreeMap<usize, Vec<StateResult>> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.units
+            .get(parent)
+            .map(|units| {
+                units
+                    .iter()
+                    .map(|(i, recs)| (*i, recs.iter().map(StateRecord::to_result).collect()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The run ended with `code` (0: succeeded).
+    pub fn finished(&self, code: u8, error: Option<&AwfError>) {
+        {
+            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            s.status = match (code, error.map(AwfError::code)) {
+                (0, _) => RunStatus::Succeeded,
+                (_, Some(c)) if c == codes::INTERRUPTED => RunStatus::Cancelled,
+                _ => RunStatus::Failed,
+            };
+            s.exit_code = Some(code);
+            s.error = error.map(|e| e.message().to_string());
+            s.ended_ms = Some(now_ms());
+            if s.status == RunStatus::Cancelled {
+                // The state that was stopped runs again on resume.
+                for rec in s.states.iter_mut() {
+                    if rec.status == StateStatus::Running {
+                        rec.status = StateStatus::Cancelled;
+                    }
+                }
+            }
+        }
+        self.save_or_warn();
+    }
+}
+
+/// Writes `dir/name` whole or not at all: a fresh temp file (0600, never following a
+/// symlink), fsync, rename over `name`, fsync of the directory.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), AwfError> {
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let target = dir.join(name);
+    let io = |what: &str, e: std::io::Error| {
+        AwfError::new(
+            codes::IO,
+            format!("cannot {what} {}: {e}", target.display()),
+        )
+    };
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .map_err(|e| io("create the temp file of", e))?;
+    f.write_all(bytes).map_err(|e| io("write", e))?;
+    f.sync_all().map_err(|e| io("sync", e))?;
+    drop(f);
+    std::fs::rename(&tmp, &target).map_err(|e| io("rename into", e))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io("sync the directory of", e))
+}
+
+/// A run's state as written last, with why it cannot be read.
+pub fn load(run_id: &str) -> Result<RunState, AwfError> {
+    if run_id.is_empty()
+        || !run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(AwfError::new(
+            codes::RUN_NOT_FOUND,
+            format!(
+                "{run_id:?} is no run id: a run id is the hex id `awf run` prints first (see `awf history`)"
+            ),
+        ));
+    }
+    let path = runs_dir().join(run_id).join("state.json");
+    let text = std::fs::read(&path).map_err(|e| {
+        AwfError::new(
+            codes::RUN_NOT_FOUND,
+            format!(
+                "no run {run_id} here ({}: {e}); `awf history` lists the runs",
+                path.display()
+            ),
+        )
+    })?;
+    let state: RunState = serde_json::from_slice(&text).map_err(|e| {
+        AwfError::new(
+            codes::IO,
+            format!("the run state {} cannot be read: {e}", path.display()),
+        )
+    })?;
+    if state.version != VERSION {
+        return Err(AwfError::new(
+            codes::IO,
+            format!(
+                "the run state {} is of format {}, this awf reads {VERSION}: use the awf that made it",
+                path.display(),
+                state.version
+            ),
+        ));
+    }
+    Ok(state)
+}
+
+/// The input values a resume needs (`inputs.json`, unmasked).
+pub fn load_inputs(run_id: &str) -> Result<HashMap<String, String>, AwfError> {
+    let path = runs_dir().join(run_id).join("inputs.json");
+    let text = std::fs::read(&path)
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot read {}: {e}", path.display())))?;
+    let values: Map<String, Value> = serde_json::from_slice(&text)
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot read {}: {e}", path.display())))?;
+    Ok(values
+        .into_iter()
+        .map(|(k, v)| (k, v.as_str().unwrap_or_default().to_string()))
+        .collect())
+}
+
+/// Every run's state that can be read, newest first; unreadable ones are skipped.
+pub fn all() -> Vec<RunState> {
+    let Ok(entries) = std::fs::read_dir(runs_dir()) else {
+        return Vec::new();
+    };
+    let mut runs: Vec<RunState> = entries
+        .flatten()
+        .filter_map(|e| {
+            let text = std::fs::read(e.path().join("state.json")).ok()?;
+            serde_json::from_slice::<RunState>(&text).ok()
+        })
+        .filter(|s| s.version == VERSION)
+        .collect();
+    runs.sort_by(|a, b| {
+        b.started_ms
+            .cmp(&a.started_ms)
+            .then(b.run_id.cmp(&a.run_id))
+    });
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_replaces_the_file_whole_and_leaves_no_temp_file() {
+        let dir = std::env::temp_dir().join(format!("awf-state-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_atomically(&dir, "state.json", b"{\"a\":1}").unwrap();
+        write_atomically(&dir, "state.json", b"{\"a\":2}").unwrap();
+        assert_eq!(std::fs::read(dir.join("state.json")).unwrap(), b"{\"a\":2}");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn this_process_holds_a_live_lease_and_a_dead_pid_does_not() {
+        let mine = Lease::mine();
+        assert!(mine.alive());
+        let gone = Lease {
+            start: mine.start + 1,
+            ..mine.clone()
+        };
+        assert!(!gone.alive(), "another start time is another process");
+        let rebooted = Lease {
+            boot_id: "another-boot".into(),
+            ..mine
+        };
+        assert!(!rebooted.alive());
+    }
+
+    #[test]
+    fn the_hash_is_sha256_of_the_text() {
+        assert_eq!(
+            workflow_hash(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+}

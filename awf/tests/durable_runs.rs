@@ -1,0 +1,420 @@
+//! Durable runs through the real binary: `awf run` SIGKILLed at a chosen state and at
+//! random instants, then `awf resume`; `awf status` and `awf history` of live, dead,
+//! stopped and completed runs. Every state appends a line to a counter file outside the
+//! workspace, so that what ran how many times is counted, not assumed.
+
+mod common;
+
+use common::{eventually, run_summary, summary_state};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+const AWF: &str = env!("CARGO_BIN_EXE_awf");
+
+/// A workspace, a state directory of its own (so `history` sees this test's runs only),
+/// a counter file and a `go` file that blocking states wait for.
+struct Case {
+    dir: PathBuf,
+    state: PathBuf,
+    count: PathBuf,
+    go: PathBuf,
+}
+
+impl Case {
+    fn new(tag: &str) -> Case {
+        let base = common::scratch(&format!("durable-{tag}"));
+        let dir = base.join("work");
+        let state = base.join("state");
+        std::fs::create_dir_all(&dir).unwrap();
+        Case {
+            dir,
+            state,
+            count: base.join("count.txt"),
+            go: base.join("go"),
+        }
+    }
+
+    fn workflow(&self, text: &str) -> PathBuf {
+        let text = text
+            .replace("COUNT", &self.count.display().to_string())
+            .replace("GO", &self.go.display().to_string());
+        let wf = self.dir.join("wf.yaml");
+        std::fs::write(&wf, text).unwrap();
+        wf
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(AWF);
+        c.args(args)
+            .current_dir(&self.dir)
+            .env("XDG_STATE_HOME", &self.state)
+            .env("AWF_PLUGINS_PATH", "")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
+        c
+    }
+
+    fn awf(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// `awf run` in the background; its run id from the first line of its stderr.
+    fn spawn_run(&self, wf: &Path) -> (Child, String) {
+        let mut child = self
+            .command(&["run", wf.to_str().unwrap(), "--output", "json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+        // The rest of stderr is drained so that awf never blocks on it.
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        let id = first
+            .strip_prefix("awf: run ")
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no run id on the first line: {first:?}"))
+            .to_string();
+        (child, id)
+    }
+
+    fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.count)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn times(&self, what: &str) -> usize {
+        self.lines().iter().filter(|l| *l == what).count()
+    }
+
+    /// Waits until the counter holds `what`, then SIGKILLs the run and reaps it.
+    fn kill_when(&self, child: &mut Child, what: &str) {
+        assert!(
+            eventually(|| self.times(what) > 0),
+            "{what} never started: {:?}",
+            self.lines()
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    fn status(&self, id: &str) -> Value {
+        let out = self.awf(&["status", id, "--output", "json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        // Releases any blocking state a failed test left waiting.
+        let _ = std::fs::write(&self.go, "");
+    }
+}
+
+const FIVE: &str = r#"name: five
+inputs:
+  - name: who
+    default: world
+states:
+  initial: one
+  one:
+    type: step
+    command: echo one >> COUNT; echo "ONE {{.inputs.who}}"
+    on_success: two
+  two:
+    type: step
+    command: echo two >> COUNT; echo TWO
+    on_success: three
+  three:
+    type: step
+    command: echo three >> COUNT; while [ ! -e GO ]; do sleep 0.02; done; echo THREE
+    on_success: four
+  four:
+    type: step
+    command: echo four >> COUNT; echo "four saw {{.states.one.Output}} and {{.states.two.Output}}"
+    on_success: five
+  five:
+    type: step
+    command: echo five >> COUNT; echo FIVE
+    on_success: done
+  done:
+    type: terminal
+    message: "{{.states.four.Output}}"
+"#;
+
+#[test]
+fn a_run_killed_during_state_3_resumes_at_3_and_never_reruns_1_and_2() {
+    let c = Case::new("five");
+    let wf = c.workflow(FIVE);
+    let (mut child, id) = c.spawn_run(&wf);
+    // While it runs: status says running, and resume refuses.
+    assert!(eventually(|| c.times("three") > 0));
+    assert_eq!(c.status(&id)["status"], "running");
+    let refused = c.awf(&["resume", &id]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("still running") && err.contains("RESUME_REFUSED"),
+        "{err}"
+    );
+    c.kill_when(&mut child, "three");
+
+    // Dead: status and history say died, never running.
+    let s = c.status(&id);
+    assert_eq!(s["status"], "died", "{s:#}");
+    let states: Vec<(&str, &str)> = s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["state"].as_str().unwrap(), x["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("one", "succeeded"),
+            ("two", "succeeded"),
+            ("three", "running")
+        ]
+    );
+    let human = String::from_utf8_lossy(&c.awf(&["status", &id]).stdout).into_owned();
+    assert!(
+        human.contains("died") && human.contains("awf resume"),
+        "{human}"
+    );
+    let h: Value = serde_json::from_slice(
+        &c.awf(&["history", "--status", "died", "--output", "json"])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(h.as_array().unwrap().len(), 1, "{h:#}");
+    assert_eq!(h[0]["run_id"], id.as_str());
+
+    std::fs::write(&c.go, "").unwrap();
+    let out = c.awf(&["resume", &id, "--output", "json"]);
+    let summary = run_summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{summary:#}");
+    assert_eq!(summary["run_id"], id.as_str());
+    // 1 and 2 ran once, 3 twice (it was running: at-least-once), 4 and 5 once.
+    assert_eq!(
+        c.lines(),
+        ["one", "two", "three", "three", "four", "five"],
+        "{summary:#}"
+    );
+    // The outputs of 1 and 2 reached 4's template.
+    assert_eq!(
+        summary_state(&summary, "four")["output"],
+        "four saw ONE world and TWO"
+    );
+    assert_eq!(
+        summary_state(&summary, "done")["output"],
+        "four saw ONE world and TWO"
+    );
+    let s = c.status(&id);
+    assert_eq!(s["status"], "succeeded");
+    assert_eq!(s["resumes"], 1);
+    // Once in the history, with its latest status.
+    let h: Value = serde_json::from_slice(&c.awf(&["history", "--output", "json"]).stdout).unwrap();
+    assert_eq!(h.as_array().unwrap().len(), 1, "{h:#}");
+    assert_eq!(h[0]["status"], "succeeded");
+    // A completed run is not resumed; --from runs it again from a state.
+    let again = c.awf(&["resume", &id]);
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(1), "{err}");
+    assert!(err.contains("completed") && err.contains("--from"), "{err}");
+    let out = c.awf(&["resume", &id, "--from", "four"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(c.times("four"), 2);
+    assert_eq!(c.times("one"), 1);
+}
+
+#[test]
+fn a_changed_workflow_is_refused_without_force() {
+    let c = Case::new("changed");
+    let wf = c.workflow(FIVE);
+    let (mut child, id) = c.spawn_run(&wf);
+    c.kill_when(&mut child, "three");
+    std::fs::write(&c.go, "").unwrap();
+    let mut text = std::fs::read_to_string(&wf).unwrap();
+    text = text.replace("echo FIVE", "echo FIVE CHANGED");
+    std::fs::write(&wf, text).unwrap();
+    let out = c.awf(&["resume", &id]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("changed since run") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(c.times("four"), 0, "nothing ran");
+    let out = c.awf(&["resume", &id, "--force", "--output", "json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("WARN") && err.contains("changed"), "{err}");
+    assert_eq!(
+        summary_state(&run_summary(&out), "five")["output"],
+        "FIVE CHANGED"
+    );
+    // Unknown runs and bad ids name the fix.
+    let out = c.awf(&["resume", "0123456789abcdef"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no run") && err.contains("awf history"),
+        "{err}"
+    );
+    let out = c.awf(&["status", "../../etc"]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn parallel_killed_after_one_branch_succeeded_resumes_the_other_two() {
+    let c = Case::new("parallel");
+    let wf = c.workflow(
+        r#"name: par
+states:
+  initial: fan
+  fan:
+    type: parallel
+    parallel: [a, b, c]
+    strategy: all_succeed
+    max_concurrent: 3
+    on_success: done
+  a:
+    type: step
+    command: echo a >> COUNT
+  b:
+    type: step
+    command: echo b >> COUNT; while [ ! -e GO ]; do sleep 0.02; done
+  c:
+    type: step
+    command: echo c >> COUNT; while [ ! -e GO ]; do sleep 0.02; done
+  done:
+    type: terminal
+"#,
+    );
+    let (mut child, id) = c.spawn_run(&wf);
+    assert!(eventually(|| c.times("b") == 1 && c.times("c") == 1));
+    // a succeeded and its record was written before the kill.
+    assert!(eventually(|| {
+        c.status(&id)["states"].as_array().is_some_and(|_| {
+            let text = std::fs::read_to_string(
+                c.state.join("awf/runs-state").join(&id).join("state.json"),
+            )
+            .unwrap_or_default();
+            text.contains("\"units\"")
+        })
+    }));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::write(&c.go, "").unwrap();
+    let out = c.awf(&["resume", &id, "--output", "json"]);
+    let s = run_summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    assert_eq!(c.times("a"), 1, "{:?}", c.lines());
+    assert_eq!(c.times("b"), 2);
+    assert_eq!(c.times("c"), 2);
+}
+
+#[test]
+fn for_each_of_10_killed_after_6_resumes_the_other_4() {
+    let c = Case::new("each");
+    let wf = c.workflow(
+        r#"name: each
+states:
+  initial: all
+  all:
+    type: for_each
+    items: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    body: [work]
+    on_complete: done
+  work:
+    type: step
+    command: echo "item {{.loop.Item}}" >> COUNT; if [ {{.loop.Item}} = 6 ]; then while [ ! -e GO ]; do sleep 0.02; done; fi; echo "did {{.loop.Item}}"
+  done:
+    type: terminal
+    message: "{{.states.all.Output}}"
+"#,
+    );
+    let (mut child, id) = c.spawn_run(&wf);
+    c.kill_when(&mut child, "item 6");
+    std::fs::write(&c.go, "").unwrap();
+    let out = c.awf(&["resume", &id, "--output", "json"]);
+    let s = run_summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    for i in 0..10 {
+        let expected = if i == 6 { 2 } else { 1 };
+        assert_eq!(c.times(&format!("item {i}")), expected, "{:?}", c.lines());
+    }
+    // The iterations' outputs in item order, the restored ones included.
+    let all: Value =
+        serde_json::from_str(summary_state(&s, "all")["output"].as_str().unwrap()).unwrap();
+    let want: Vec<String> = (0..10).map(|i| format!("did {i}")).collect();
+    assert_eq!(all, serde_json::json!(want));
+}
+
+#[test]
+fn a_run_killed_at_random_instants_always_resumes_and_never_reruns_a_completed_state() {
+    let c = Case::new("random");
+    let mut states = String::new();
+    let names = ["s1", "s2", "s3", "s4", "s5", "s6"];
+    for (i, n) in names.iter().enumerate() {
+        let next = names.get(i + 1).copied().unwrap_or("done");
+        states.push_str(&format!(
+            "  {n}:\n    type: step\n    command: echo {n} >> COUNT; sleep 0.03; echo {n}\n    on_success: {next}\n"
+        ));
+    }
+    let wf = c.workflow(&format!(
+        "name: random\nstates:\n  initial: s1\n{states}  done:\n    type: terminal\n"
+    ));
+    // A small LCG: instants spread over the run without a dependency; the seed is printed.
+    let mut seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+    eprintln!("seed {seed}");
+    for round in 0..20 {
+        let _ = std::fs::remove_file(&c.count);
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let delay = std::time::Duration::from_millis((seed >> 33) % 400);
+        let (mut child, id) = c.spawn_run(&wf);
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        child.wait().unwrap();
+        // The state file always parses, whatever instant the kill came at.
+        let before = c.status(&id);
+        let done: Vec<String> = before["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["status"] == "succeeded")
+            .map(|s| s["state"].as_str().unwrap().to_string())
+            .collect();
+        let out = if before["status"] == "succeeded" {
+            None
+        } else {
+            let out = c.awf(&["resume", &id, "--output", "json"]);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "round {round} ({delay:?}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Some(out)
+        };
+        for n in names {
+            let times = c.times(n);
+            if done.iter().any(|d| d == n) {
+                assert_eq!(times, 1, "round {round}: {n} had completed\n{before:#}");
+            } else {
+                assert!((1..=2).contains(&times), "round {round}: {n} ran {times}×");
+            }
+        }
+        assert_eq!(c.status(&id)["status"], "succeeded", "{out:?}");
+    }
+}
