@@ -4,6 +4,8 @@
 //! workspace, so that what ran how many times is counted, not assumed.
 
 mod common;
+#[path = "fake_model/mod.rs"]
+mod fake_model;
 
 use common::{eventually, run_summary, summary_state};
 use serde_json::Value;
@@ -17,6 +19,9 @@ const AWF: &str = env!("CARGO_BIN_EXE_awf");
 struct Case {
     dir: PathBuf,
     state: PathBuf,
+    /// awf's TMPDIR: beside the state directory, never above it (awf refuses a state or
+    /// audit directory beneath the temp dir, and the checkout may lie under /tmp).
+    tmp: PathBuf,
     count: PathBuf,
     go: PathBuf,
 }
@@ -26,10 +31,13 @@ impl Case {
         let base = common::scratch(&format!("durable-{tag}"));
         let dir = base.join("work");
         let state = base.join("state");
+        let tmp = base.join("tmp");
         std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&tmp).unwrap();
         Case {
             dir,
             state,
+            tmp,
             count: base.join("count.txt"),
             go: base.join("go"),
         }
@@ -49,6 +57,8 @@ impl Case {
         c.args(args)
             .current_dir(&self.dir)
             .env("XDG_STATE_HOME", &self.state)
+            .env("TMPDIR", &self.tmp)
+            .env("AWF_TEST_OPENAI_KEY", "sk-test-123456")
             .env("AWF_PLUGINS_PATH", "")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
         c
@@ -417,4 +427,80 @@ fn a_run_killed_at_random_instants_always_resumes_and_never_reruns_a_completed_s
         }
         assert_eq!(c.status(&id)["status"], "succeeded", "{out:?}");
     }
+}
+
+#[test]
+fn an_openai_compatible_agent_step_killed_mid_tool_call_runs_again_on_resume() {
+    let c = Case::new("agent");
+    // The agent's Bash writes in the workspace (its only writable place).
+    let count = c.dir.join("agent-count.txt");
+    let go = c.dir.join("agent-go");
+    let model = fake_model::FakeModel::start(fake_model::Script::new().call(
+        "Bash",
+        serde_json::json!({"command": format!(
+            "echo agent >> {}; while [ ! -e {} ]; do sleep 0.02; done; echo released",
+            count.display(), go.display())}),
+    ));
+    let wf = c.workflow(&format!(
+        r#"name: agent-five
+states:
+  initial: one
+  one:
+    type: step
+    command: echo one >> COUNT; echo ONE
+    on_success: two
+  two:
+    type: step
+    command: echo two >> COUNT; echo TWO
+    on_success: three
+  three:
+    type: agent
+    provider: openai_compatible
+    prompt: Wait for the go file.
+    timeout: 60s
+    options:
+      base_url: {base}/v1
+      model: fake-model
+      api_key_env: AWF_TEST_OPENAI_KEY
+    mcp_proxy:
+      enable: true
+    on_success: four
+  four:
+    type: step
+    command: echo four >> COUNT; echo "four saw {{{{.states.one.Output}}}} {{{{.states.two.Output}}}}"
+    on_success: five
+  five:
+    type: step
+    command: echo five >> COUNT
+    on_success: done
+  done:
+    type: terminal
+"#,
+        base = model.base_url()
+    ));
+    let (mut child, id) = c.spawn_run(&wf);
+    let agent_ran = || {
+        std::fs::read_to_string(&count)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert!(eventually(|| agent_ran() == 1), "{:?}", c.lines());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(c.status(&id)["status"], "died");
+    std::fs::write(&go, "").unwrap();
+    let out = c.awf(&["resume", &id, "--output", "json"]);
+    let s = run_summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    assert_eq!(c.lines(), ["one", "two", "four", "five"], "{s:#}");
+    assert_eq!(agent_ran(), 2, "the agent step ran again from its start");
+    assert_eq!(summary_state(&s, "four")["output"], "four saw ONE TWO");
+    assert!(
+        summary_state(&s, "three")["output"]
+            .as_str()
+            .unwrap()
+            .contains("released"),
+        "{s:#}"
+    );
 }
