@@ -50,6 +50,9 @@ pub struct StateResult {
     pub output: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// The attempts a step with `retry:` made (None without `retry:`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
@@ -78,6 +81,7 @@ impl StateResult {
             status: Status::Success,
             output: String::new(),
             exit_code: None,
+            attempts: None,
             duration_ms: 0,
             provider: None,
             tool_calls: BTreeMap::new(),
@@ -135,8 +139,13 @@ fn print_human(s: &Value) {
             .filter(|s| !s.is_empty())
             .map(|s| format!("  tools: {s}"))
             .unwrap_or_default();
+        let attempts = match st["attempts"].as_u64() {
+            Some(1) => "  1 attempt".to_string(),
+            Some(n) => format!("  {n} attempts"),
+            None => String::new(),
+        };
         println!(
-            "  {:<20} {:<8} {:<11} {:>7.1}s{calls}",
+            "  {:<20} {:<8} {:<11} {:>7.1}s{attempts}{calls}",
             p(&st["state"]),
             p(&st["type"]),
             p(&st["status"]),

@@ -405,6 +405,7 @@ impl Recorder {
             {
                 rec.status = state_status(r.status);
                 rec.outcome = Some(r.status.as_str().to_string());
+                rec.attempt = r.attempts.unwrap_or(1);
                 rec.duration_ms = r.duration_ms;
                 rec.output = r.output.clone();
                 rec.exit_code = r.exit_code;

@@ -1,7 +1,8 @@
 //! `step` states: the rendered command run by `/bin/sh -c` in the step's directory, with
-//! its timeout; the exit code decides success. Template values reach the shell as
-//! variables (`AWF_VALUE_1`, ...) that the command text refers to, so no value is ever
-//! parsed as shell code (see `workflow::template::render_command`).
+//! its timeout; the exit code decides success. With `retry:`, a failed command runs again
+//! after a wait (`workflow::Retry::delay`) that an interrupt cuts short. Template values
+//! reach the shell as variables (`AWF_VALUE_1`, ...) that the command text refers to, so
+//! no value is ever parsed as shell code (see `workflow::template::render_command`).
 //!
 //! Linux takes at most 128 KiB in one environment string (`MAX_ARG_STRLEN`) and about
 //! 2 MiB in all of them with the arguments: a large value (a file's content, a long
@@ -19,7 +20,11 @@ use crate::workflow;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How often a wait between attempts looks at the interrupt flag.
+const INTERRUPT_POLL: Duration = Duration::from_millis(25);
 
 /// What one argument or environment string may hold, its NUL included (`MAX_ARG_STRLEN`).
 pub(super) const MAX_ARG_BYTES: usize = 128 * 1024;
@@ -32,6 +37,8 @@ const ENV_VALUE_BYTES: usize = 32 * 1024;
 const ENV_TOTAL_BYTES: usize = 256 * 1024;
 
 impl Runner<'_> {
+    /// Runs step `name`: its command once, or with `retry:` until an attempt succeeds, a
+    /// failure is not retryable, the attempts are spent or the run is interrupted.
     pub(super) fn run_step(
         &mut self,
         name: &str,
@@ -42,15 +49,113 @@ impl Runner<'_> {
             Some(d) => self.workdir.join(self.render(d)),
             None => self.workdir.clone(),
         };
+        let Some(retry) = &s.retry else {
+            let (mut r, _) = self.run_attempt(name, s, &dir);
+            r.duration_ms = t0.elapsed().as_millis() as u64;
+            return r;
+        };
+        let max = retry.max_attempts;
+        let mut attempt = 1;
+        let mut r = loop {
+            let (mut r, ran) = self.run_attempt(name, s, &dir);
+            // When the command did not run (a missing dir, a template that cannot be
+            // placed, a shell that cannot start), another attempt would not help.
+            if !ran || !matches!(r.status, Status::Failure | Status::Timeout) {
+                break r;
+            }
+            let how = match (r.status, r.exit_code) {
+                (Status::Timeout, _) => "timed out".to_string(),
+                (_, Some(c)) => format!("exit {c}"),
+                _ => "killed by a signal".to_string(),
+            };
+            let code = if r.status == Status::Timeout {
+                None
+            } else {
+                r.exit_code
+            };
+            if !retry.retries(code) {
+                eprintln!(
+                    "awf: {name} attempt {attempt} of {max} failed ({how}); not retried \
+                     (retryable_exit_codes: {:?})",
+                    retry.retryable_exit_codes
+                );
+                break r;
+            }
+            if attempt >= max {
+                if max > 1 {
+                    eprintln!(
+                        "awf: {name} attempt {attempt} of {max} failed ({how}); no attempt left"
+                    );
+                }
+                break r;
+            }
+            let wait = retry.delay(attempt, random01());
+            let next = if wait < Duration::from_secs(1) {
+                format!("{}ms", wait.as_millis())
+            } else {
+                format!("{:.1}s", wait.as_secs_f64())
+            };
+            eprintln!("awf: {name} attempt {attempt} of {max} failed ({how}); next in {next}");
+            if !self.wait_unless_interrupted(wait) {
+                r.status = Status::Interrupted;
+                r.error = Some(ErrorJson {
+                    code: codes::INTERRUPTED,
+                    message: format!(
+                        "step {name:?} was interrupted while waiting for attempt {} of {max}",
+                        attempt + 1
+                    ),
+                });
+                break r;
+            }
+            attempt += 1;
+        };
+        // The last attempt's failure, said to be the last.
+        if attempt > 1
+            && matches!(r.status, Status::Failure | Status::Timeout)
+            && let Some(e) = &mut r.error
+        {
+            e.message
+                .push_str(&format!(" (attempt {attempt} of {max})"));
+        }
+        r.attempts = Some(attempt);
+        r.duration_ms = t0.elapsed().as_millis() as u64;
+        r
+    }
+
+    /// Waits `wait`, looking at the interrupt flag every [`INTERRUPT_POLL`]; false when
+    /// it was raised (the wait is cut short).
+    fn wait_unless_interrupted(&self, wait: Duration) -> bool {
+        let end = Instant::now() + wait;
+        loop {
+            if self.interrupt.load(Ordering::SeqCst) {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return true;
+            }
+            std::thread::sleep((end - now).min(INTERRUPT_POLL));
+        }
+    }
+
+    /// One run of the step's command: its result (without a duration), and whether the
+    /// command ran at all.
+    fn run_attempt(
+        &mut self,
+        name: &str,
+        s: &workflow::StepState,
+        dir: &Path,
+    ) -> (StateResult, bool) {
         let mut r = StateResult::new(name, "step");
         // The memory files of large values stay open until the command has ended.
         let waited = self
-            .shell(name, &s.command, &dir)
+            .shell(name, &s.command, dir)
             .and_then(|(cmd, _files)| self.spawn_and_wait(cmd, s.timeout, name));
         match waited {
             Err(e) => {
                 r.status = Status::Failure;
                 r.error = Some((&e).into());
+                return (r, false);
             }
             Ok(p) => {
                 r.output = p.stdout.trim_end_matches('\n').to_string();
@@ -88,8 +193,7 @@ impl Runner<'_> {
                 }
             }
         }
-        r.duration_ms = t0.elapsed().as_millis() as u64;
-        r
+        (r, true)
     }
 
     /// `/bin/sh -c COMMAND` in `dir`, the command's values in its environment or, when
@@ -180,6 +284,17 @@ impl Runner<'_> {
         }
         Ok((cmd, files))
     }
+}
+
+/// A number in [0, 1) for the jitter of a wait, from the process's random hash keys and
+/// the clock (a fresh `RandomState` has keys of its own each time).
+fn random01() -> f64 {
+    use std::hash::BuildHasher;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let bits = std::collections::hash_map::RandomState::new().hash_one(nanos);
+    (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A template value for the shell: the variable's name and the value.

@@ -5,10 +5,12 @@
 
 pub mod check;
 pub mod parse;
+pub mod retry;
 pub mod template;
 pub mod yaml;
 
 use crate::error::codes;
+pub use retry::{Backoff, Retry};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -251,6 +253,8 @@ pub struct StepState {
     pub command: String,
     pub dir: Option<String>,
     pub timeout: Option<Duration>,
+    /// `retry:`: further attempts after a failure; None runs the command once.
+    pub retry: Option<Retry>,
     pub on_success: Option<String>,
     pub on_failure: Option<String>,
 }

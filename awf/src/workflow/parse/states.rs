@@ -1,14 +1,15 @@
 //! `states:`: the initial state and every named state, read by its `type` (agent, step,
 //! parallel, for_each, terminal) with the keys that type allows. An agent's `mcp_proxy`
-//! block is read in `proxy`, its `budget` here.
+//! block is read in `proxy`, its `budget` here, and a step's `retry` here too.
 
 use super::context::{Ctx, join};
 use super::proxy::parse_proxy;
 use crate::error::codes;
+use crate::workflow::retry::MAX_ATTEMPTS_LIMIT;
 use crate::workflow::yaml::{Kind, Node};
 use crate::workflow::{
-    AgentState, DEFAULT_MAX_ITERATIONS, ForEachState, MAX_ITERATIONS_LIMIT, ParallelState, Prompt,
-    State, StateKind, StepState, Strategy, TerminalState, TerminalStatus,
+    AgentState, Backoff, DEFAULT_MAX_ITERATIONS, ForEachState, MAX_ITERATIONS_LIMIT, ParallelState,
+    Prompt, Retry, State, StateKind, StepState, Strategy, TerminalState, TerminalStatus,
 };
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -54,9 +55,19 @@ const STEP_KEYS: &[&str] = &[
     "command",
     "dir",
     "timeout",
+    "retry",
     "mcp_proxy",
     "on_success",
     "on_failure",
+];
+const RETRY_KEYS: &[&str] = &[
+    "max_attempts",
+    "initial_delay",
+    "max_delay",
+    "backoff",
+    "multiplier",
+    "jitter",
+    "retryable_exit_codes",
 ];
 const TERMINAL_KEYS: &[&str] = &["type", "description", "status", "message", "mcp_proxy"];
 
@@ -389,6 +400,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
             command: require(cx, "command", "add `command: <shell command>`").unwrap_or_default(),
             dir: str_field(cx, "dir"),
             timeout,
+            retry: get("retry").and_then(|r| parse_retry(cx, r, &join(path, "retry"))),
             on_success: str_field(cx, "on_success"),
             on_failure: str_field(cx, "on_failure"),
         }),
@@ -465,6 +477,160 @@ fn parse_budget(cx: &mut Ctx, node: &Node, path: &str) -> Option<crate::relay::B
         return None;
     }
     Some(budget)
+}
+
+/// `retry:` of a step state: every key optional (see [`Retry::default`]), each value
+/// checked, and `max_delay` no shorter than `initial_delay`.
+fn parse_retry(cx: &mut Ctx, node: &Node, path: &str) -> Option<Retry> {
+    let fields = cx.fields(node, path, RETRY_KEYS, codes::UNKNOWN_KEY)?;
+    let mut retry = Retry::default();
+    // Any problem below drops the block (the workflow does not run anyway).
+    let problems = cx.diags.len();
+    let bad = |cx: &mut Ctx, kpath: &str, line: usize, message: String, hint: &str| {
+        cx.push(codes::INVALID_VALUE, kpath, line, message, hint);
+    };
+    let mut max_delay_line = None;
+    for (key, v) in &fields {
+        let kpath = join(path, key);
+        match *key {
+            "max_attempts" => match v.as_str().and_then(|s| s.trim().parse::<u32>().ok()) {
+                Some(n) if (1..=MAX_ATTEMPTS_LIMIT).contains(&n) => retry.max_attempts = n,
+                _ => bad(
+                    cx,
+                    &kpath,
+                    v.line,
+                    format!(
+                        "{kpath} must be a whole number from 1 to {MAX_ATTEMPTS_LIMIT}, found {}",
+                        v.describe()
+                    ),
+                    "write e.g. `max_attempts: 3`: the attempts in all, the first included \
+                     (1 runs the command once)",
+                ),
+            },
+            "initial_delay" | "max_delay" => match cx.timeout(v, &kpath) {
+                Some(d) if *key == "initial_delay" => retry.initial_delay = d,
+                Some(d) => {
+                    retry.max_delay = d;
+                    max_delay_line = Some(v.line);
+                }
+                None => {}
+            },
+            "backoff" => match v.as_str().and_then(Backoff::from_name) {
+                Some(b) => retry.backoff = b,
+                None => bad(
+                    cx,
+                    &kpath,
+                    v.line,
+                    format!("backoff {} is not known", v.describe()),
+                    "use constant, linear or exponential (the default)",
+                ),
+            },
+            "multiplier" => match number(v) {
+                Some(m) if m > 1.0 && m.is_finite() => retry.multiplier = m,
+                _ => bad(
+                    cx,
+                    &kpath,
+                    v.line,
+                    format!("{kpath} must be a number above 1, found {}", v.describe()),
+                    "write e.g. `multiplier: 2` (the default): each wait is the one before \
+                     times it",
+                ),
+            },
+            "jitter" => match number(v) {
+                Some(j) if (0.0..=1.0).contains(&j) => retry.jitter = j,
+                _ => bad(
+                    cx,
+                    &kpath,
+                    v.line,
+                    format!(
+                        "{kpath} must be a number from 0 to 1, found {}",
+                        v.describe()
+                    ),
+                    "write e.g. `jitter: 0.1`: each wait is multiplied by a random factor \
+                     between 0.9 and 1.1 (the default 0 keeps waits exact)",
+                ),
+            },
+            _ => match &v.kind {
+                Kind::Seq(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        match item.as_str().and_then(|s| s.trim().parse::<i32>().ok()) {
+                            Some(c) if (1..=255).contains(&c) => {
+                                if !retry.retryable_exit_codes.contains(&c) {
+                                    retry.retryable_exit_codes.push(c);
+                                }
+                            }
+                            found => bad(
+                                cx,
+                                &format!("{kpath}[{i}]"),
+                                item.line,
+                                format!(
+                                    "{kpath}[{i}] must be an exit code, a whole number from 1 \
+                                     to 255, found {}",
+                                    item.describe()
+                                ),
+                                if found == Some(0) {
+                                    "0 is a success, never retried: list the exit codes of \
+                                     failures worth another attempt, e.g. `[75]`"
+                                } else {
+                                    "list exit codes as numbers, e.g. \
+                                     `retryable_exit_codes: [75, 111]`"
+                                },
+                            ),
+                        }
+                    }
+                }
+                _ if v.is_null() => {}
+                _ => {
+                    cx.push(
+                        codes::WRONG_TYPE,
+                        &kpath,
+                        v.line,
+                        format!(
+                            "{kpath} must be a list of exit codes, found {}",
+                            v.describe()
+                        ),
+                        "write a list, e.g. `retryable_exit_codes: [75]` (left out or empty: \
+                         any failure is retried)",
+                    );
+                }
+            },
+        }
+    }
+    if retry.max_delay < retry.initial_delay {
+        let (kpath, line) = match max_delay_line {
+            Some(l) => (join(path, "max_delay"), l),
+            None => (
+                join(path, "initial_delay"),
+                fields
+                    .iter()
+                    .find(|(k, _)| *k == "initial_delay")
+                    .map_or(node.line, |(_, v)| v.line),
+            ),
+        };
+        bad(
+            cx,
+            &kpath,
+            line,
+            format!(
+                "{path}.max_delay ({:?}{}) is shorter than initial_delay ({:?})",
+                retry.max_delay,
+                if max_delay_line.is_none() {
+                    ", the default"
+                } else {
+                    ""
+                },
+                retry.initial_delay
+            ),
+            "max_delay caps every wait: make it at least initial_delay, or shorten \
+             initial_delay",
+        );
+    }
+    (cx.diags.len() == problems).then_some(retry)
+}
+
+/// A plain number (`2`, `1.5`, `0.1`) of a scalar node.
+fn number(node: &Node) -> Option<f64> {
+    node.as_str()?.trim().parse::<f64>().ok()
 }
 
 #[cfg(test)]
