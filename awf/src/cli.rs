@@ -70,6 +70,19 @@ pub enum Cmd {
         /// ~/.local/state/awf/audit/RUN_ID); it must be outside the workspace and the temp dir.
         #[arg(long, value_name = "DIR")]
         audit_dir: Option<PathBuf>,
+        /// Run only the for_each items whose position mod COUNT is INDEX (one process of a
+        /// run split over COUNT; merge them with `awf gather`).
+        #[arg(long, value_name = "INDEX/COUNT")]
+        shard: Option<String>,
+    },
+    /// Merge the shards of one run (`awf run --shard I/N`, one run id each): one summary and
+    /// the outputs of every for_each in item order.
+    Gather {
+        /// The shards' run ids, one per shard, in any order.
+        #[arg(required = true)]
+        run_ids: Vec<String>,
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        output: String,
     },
     /// Resume a run that died or was stopped: the states that ended keep their results, the
     /// one that was running runs again (at-least-once), then the rest.
@@ -216,6 +229,7 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             inputs,
             output,
             audit_dir,
+            shard,
         } => {
             // While awf is alone in its cgroup (nothing started yet): a delegated cgroup
             // v2 gets its leaf now, and the steps' servers theirs below it.
@@ -226,9 +240,11 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
                     inputs,
                     json: output == "json",
                     audit_dir,
+                    shard,
                 },
             )
         }
+        Cmd::Gather { run_ids, output } => crate::run::gather::gather(&run_ids, output == "json"),
         Cmd::Resume {
             run_id,
             from,

@@ -504,3 +504,106 @@ states:
         "{s:#}"
     );
 }
+
+const TEN: &str = r#"name: ten
+states:
+  initial: all
+  all:
+    type: for_each
+    items: [a, b, c, d, e, f, g, h, i, j]
+    body: [work]
+    max_concurrent: 2
+    on_complete: done
+  work:
+    type: step
+    command: echo "item {{.loop.Index}}" >> COUNT; echo "out {{.loop.Item}} at {{.loop.Index}}"
+  done:
+    type: terminal
+"#;
+
+#[test]
+fn three_shards_of_a_for_each_run_each_item_once_and_gather_in_item_order() {
+    let c = Case::new("shards");
+    let wf = c.workflow(TEN);
+    // Three processes at once, as three pods of an Indexed Job would be.
+    let runs: Vec<_> = (0..3)
+        .map(|i| {
+            c.command(&[
+                "run",
+                wf.to_str().unwrap(),
+                "--shard",
+                &format!("{i}/3"),
+                "--output",
+                "json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    let ids: Vec<String> = runs
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().unwrap();
+            let s = run_summary(&out);
+            assert_eq!(out.status.code(), Some(0), "{s:#}");
+            s["run_id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    for i in 0..10 {
+        assert_eq!(c.times(&format!("item {i}")), 1, "{:?}", c.lines());
+    }
+    // Any order of the run ids.
+    let out = c.awf(&["gather", &ids[2], &ids[0], &ids[1], "--output", "json"]);
+    let g: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{g:#}");
+    assert_eq!(g["status"], "succeeded");
+    let want: Vec<String> = "abcdefghij"
+        .chars()
+        .enumerate()
+        .map(|(i, ch)| format!("out {ch} at {i}"))
+        .collect();
+    assert_eq!(g["outputs"]["all"], serde_json::json!(want), "{g:#}");
+    let human =
+        String::from_utf8_lossy(&c.awf(&["gather", &ids[0], &ids[1], &ids[2]]).stdout).into_owned();
+    assert!(
+        human.contains("3 shards of ten") && human.contains("all (10 items)"),
+        "{human}"
+    );
+
+    // A missing shard, a shard twice, and a shard of another workflow are refused.
+    let out = c.awf(&["gather", &ids[0], &ids[2]]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("shard 1/3 missing"),
+        "{err}"
+    );
+    let out = c.awf(&["gather", &ids[0], &ids[0], &ids[1], &ids[2]]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("given twice"), "{err}");
+    let other = c.workflow(&TEN.replace("echo \"out", "echo \"other"));
+    let out = c
+        .command(&[
+            "run",
+            other.to_str().unwrap(),
+            "--shard",
+            "1/3",
+            "--output",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let odd = run_summary(&out)["run_id"].as_str().unwrap().to_string();
+    let out = c.awf(&["gather", &ids[0], &odd, &ids[2]]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("different workflows"), "{err}");
+    // A bad --shard names the fix.
+    let out = c.awf(&["run", wf.to_str().unwrap(), "--shard", "3/3"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("INDEX/COUNT"),
+        "{err}"
+    );
+}

@@ -38,6 +38,8 @@ pub(super) struct Runner<'a> {
     /// The run state, written before and after each top-level state (the top-level
     /// runner's only: branches and iterations are part of their state).
     pub(super) record: Option<Arc<super::state::Recorder>>,
+    /// `--shard INDEX/COUNT`: the for_each items this run runs.
+    pub(super) shard: Option<super::state::Shard>,
 }
 
 /// What `{{.loop.Item}}`, `.Index`, `.Index1`, `.First`, `.Last` and `.Length` give in an
@@ -186,6 +188,9 @@ impl Runner<'_> {
                 StateKind::ForEach(f) => {
                     let (iterations, r) =
                         self.run_for_each(&state.name, f, t0, &step_trace.traceparent);
+                    if let Some(record) = &self.record {
+                        record.units_ended(&state.name, &iterations);
+                    }
                     self.results.extend(iterations);
                     let next = if r.status == Status::Success {
                         &f.on_complete
@@ -197,6 +202,9 @@ impl Runner<'_> {
                 StateKind::Parallel(p) => {
                     let (branches, r) =
                         self.run_parallel(&state.name, p, t0, &step_trace.traceparent);
+                    if let Some(record) = &self.record {
+                        record.units_ended(&state.name, &branches);
+                    }
                     self.results.extend(branches);
                     let next = if r.status == Status::Success {
                         &p.on_success

@@ -7,6 +7,7 @@
 
 mod agent;
 mod engine;
+pub mod gather;
 pub mod history;
 mod inputs;
 mod parallel;
@@ -37,6 +38,8 @@ pub struct RunOptions {
     pub json: bool,
     /// Where per-step audit files go; default `$XDG_STATE_HOME/awf/audit/<run id>`.
     pub audit_dir: Option<PathBuf>,
+    /// `--shard INDEX/COUNT`: run the for_each items whose position mod COUNT is INDEX.
+    pub shard: Option<String>,
 }
 
 /// `awf resume`: which run, from where, and what may differ.
@@ -102,6 +105,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         Err(code) => return Ok(code),
     };
     let inputs = resolve_inputs(&wf, &opts.inputs)?;
+    let shard = opts.shard.as_deref().map(state::Shard::parse).transpose()?;
     let text = read_workflow_text(file)?;
     let run_id = crate::telemetry::new_session_id();
     let masker = crate::telemetry::audit::Masker::from_env(4096);
@@ -125,6 +129,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         next: Some(wf.initial.clone()),
         states: Vec::new(),
         units: Default::default(),
+        shard,
     };
     let start = wf.initial.clone();
     execute(
@@ -268,9 +273,9 @@ fn execute(
         })?;
     }
     process::become_subreaper();
-    let (run_id, results, last_step) = match &begin {
-        Begin::New(s) => (s.run_id.clone(), Vec::new(), 0),
-        Begin::Resume(s) => (s.run_id.clone(), s.results(), s.last_step()),
+    let (run_id, results, last_step, shard) = match &begin {
+        Begin::New(s) => (s.run_id.clone(), Vec::new(), 0, s.shard),
+        Begin::Resume(s) => (s.run_id.clone(), s.results(), s.last_step(), s.shard),
     };
     // Outside the workspace, which the steps' Bash may write, and the temp dir, where each
     // step's private one is made and anyone may write (checked below).
@@ -313,6 +318,7 @@ fn execute(
         workdir,
         started: Instant::now(),
         record: None,
+        shard,
     };
     runner.proxy.check_locations()?;
     crate::private_files::private_dir(&run_dir)?;
@@ -330,7 +336,14 @@ fn execute(
             file.display()
         );
     } else {
-        eprintln!("awf: run {run_id} of {} ({})", wf.name, file.display());
+        eprintln!(
+            "awf: run {run_id} of {} ({}){}",
+            wf.name,
+            file.display(),
+            shard
+                .map(|s| format!(", shard {}/{}", s.index, s.count))
+                .unwrap_or_default()
+        );
     }
     let outcome = runner.drive(start);
     process::kill_orphans();
@@ -349,6 +362,7 @@ fn execute(
         "duration_ms": runner.started.elapsed().as_millis() as u64,
         "error": error.as_ref().map(ErrorJson::from),
         "audit_dir": audit_dir,
+        "shard": shard,
         "states": runner.results,
     });
     report::print_summary(&summary, json);

@@ -60,6 +60,7 @@ impl Runner<'_> {
             ids: self.ids.clone(),
             loop_vars: vars,
             record: None,
+            shard: None,
         }
     }
 
@@ -287,9 +288,16 @@ impl Runner<'_> {
             }
         };
         let length = items.len();
+        // Under --shard, the items whose position is this shard's; `{{.loop.Index}}` stays
+        // the item's position in the whole list.
+        let shard = self.shard;
+        let positions: Vec<usize> = (0..length)
+            .filter(|i| shard.is_none_or(|s| s.holds(*i)))
+            .collect();
         let units = items
             .into_iter()
             .enumerate()
+            .filter(|(index, _)| shard.is_none_or(|s| s.holds(*index)))
             .map(|(index, item)| Unit {
                 states: f.body.clone(),
                 vars: Some(LoopVars {
@@ -326,7 +334,7 @@ impl Runner<'_> {
             .flat_map(|(i, u)| {
                 if u.is_empty() {
                     let mut r = self.never_started(&f.body[0]);
-                    r.iteration = Some(i);
+                    r.iteration = Some(positions[i]);
                     vec![r]
                 } else {
                     u.clone()

@@ -112,6 +112,9 @@ pub struct StateRecord {
     /// The iteration of a for_each this record is of (from 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration: Option<usize>,
+    /// The `for_each` or `parallel` state this record is a unit's state of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
     #[serde(rename = "type")]
     pub kind: String,
     pub status: StateStatus,
@@ -172,6 +175,50 @@ pub struct RunState {
     /// runs only the others.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub units: BTreeMap<String, BTreeMap<usize, Vec<StateRecord>>>,
+    /// `awf run --shard INDEX/COUNT`: this run ran the for_each items whose position mod
+    /// COUNT is INDEX.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+}
+
+/// One shard of a run split over several processes (`--shard INDEX/COUNT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    /// Reads `INDEX/COUNT` (a Kubernetes Indexed Job passes `"$JOB_COMPLETION_INDEX/N"`).
+    pub fn parse(text: &str) -> Result<Shard, AwfError> {
+        let bad = |why: &str| {
+            AwfError::new(
+                codes::INPUT_INVALID,
+                format!(
+                    "--shard {text:?}: {why}; write INDEX/COUNT with 0 <= INDEX < COUNT, e.g. \
+                     --shard 0/3 (a Kubernetes Indexed Job: --shard \"$JOB_COMPLETION_INDEX/3\")"
+                ),
+            )
+        };
+        let (i, n) = text.split_once('/').ok_or_else(|| bad("no '/'"))?;
+        let index: usize = i
+            .trim()
+            .parse()
+            .map_err(|_| bad("INDEX is no whole number"))?;
+        let count: usize = n
+            .trim()
+            .parse()
+            .map_err(|_| bad("COUNT is no whole number"))?;
+        if count == 0 || index >= count {
+            return Err(bad("INDEX must be below COUNT"));
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// Whether item `position` of a for_each is this shard's.
+    pub fn holds(&self, position: usize) -> bool {
+        position % self.count == self.index
+    }
 }
 
 pub fn now_ms() -> u64 {
@@ -239,6 +286,7 @@ impl StateRecord {
         StateRecord {
             state: r.state.clone(),
             iteration: r.iteration,
+            parent: None,
             kind: r.kind.to_string(),
             status: state_status(r.status),
             outcome: Some(r.status.as_str().to_string()),
@@ -371,6 +419,7 @@ impl Recorder {
             s.states.push(StateRecord {
                 state: name.to_string(),
                 iteration: None,
+                parent: None,
                 kind: kind.to_string(),
                 status: StateStatus::Running,
                 outcome: None,
@@ -430,6 +479,26 @@ impl Recorder {
                 .insert(index, records);
         }
         self.save_or_warn();
+    }
+
+    /// The states the units of `parent` (a for_each or parallel state) ran, recorded
+    /// before `parent`'s own end: `awf status` lists them, `awf gather` reads the
+    /// iterations' outputs from them.
+    pub fn units_ended(&self, parent: &str, results: &[StateResult]) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let at = s
+            .states
+            .iter()
+            .rposition(|x| x.state == parent && x.status == StateStatus::Running)
+            .unwrap_or(s.states.len());
+        let records: Vec<StateRecord> = results
+            .iter()
+            .map(|r| StateRecord {
+                parent: Some(parent.to_string()),
+                ..StateRecord::of(r, 0)
+            })
+            .collect();
+        s.states.splice(at..at, records);
     }
 
     /// The units of `parent` that succeeded before the run stopped, by index.
