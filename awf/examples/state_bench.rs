@@ -53,6 +53,7 @@ fn main() {
         next: None,
         states: Vec::new(),
         units: Default::default(),
+        shard: None,
     };
     let rec = Recorder::create(begin, &HashMap::new()).expect("run state");
     let output = "x".repeat(200);
