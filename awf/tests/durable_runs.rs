@@ -32,6 +32,7 @@ impl Case {
         let dir = base.join("work");
         let state = base.join("state");
         let tmp = base.join("tmp");
+        std::fs::create_dir_all(base.join("home")).unwrap();
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::create_dir_all(&tmp).unwrap();
         Case {
@@ -57,6 +58,8 @@ impl Case {
         c.args(args)
             .current_dir(&self.dir)
             .env("XDG_STATE_HOME", &self.state)
+            .env("HOME", self.state.with_file_name("home"))
+            .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
             .env("TMPDIR", &self.tmp)
             .env("AWF_TEST_OPENAI_KEY", "sk-test-123456")
             .env("AWF_PLUGINS_PATH", "")
@@ -605,5 +608,98 @@ fn three_shards_of_a_for_each_run_each_item_once_and_gather_in_item_order() {
     assert!(
         !out.status.success() && err.contains("INDEX/COUNT"),
         "{err}"
+    );
+}
+
+/// The pinned Claude Code that `.ci/run` installs (skipped where it is not, outside CI).
+fn claude_cli() -> Option<PathBuf> {
+    let tools = std::env::var_os("AWF_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
+    let path = tools.join("agents/node_modules/.bin/claude");
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "claude is not installed at {}; .ci/run installs it",
+        path.display()
+    );
+    eprintln!("SKIP: claude is not installed at {}", path.display());
+    None
+}
+
+#[test]
+fn a_claude_step_killed_mid_tool_call_runs_again_on_resume() {
+    let Some(claude) = claude_cli() else { return };
+    let c = Case::new("claude");
+    let count = c.dir.join("agent-count.txt");
+    let go = c.dir.join("agent-go");
+    let model = fake_model::FakeModel::start(fake_model::Script::new().call(
+        "Bash",
+        serde_json::json!({"command": format!(
+            "echo agent >> {}; while [ ! -e {} ]; do sleep 0.02; done; echo released",
+            count.display(), go.display())}),
+    ));
+    let wf = c.workflow(&format!(
+        r#"name: claude-resume
+states:
+  initial: one
+  one:
+    type: step
+    command: echo one >> COUNT; echo ONE
+    on_success: two
+  two:
+    type: agent
+    provider: claude
+    prompt: Wait for the go file.
+    timeout: 120s
+    options: {{command: "{program}", model: claude-sonnet-4-5, base_url: "{base}", api_key_env: AWF_TEST_FAKE_KEY}}
+    mcp_proxy:
+      enable: true
+    on_success: three
+  three:
+    type: step
+    command: echo three >> COUNT; echo "three saw {{{{.states.one.Output}}}}"
+    on_success: done
+  done:
+    type: terminal
+"#,
+        program = claude.display(),
+        base = model.base_url()
+    ));
+    let (mut child, id) = c.spawn_run(&wf);
+    let agent_ran = || {
+        std::fs::read_to_string(&count)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert!(
+        eventually(|| agent_ran() == 1),
+        "claude never called Bash: {}",
+        model.describe()
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(c.status(&id)["status"], "died");
+    std::fs::write(&go, "").unwrap();
+    let out = c.awf(&["resume", &id, "--output", "json"]);
+    let s = run_summary(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(c.lines(), ["one", "three"], "{s:#}");
+    assert_eq!(agent_ran(), 2, "the claude step ran again from its start");
+    assert_eq!(summary_state(&s, "three")["output"], "three saw ONE");
+    assert!(
+        summary_state(&s, "two")["output"]
+            .as_str()
+            .unwrap()
+            .contains("released"),
+        "{s:#}"
     );
 }
