@@ -477,6 +477,15 @@ impl ProcessGroup {
         arm_parent_death(cmd, true);
     }
 
+    /// Ties the process `cmd` spawns to the calling thread, as [`ProcessGroup::tie`], but
+    /// without making it a subreaper: for the commands `awf run` supervises itself (steps,
+    /// agent CLIs), whose leftovers awf's own subreaper collects. A SIGKILL of `awf run`
+    /// then takes the agent CLI with it (its `awf mcp-serve` ends with its input) rather
+    /// than leaving it to call the model on its own.
+    pub fn die_with_thread(cmd: &mut Command) {
+        arm_parent_death(cmd, false);
+    }
+
     fn start(cmd: &mut Command) -> io::Result<ProcessGroup> {
         cmd.process_group(0);
         SPAWNED.store(true, Ordering::SeqCst);

@@ -683,6 +683,13 @@ states:
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(c.status(&id)["status"], "died");
+    // The CLI died with awf (and its awf mcp-serve with it): nothing goes on calling the
+    // model for a run that is gone.
+    assert!(
+        eventually(|| processes_naming(&id).is_empty()),
+        "left running: {:?}",
+        processes_naming(&id)
+    );
     std::fs::write(&go, "").unwrap();
     let out = c.awf(&["resume", &id, "--output", "json"]);
     let s = run_summary(&out);
@@ -702,4 +709,18 @@ states:
             .contains("released"),
         "{s:#}"
     );
+}
+
+/// The command lines of the processes that name `needle` in theirs.
+fn processes_naming(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            text.contains(needle).then_some(text)
+        })
+        .collect()
 }

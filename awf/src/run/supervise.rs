@@ -47,6 +47,8 @@ impl Runner<'_> {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // This thread waits for it: when awf dies (by SIGKILL too), so does the command.
+        ProcessGroup::die_with_thread(&mut cmd);
         let mut child = ProcessGroup::spawn(&mut cmd).map_err(|e| {
             AwfError::new(
                 codes::SPAWN,
