@@ -3,10 +3,20 @@
 //! `max_attempts`, a timeout counts as a failure, an interrupt during a wait ends the
 //! state at once, and `awf validate` refuses each bad value naming its path. Each command
 //! counts its runs in a file outside the workspace; waits are short and nothing is timed.
+//!
+//! And on `agent` states, an `openai_compatible` agent against the fake model
+//! (tests/fake_model) through the run's relay: a model overloaded twice is retried after
+//! the wait its `Retry-After` asks, a model that always limits the rate cannot make the
+//! attempts spend more than the state's budget, `on` keeps the retries to its classes, an
+//! endpoint that cannot be reached is a `server_error`, and `awf validate` refuses an
+//! unknown class and `on` on a step.
 
 mod common;
+#[path = "fake_model/mod.rs"]
+mod fake_model;
 
 use common::{run_summary, summary_state};
+use fake_model::{FakeModel, Script, private_tmp};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -487,19 +497,375 @@ fn every_bad_value_is_reported_at_once() {
 }
 
 #[test]
-fn agent_states_take_no_retry() {
+fn an_agent_retry_block_validates() {
     let (base, root, _) = dirs("validate-agent");
-    let wf = base.join("wf.yaml");
-    std::fs::write(
-        &wf,
-        "name: agent\nstates:\n  initial: fix\n  fix:\n    type: agent\n    provider: claude\n    \
-         prompt: fix it\n    retry:\n      max_attempts: 3\n    on_success: done\n  done:\n    \
-         type: terminal\n",
-    )
-    .unwrap();
+    let wf = agent_workflow(
+        &base,
+        "http://127.0.0.1:9",
+        "      max_attempts: 5\n      initial_delay: 2s\n      backoff: exponential\n      \
+         on: [rate_limit, overloaded, server_error, timeout]",
+        "",
+    );
+    let (exit, problems) = validate_file(&root, &wf);
+    assert_eq!(exit, 0, "{problems:#?}");
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn an_unknown_failure_class_is_refused() {
+    let (base, root, _) = dirs("validate-on");
+    let wf = agent_workflow(
+        &base,
+        "http://127.0.0.1:9",
+        "      max_attempts: 3\n      on: [overloaded, bogus]",
+        "",
+    );
     let (exit, problems) = validate_file(&root, &wf);
     assert_eq!(exit, 2, "{problems:#?}");
     assert_eq!(problems.len(), 1, "{problems:#?}");
-    assert_eq!(problems[0]["code"], "WORKFLOW.PARSE.UNKNOWN_KEY");
-    assert_eq!(problems[0]["path"], "states.fix.retry");
+    let p = &problems[0];
+    assert_eq!(p["code"], "WORKFLOW.PARSE.INVALID_VALUE", "{p:#}");
+    assert_eq!(p["path"], "states.fix.retry.on[1]", "{p:#}");
+    assert_eq!(p["line"], AGENT_RETRY_LINE + 1, "{p:#}");
+    assert!(p["message"].as_str().unwrap().contains("bogus"), "{p:#}");
+    assert!(
+        p["hint"]
+            .as_str()
+            .unwrap()
+            .contains("rate_limit, overloaded, server_error, timeout"),
+        "{p:#}"
+    );
+    // A class alone, not in a list, is a wrong type.
+    let wf = agent_workflow(&base, "http://127.0.0.1:9", "      on: overloaded", "");
+    let (_, problems) = validate_file(&root, &wf);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems[0]["code"], "WORKFLOW.PARSE.WRONG_TYPE");
+    assert_eq!(problems[0]["path"], "states.fix.retry.on");
+}
+
+#[test]
+fn on_is_for_agent_states() {
+    let p = refused(
+        "on-step",
+        "      max_attempts: 3\n      on: [overloaded]",
+        "WORKFLOW.PARSE.UNKNOWN_KEY",
+        "states.build.retry.on",
+        9,
+        "retryable_exit_codes",
+    );
+    assert!(
+        p["message"].as_str().unwrap().contains("agent states"),
+        "{p:#}"
+    );
+}
+
+/// The line of an agent workflow's first `retry` key (see [`agent_workflow`]).
+const AGENT_RETRY_LINE: u64 = 15;
+
+/// A workflow whose agent state `fix` talks to the model at `base` (its `/v1`) with the
+/// tool proxy on (the fake model's main requests are those offering tools), with the
+/// `retry` block given (YAML indented by six) and `extra` keys (indented by four); then
+/// `done`, or `failed` on failure.
+fn agent_workflow(base: &Path, model: &str, retry: &str, extra: &str) -> PathBuf {
+    let wf = base.join("agent.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            "name: agent-retries
+states:
+  initial: fix
+  fix:
+    type: agent
+    provider: openai_compatible
+    prompt: fix the build
+    options:
+      base_url: {model}/v1
+      model: fake-model
+      api_key_env: AWF_TEST_OPENAI_KEY
+    mcp_proxy:
+      enable: true
+{extra}    retry:
+{retry}
+    on_success: done
+    on_failure: failed
+  done:
+    type: terminal
+  failed:
+    type: terminal
+    status: failure
+"
+        ),
+    )
+    .unwrap();
+    wf
+}
+
+/// `awf run` of an agent workflow in `root` with its audit in `audit`; `json` asks for
+/// the JSON summary.
+fn agent_run(root: &Path, wf: &Path, audit: &Path, json: bool) -> Output {
+    let mut cmd = Command::new(AWF);
+    cmd.arg("run").arg(wf);
+    if json {
+        cmd.args(["--output", "json"]);
+    }
+    cmd.arg("--audit-dir")
+        .arg(audit)
+        .current_dir(root)
+        .env("TMPDIR", private_tmp(audit))
+        .env("AWF_PLUGINS_PATH", "")
+        .env("AWF_TEST_OPENAI_KEY", "sk-test-123456")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap()
+}
+
+/// The audit files of state `fix`, by name.
+fn fix_audits(audit: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(audit)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with("-fix.audit.jsonl"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_overloaded_model_is_retried_after_the_wait_it_asks_for() {
+    let (base, root, _) = dirs("agent-overloaded");
+    let audit = base.join("audit");
+    let model = FakeModel::start(
+        Script::new()
+            .fail_first(2, 529, r#"{"error": {"message": "overloaded"}}"#)
+            .retry_after("1"),
+    );
+    // A backoff of 10 ms: only the model's Retry-After makes the wait a second.
+    let wf = agent_workflow(
+        &base,
+        &model.base_url(),
+        "      max_attempts: 5\n      initial_delay: 10ms",
+        "",
+    );
+    let out = agent_run(&root, &wf, &audit, true);
+    let s = run_summary(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{err}\n{}",
+        model.describe()
+    );
+    let fix = summary_state(&s, "fix");
+    assert_eq!(fix["status"], "success", "{s:#}");
+    assert_eq!(fix["attempts"], 3, "{s:#}");
+    assert_eq!(fix["max_attempts"], 5, "{s:#}");
+    assert_eq!(
+        fix["retried"],
+        serde_json::json!(["overloaded", "overloaded"])
+    );
+    assert!(
+        fix["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("FAKE-MODEL-FINAL"),
+        "{fix:#}"
+    );
+    assert_eq!(model.main_requests().len(), 3, "{}", model.describe());
+    // The relay's figures count every attempt, and keep the last error it saw.
+    assert_eq!(fix["model"]["requests"], 3, "{fix:#}");
+    assert_eq!(fix["model"]["last_error_status"], 529, "{fix:#}");
+    assert_eq!(fix["model"]["retry_after_ms"], 1000, "{fix:#}");
+    for n in 1..=2 {
+        assert!(
+            err.contains(&format!(
+                "fix attempt {n} of 5 failed (overloaded, HTTP 529); next in 1.0s (Retry-After)"
+            )),
+            "{err}"
+        );
+    }
+    assert!(!err.contains("attempt 3 of 5"), "{err}");
+    // Each attempt is a step of its own, with its own audit file.
+    let audits = fix_audits(&audit);
+    assert_eq!(audits.len(), 3, "{audits:?}");
+    let statuses: Vec<Value> = audits
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(audit.join(f))
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .filter(|r| r["type"] == "model.response")
+                .map(|r| r["status"].clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(statuses, [529, 529, 200], "{audits:?}");
+}
+
+#[test]
+fn the_budget_holds_across_attempts() {
+    let (base, root, _) = dirs("agent-budget");
+    let audit = base.join("audit");
+    let model =
+        FakeModel::start(Script::new().fail_with(429, r#"{"error": {"message": "slow down"}}"#));
+    let wf = agent_workflow(
+        &base,
+        &model.base_url(),
+        "      max_attempts: 3\n      initial_delay: 10ms",
+        "    budget: {requests: 2}\n",
+    );
+    let out = agent_run(&root, &wf, &audit, true);
+    let s = run_summary(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{s:#}\n{err}");
+    let fix = summary_state(&s, "fix");
+    assert_eq!(fix["status"], "failure", "{s:#}");
+    // Two requests in all, whatever the attempts: the third is never made.
+    let sent = model.main_requests().len();
+    assert!(sent <= 2, "{sent} requests: {}", model.describe());
+    assert_eq!(fix["model"]["requests"], sent, "{fix:#}");
+    assert_eq!(fix["attempts"], 2, "{fix:#}");
+    assert_eq!(fix["retried"], serde_json::json!(["rate_limit"]));
+    assert_eq!(fix["error"]["code"], "EXECUTION.BUDGET", "{fix:#}");
+    assert_eq!(fix["model"]["budget_exhausted"], "requests", "{fix:#}");
+    assert!(
+        err.contains("fix attempt 1 of 3 failed (rate_limit, HTTP 429); next in")
+            && err.contains("fix attempt 2 of 3 failed (rate_limit, HTTP 429); the model budget"),
+        "{err}"
+    );
+    assert_eq!(state_names(&s), ["fix", "failed"]);
+}
+
+#[test]
+fn an_attempt_gets_only_the_budget_the_earlier_ones_left() {
+    let (base, root, _) = dirs("agent-budget-left");
+    let audit = base.join("audit");
+    std::fs::write(root.join("fixture.txt"), "hello\n").unwrap();
+    // Attempt 1: one request, rate-limited. Attempt 2 may make one more: the model's
+    // tool call; the request that would carry its result is refused.
+    let model = FakeModel::start(
+        Script::new()
+            .fail_first(1, 429, r#"{"error": {"message": "slow down"}}"#)
+            .call("Read", serde_json::json!({"path": "fixture.txt"})),
+    );
+    let wf = agent_workflow(
+        &base,
+        &model.base_url(),
+        "      max_attempts: 3\n      initial_delay: 10ms",
+        "    budget: {requests: 2}\n",
+    );
+    let out = agent_run(&root, &wf, &audit, true);
+    let s = run_summary(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{s:#}\n{err}");
+    let fix = summary_state(&s, "fix");
+    assert_eq!(model.main_requests().len(), 2, "{}", model.describe());
+    assert_eq!(model.tool_calls().len(), 1, "{}", model.describe());
+    assert_eq!(fix["attempts"], 2, "{fix:#}");
+    assert_eq!(fix["error"]["code"], "EXECUTION.BUDGET", "{fix:#}");
+    assert_eq!(fix["model"]["requests"], 2, "{fix:#}");
+    assert_eq!(fix["model"]["budget_exhausted"], "requests", "{fix:#}");
+    assert!(
+        err.contains(
+            "fix attempt 2 of 3 failed (EXECUTION.BUDGET); not retried (its model budget is spent)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn on_keeps_the_retries_to_its_classes() {
+    let (base, root, _) = dirs("agent-on");
+    let audit = base.join("audit");
+    let model = FakeModel::start(
+        Script::new().fail_with(500, r#"{"error": {"message": "internal error"}}"#),
+    );
+    let wf = agent_workflow(
+        &base,
+        &model.base_url(),
+        "      max_attempts: 3\n      initial_delay: 10ms\n      on: [overloaded]",
+        "",
+    );
+    let out = agent_run(&root, &wf, &audit, true);
+    let s = run_summary(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{s:#}\n{err}");
+    assert_eq!(model.main_requests().len(), 1, "{}", model.describe());
+    let fix = summary_state(&s, "fix");
+    assert_eq!(fix["attempts"], 1, "{fix:#}");
+    assert!(fix.get("retried").is_none(), "{fix:#}");
+    assert_eq!(
+        fix["error"]["code"], "EXECUTION.OPENAI.HTTP_ERROR",
+        "{fix:#}"
+    );
+    assert!(
+        err.contains(
+            "fix attempt 1 of 3 failed (server_error, HTTP 500); not retried (on: [overloaded])"
+        ),
+        "{err}"
+    );
+    assert_eq!(fix_audits(&audit).len(), 1);
+}
+
+#[test]
+fn a_timeout_is_retried_when_on_names_it() {
+    let (base, root, _) = dirs("agent-timeout");
+    let audit = base.join("audit");
+    // A model that takes the connection and never answers (it is never accepted: the
+    // kernel's backlog holds it).
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let wf = agent_workflow(
+        &base,
+        &format!("http://127.0.0.1:{port}"),
+        "      max_attempts: 2\n      initial_delay: 10ms\n      on: [timeout]",
+        "    timeout: 300ms\n",
+    );
+    let out = agent_run(&root, &wf, &audit, true);
+    drop(silent);
+    let s = run_summary(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{s:#}\n{err}");
+    let fix = summary_state(&s, "fix");
+    assert_eq!(fix["status"], "timeout", "{fix:#}");
+    assert_eq!(fix["attempts"], 2, "{fix:#}");
+    assert_eq!(fix["retried"], serde_json::json!(["timeout"]));
+    assert!(
+        err.contains("fix attempt 1 of 2 failed (timeout); next in 10ms")
+            && err.contains("fix attempt 2 of 2 failed (timeout); no attempt left"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_endpoint_that_cannot_be_reached_is_a_server_error() {
+    let (base, root, _) = dirs("agent-unreachable");
+    let audit = base.join("audit");
+    // A port nothing listens on any more: the relay answers 502 itself.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let wf = agent_workflow(
+        &base,
+        &format!("http://127.0.0.1:{port}"),
+        "      max_attempts: 2\n      initial_delay: 10ms\n      on: [server_error]",
+        "",
+    );
+    // The summary for a human says how the attempts went.
+    let out = agent_run(&root, &wf, &audit, false);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{err}");
+    assert!(
+        err.contains("fix attempt 1 of 2 failed (server_error, HTTP 502); next in 10ms")
+            && err.contains("fix attempt 2 of 2 failed (server_error, HTTP 502); no attempt left"),
+        "{err}"
+    );
+    assert!(
+        stdout.contains("failed on attempt 2 of 2 (1× server_error)"),
+        "{stdout}"
+    );
+    assert_eq!(fix_audits(&audit).len(), 2);
 }

@@ -7,7 +7,9 @@
 //! CLI never holds the key. The response streams back as it arrives (event by event), while
 //! [`usage`] reads the model, the tokens and the finish reasons out of it: each request is
 //! a `chat <model>` span under the step's span and a `model.request` + `model.response`
-//! pair in the step's audit file, and counts toward the step's budget.
+//! pair in the step's audit file, and counts toward the step's budget. The status of an
+//! error answer and the wait its `Retry-After` asks are kept in the step's figures
+//! ([`ModelStats`]): what an agent's `retry` classes a failure by.
 //!
 //! A request is judged by its head before any of its body is read: a route no step has
 //! (404), a key that is not the step's placeholder (401) or a body over 32 MiB
@@ -107,6 +109,27 @@ pub struct Budget {
     pub tokens: Option<u64>,
 }
 
+impl Budget {
+    /// What is left once `used` is spent (a limit it has not: none).
+    pub fn less(self, used: &ModelStats) -> Budget {
+        Budget {
+            requests: self.requests.map(|n| n.saturating_sub(used.requests)),
+            tokens: self.tokens.map(|n| n.saturating_sub(used.tokens())),
+        }
+    }
+
+    /// The limit with nothing left, if one has: "requests" or "tokens".
+    pub fn spent(self) -> Option<&'static str> {
+        if self.requests == Some(0) {
+            Some("requests")
+        } else if self.tokens == Some(0) {
+            Some("tokens")
+        } else {
+            None
+        }
+    }
+}
+
 /// What a step's model requests came to.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ModelStats {
@@ -119,6 +142,45 @@ pub struct ModelStats {
     /// The limit the step ran into, when it did: "requests" or "tokens".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_exhausted: Option<&'static str>,
+    /// The HTTP status of the latest model answer that was an error (400 and above), the
+    /// relay's own 502 when it could not reach the endpoint included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error_status: Option<u16>,
+    /// The wait that answer asked for (`retry-after-ms`, else `retry-after` in seconds),
+    /// in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// Whether the latest model answer was that error (a later success clears it): what
+    /// an agent's `retry` classes its failure by. Not reported.
+    #[serde(skip)]
+    pub last_answer_failed: bool,
+}
+
+impl ModelStats {
+    /// The tokens the budget counts: input and output.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    /// Adds the figures of a later lease of the same state (another attempt): counts
+    /// summed, the latest error and limit those of `later` when it has them.
+    pub fn add(&mut self, later: &ModelStats) {
+        self.requests += later.requests;
+        self.input_tokens += later.input_tokens;
+        self.output_tokens += later.output_tokens;
+        self.cache_read_tokens += later.cache_read_tokens;
+        self.model_ms += later.model_ms;
+        if later.budget_exhausted.is_some() {
+            self.budget_exhausted = later.budget_exhausted;
+        }
+        if later.last_error_status.is_some() {
+            self.last_error_status = later.last_error_status;
+            self.retry_after_ms = later.retry_after_ms;
+        }
+        if later.requests > 0 || later.last_error_status.is_some() {
+            self.last_answer_failed = later.last_answer_failed;
+        }
+    }
 }
 
 struct Lease {
@@ -611,6 +673,17 @@ fn token_estimate(body_len: u64) -> u64 {
 }
 
 impl Lease {
+    /// Notes the status of a model answer (and the wait it asks for): an error's is the
+    /// step's latest error, a success clears `last_answer_failed`.
+    fn answered(&self, status: u16, retry_after_ms: Option<u64>) {
+        let s = &mut self.books.lock().unwrap().stats;
+        s.last_answer_failed = status >= 400;
+        if status >= 400 {
+            s.last_error_status = Some(status);
+            s.retry_after_ms = retry_after_ms;
+        }
+    }
+
     /// Appends a record about this step's model traffic to its audit, when it has one.
     fn note(&self, mut record: Value) {
         if let Some(a) = &self.audit {
@@ -767,6 +840,9 @@ fn forward(
         Ok(r) => r,
         Err(e) => {
             let message = format!("awf relay: cannot reach {url}: {e}");
+            if wire.is_some() {
+                lease.answered(502, None);
+            }
             reply(
                 &conn,
                 502,
@@ -778,6 +854,9 @@ fn forward(
         }
     };
     let status = resp.status().as_u16();
+    if wire.is_some() {
+        lease.answered(status, retry_after_ms(resp.headers()));
+    }
     let content_type = resp
         .headers()
         .get("content-type")
@@ -849,6 +928,21 @@ fn forward(
         first_byte,
         failed.as_deref(),
     );
+}
+
+/// The wait an answer asks for, in milliseconds: `retry-after-ms` (milliseconds), else
+/// `retry-after` in seconds (whole or not); an HTTP date is not read.
+fn retry_after_ms(headers: &ureq::http::HeaderMap) -> Option<u64> {
+    let number = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|n| n.is_finite() && *n >= 0.0)
+    };
+    number("retry-after-ms")
+        .or_else(|| number("retry-after").map(|s| s * 1000.0))
+        .map(|ms| ms.round() as u64)
 }
 
 fn send(
@@ -1102,6 +1196,98 @@ mod tests {
         answered(lease, c, true, 1, 1);
         assert_eq!(lease.claim(100).err(), Some("requests"));
         assert_eq!(handle.stats().requests, 1);
+    }
+
+    #[test]
+    fn retry_after_is_read_in_milliseconds_or_seconds() {
+        use ureq::http::{HeaderMap, HeaderValue};
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", "2")])),
+            Some(2000)
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", "0.5")])),
+            Some(500)
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[
+                ("retry-after-ms", "1234"),
+                ("retry-after", "2")
+            ])),
+            Some(1234)
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[(
+                "retry-after",
+                "Wed, 21 Oct 2015 07:28:00 GMT"
+            )])),
+            None
+        );
+        assert_eq!(retry_after_ms(&headers(&[("retry-after", "-1")])), None);
+        assert_eq!(retry_after_ms(&headers(&[])), None);
+    }
+
+    #[test]
+    fn errors_are_noted_and_a_success_clears_the_latest() {
+        let (_relay, handle) = lease_with(Budget::default());
+        handle.lease.answered(529, Some(1000));
+        let s = handle.stats();
+        assert_eq!(
+            (s.last_error_status, s.retry_after_ms, s.last_answer_failed),
+            (Some(529), Some(1000), true)
+        );
+        handle.lease.answered(200, None);
+        let s = handle.stats();
+        assert_eq!(
+            (s.last_error_status, s.retry_after_ms, s.last_answer_failed),
+            (Some(529), Some(1000), false)
+        );
+        handle.lease.answered(502, None);
+        assert_eq!(handle.stats().retry_after_ms, None);
+    }
+
+    #[test]
+    fn a_budget_less_what_was_used() {
+        let used = ModelStats {
+            requests: 2,
+            input_tokens: 30,
+            output_tokens: 10,
+            ..ModelStats::default()
+        };
+        let b = Budget {
+            requests: Some(3),
+            tokens: Some(100),
+        };
+        assert_eq!(
+            b.less(&used),
+            Budget {
+                requests: Some(1),
+                tokens: Some(60)
+            }
+        );
+        assert_eq!(b.less(&used).spent(), None);
+        let b = Budget {
+            requests: Some(2),
+            tokens: None,
+        };
+        assert_eq!(b.less(&used).spent(), Some("requests"));
+        assert_eq!(Budget::default().less(&used), Budget::default());
+        assert_eq!(
+            Budget {
+                requests: None,
+                tokens: Some(40)
+            }
+            .less(&used)
+            .spent(),
+            Some("tokens")
+        );
     }
 
     #[test]

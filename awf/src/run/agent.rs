@@ -2,22 +2,132 @@
 //! `mcp_proxy.enable`, then the provider runs: a CLI agent spawned and supervised like a
 //! step, or the `openai_compatible` conversation in a thread with the tools in-process.
 //! The proxy is closed on every path, and its report joins the state's result.
+//!
+//! With `retry:`, a failed attempt is followed by another after a wait (the backoff's, or
+//! the model's `Retry-After` when longer) that an interrupt cuts short. A failure is
+//! classed by what the run's model relay saw of the attempt's last model answer (429:
+//! `rate_limit`; 529, 503: `overloaded`; other 5xx: `server_error`) or by the state's
+//! timeout; `on` keeps the retries to those classes. Each attempt is a step of its own
+//! (a step id, an audit file, a span under the state's with `awf.attempt`), and all of
+//! them share the state's `budget`: each attempt's lease gets what the earlier ones left.
 
 use super::engine::Runner;
-use super::report::{StateResult, Status};
+use super::report::{ErrorJson, StateResult, Status};
+use super::retry::{random01, wait_unless};
 use super::supervise::{Progress, last_lines};
 use crate::error::{AwfError, codes};
 use crate::process;
 use crate::providers::{self, AgentOutput, AgentRequest, CliProvider, Provider, RelayRoute};
 use crate::proxy::ProxySession;
-use crate::relay::{KeyHeader, LeaseHandle, LeaseSpec, Relay};
-use crate::workflow::{self, Prompt};
+use crate::relay::{KeyHeader, LeaseHandle, LeaseSpec, ModelStats, Relay};
+use crate::workflow::{self, Prompt, Retry, RetryOn};
 use mcpserver::CancellationToken;
 use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// How a failed attempt ended, as `retry` sees it.
+struct Failure {
+    /// Its class, None for a failure of none (`other`).
+    class: Option<RetryOn>,
+    /// The model answer's HTTP status it was classed by, when it was.
+    http: Option<u16>,
+    /// The wait that answer asked for.
+    retry_after: Option<Duration>,
+    /// Why it is never retried, when it is not.
+    never: Option<&'static str>,
+}
+
+impl Failure {
+    /// The failure of attempt `r`, by its status, its error and what the relay saw.
+    fn of(r: &StateResult) -> Failure {
+        let code = r.error.as_ref().map_or("", |e| e.code);
+        let never = if r.status == Status::Interrupted || code == codes::INTERRUPTED {
+            Some("interrupted")
+        } else if code == codes::BUDGET {
+            Some("its model budget is spent")
+        } else if code.starts_with("USER.MCP_PROXY.") {
+            Some("a tool proxy error")
+        } else if code.starts_with("USER.")
+            || code.starts_with("WORKFLOW.")
+            || code == codes::SPAWN
+            || code == codes::PROVIDER_UNAVAILABLE
+        {
+            Some("an error in the workflow or the setup")
+        } else {
+            None
+        };
+        let answer = r
+            .model
+            .as_ref()
+            .filter(|m| m.last_answer_failed)
+            .and_then(|m| Some((m.last_error_status?, m.retry_after_ms)));
+        match answer {
+            _ if r.status == Status::Timeout => Failure {
+                class: Some(RetryOn::Timeout),
+                http: None,
+                retry_after: None,
+                never,
+            },
+            Some((status, after)) => Failure {
+                class: RetryOn::of_status(status),
+                http: Some(status),
+                retry_after: after.map(Duration::from_millis),
+                never,
+            },
+            None => Failure {
+                class: None,
+                http: None,
+                retry_after: None,
+                never,
+            },
+        }
+    }
+
+    /// The class's name, `other` for none.
+    fn name(&self) -> &'static str {
+        self.class.map_or("other", RetryOn::as_str)
+    }
+
+    /// What the stderr line says of it: `overloaded, HTTP 529`, `timeout`,
+    /// `EXECUTION.AGENT.FAILED, exit 1`.
+    fn describe(&self, r: &StateResult) -> String {
+        let mut parts = vec![match self.class {
+            Some(c) => c.as_str().to_string(),
+            None => r
+                .error
+                .as_ref()
+                .map_or_else(|| r.status.to_string(), |e| e.code.to_string()),
+        }];
+        if let Some(s) = self.http {
+            parts.push(format!("HTTP {s}"));
+        }
+        if let Some(c) = r.exit_code {
+            parts.push(format!("exit {c}"));
+        }
+        parts.join(", ")
+    }
+}
+
+/// `[rate_limit, overloaded]`: the classes `on` lists.
+fn on_list(retry: &Retry) -> String {
+    let names: Vec<&str> = retry.on.iter().map(|c| c.as_str()).collect();
+    format!("[{}]", names.join(", "))
+}
+
+/// A wait as the stderr lines say it: `250ms`, `2.0s`.
+fn shown(wait: Duration) -> String {
+    if wait < Duration::from_secs(1) {
+        format!("{}ms", wait.as_millis())
+    } else {
+        format!("{:.1}s", wait.as_secs_f64())
+    }
+}
+
 impl Runner<'_> {
+    /// Runs agent state `name` (step id `seq`): once, or with `retry:` until an attempt
+    /// succeeds, a failure is not retryable, the attempts or the budget are spent, or the
+    /// run is interrupted.
     pub(super) fn run_agent(
         &mut self,
         name: &str,
@@ -25,6 +135,154 @@ impl Runner<'_> {
         a: &workflow::AgentState,
         t0: Instant,
     ) -> StateResult {
+        let Some(retry) = &a.retry else {
+            let mut r = self.agent_attempt(name, seq, a);
+            r.duration_ms = t0.elapsed().as_millis() as u64;
+            return r;
+        };
+        let max = retry.max_attempts;
+        // Each attempt's span is a child of the state's; the state's context comes back
+        // at the end.
+        let state_traceparent = self.step_traceparent.clone();
+        let mut attempt = 1;
+        let mut id = seq;
+        // What the attempts so far came to (None: no attempt had a relay lease).
+        let mut model: Option<ModelStats> = None;
+        let mut tool_calls = std::collections::BTreeMap::new();
+        let mut retried = Vec::new();
+        let mut r = loop {
+            let mut this = a.clone();
+            this.budget = a
+                .budget
+                .map(|b| model.as_ref().map_or(b, |used| b.less(used)));
+            let mut trace = self.trace.step_under(
+                Some(&state_traceparent),
+                name,
+                "agent",
+                &format!("{id}-{name}"),
+            );
+            trace.set_attempt(attempt);
+            self.step_traceparent = trace.traceparent.clone();
+            let started = Instant::now();
+            let mut r = self.agent_attempt(name, id, &this);
+            r.duration_ms = started.elapsed().as_millis() as u64;
+            trace.end(&r);
+            let failure = Failure::of(&r);
+            for (tool, n) in &r.tool_calls {
+                *tool_calls.entry(tool.clone()).or_insert(0) += n;
+            }
+            if let Some(m) = &r.model {
+                model.get_or_insert_with(ModelStats::default).add(m);
+            }
+            if !matches!(r.status, Status::Failure | Status::Timeout) {
+                break r;
+            }
+            let how = failure.describe(&r);
+            let not_retried = if let Some(why) = failure.never {
+                Some(why.to_string())
+            } else if !retry.retries_agent(failure.class, r.exit_code) {
+                Some(
+                    if !retry.on.is_empty() && !failure.class.is_some_and(|c| retry.on.contains(&c))
+                    {
+                        format!("on: {}", on_list(retry))
+                    } else {
+                        format!("retryable_exit_codes: {:?}", retry.retryable_exit_codes)
+                    },
+                )
+            } else {
+                None
+            };
+            if let Some(why) = not_retried {
+                eprintln!(
+                    "awf: {name} attempt {attempt} of {max} failed ({how}); not retried ({why})"
+                );
+                break r;
+            }
+            if attempt >= max {
+                if max > 1 {
+                    eprintln!(
+                        "awf: {name} attempt {attempt} of {max} failed ({how}); no attempt left"
+                    );
+                }
+                break r;
+            }
+            // Every attempt counts against the state's budget: none is made without some
+            // of it left.
+            if let (Some(b), Some(used)) = (a.budget, &model)
+                && let Some(limit) = b.less(used).spent()
+            {
+                eprintln!(
+                    "awf: {name} attempt {attempt} of {max} failed ({how}); the model budget \
+                     is spent ({limit}), no attempt left"
+                );
+                if let Some(m) = &mut r.model {
+                    m.budget_exhausted = Some(limit);
+                }
+                r.status = Status::Failure;
+                r.error = Some(ErrorJson {
+                    code: codes::BUDGET,
+                    message: format!(
+                        "agent state {name:?} spent its model budget ({limit}) in {attempt} \
+                         attempt{}; attempt {} of {max} is not made (attempt {attempt}: {})",
+                        if attempt == 1 { "" } else { "s" },
+                        attempt + 1,
+                        r.error
+                            .as_ref()
+                            .map_or(how.as_str(), |e| e.message.as_str())
+                    ),
+                });
+                break r;
+            }
+            let (wait, asked) = retry.agent_delay(attempt, random01(), failure.retry_after);
+            eprintln!(
+                "awf: {name} attempt {attempt} of {max} failed ({how}); next in {}{}",
+                shown(wait),
+                if asked { " (Retry-After)" } else { "" }
+            );
+            retried.push(failure.name().to_string());
+            if !wait_unless(&self.interrupt, wait) {
+                r.status = Status::Interrupted;
+                r.error = Some(ErrorJson {
+                    code: codes::INTERRUPTED,
+                    message: format!(
+                        "agent state {name:?} was interrupted while waiting for attempt {} of \
+                         {max}",
+                        attempt + 1
+                    ),
+                });
+                break r;
+            }
+            attempt += 1;
+            id = self.next_id();
+        };
+        self.step_traceparent = state_traceparent;
+        // The last attempt's failure, said to be the last.
+        if attempt > 1
+            && matches!(r.status, Status::Failure | Status::Timeout)
+            && let Some(e) = &mut r.error
+            && e.code != codes::BUDGET
+        {
+            e.message
+                .push_str(&format!(" (attempt {attempt} of {max})"));
+        }
+        if model.is_some() {
+            // The state's model figures: every attempt's, the budget's limit the last one's.
+            let exhausted = r.model.as_ref().and_then(|m| m.budget_exhausted);
+            r.model = model.map(|mut m| {
+                m.budget_exhausted = exhausted;
+                m
+            });
+        }
+        r.tool_calls = tool_calls;
+        r.attempts = Some(attempt);
+        r.max_attempts = Some(max);
+        r.retried = retried;
+        r.duration_ms = t0.elapsed().as_millis() as u64;
+        r
+    }
+
+    /// One run of the agent (step id `seq`): its result, without a duration.
+    fn agent_attempt(&mut self, name: &str, seq: usize, a: &workflow::AgentState) -> StateResult {
         let mut r = StateResult::new(name, "agent");
         r.provider = Some(a.provider.clone());
         let outcome = self.agent_inner(name, seq, a, &mut r);
@@ -34,7 +292,6 @@ impl Runner<'_> {
             }
             r.error = Some((&e).into());
         }
-        r.duration_ms = t0.elapsed().as_millis() as u64;
         r
     }
 

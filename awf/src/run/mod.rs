@@ -12,6 +12,7 @@ pub mod history;
 mod inputs;
 mod parallel;
 mod report;
+mod retry;
 pub mod state;
 mod step;
 mod supervise;

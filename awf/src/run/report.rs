@@ -53,6 +53,13 @@ pub struct StateResult {
     /// The attempts a step with `retry:` made (None without `retry:`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// The attempts an agent state's `retry:` allows (`max_attempts`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// The class of each failed attempt of an agent state that was followed by another
+    /// (`rate_limit`, `overloaded`, `server_error`, `timeout`, or `other`), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retried: Vec<String>,
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
@@ -82,6 +89,8 @@ impl StateResult {
             output: String::new(),
             exit_code: None,
             attempts: None,
+            max_attempts: None,
+            retried: Vec::new(),
             duration_ms: 0,
             provider: None,
             tool_calls: BTreeMap::new(),
@@ -118,6 +127,22 @@ pub fn print_summary(summary: &Value, json: bool) {
     }
 }
 
+/// `2× overloaded, 1× rate_limit`: each class with its count, in the order first seen.
+fn classes(retried: &[&str]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for c in retried {
+        match counts.iter_mut().find(|(k, _)| k == c) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((c, 1)),
+        }
+    }
+    counts
+        .iter()
+        .map(|(c, n)| format!("{n}× {c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn print_human(s: &Value) {
     // What a model, a tool or a workflow wrote reaches the terminal escaped.
     let p = |v: &Value| crate::terminal::printable(v.as_str().unwrap_or("")).into_owned();
@@ -139,7 +164,26 @@ fn print_human(s: &Value) {
             .filter(|s| !s.is_empty())
             .map(|s| format!("  tools: {s}"))
             .unwrap_or_default();
+        let retried: Vec<&str> = st["retried"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
         let attempts = match st["attempts"].as_u64() {
+            Some(n) if !retried.is_empty() => format!(
+                "  {} on attempt {n}{} ({})",
+                if st["status"] == "success" {
+                    "succeeded"
+                } else {
+                    "failed"
+                },
+                st["max_attempts"]
+                    .as_u64()
+                    .map(|m| format!(" of {m}"))
+                    .unwrap_or_default(),
+                crate::terminal::printable(&classes(&retried))
+            ),
             Some(1) => "  1 attempt".to_string(),
             Some(n) => format!("  {n} attempts"),
             None => String::new(),
@@ -208,5 +252,20 @@ fn print_human(s: &Value) {
                 p(&st["error"]["code"])
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retried_classes_are_counted_in_order() {
+        assert_eq!(classes(&["overloaded", "overloaded"]), "2× overloaded");
+        assert_eq!(
+            classes(&["rate_limit", "overloaded", "rate_limit"]),
+            "2× rate_limit, 1× overloaded"
+        );
+        assert_eq!(classes(&[]), "");
     }
 }

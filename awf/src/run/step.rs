@@ -20,11 +20,7 @@ use crate::workflow;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// How often a wait between attempts looks at the interrupt flag.
-const INTERRUPT_POLL: Duration = Duration::from_millis(25);
 
 /// What one argument or environment string may hold, its NUL included (`MAX_ARG_STRLEN`).
 pub(super) const MAX_ARG_BYTES: usize = 128 * 1024;
@@ -89,14 +85,14 @@ impl Runner<'_> {
                 }
                 break r;
             }
-            let wait = retry.delay(attempt, random01());
+            let wait = retry.delay(attempt, super::retry::random01());
             let next = if wait < Duration::from_secs(1) {
                 format!("{}ms", wait.as_millis())
             } else {
                 format!("{:.1}s", wait.as_secs_f64())
             };
             eprintln!("awf: {name} attempt {attempt} of {max} failed ({how}); next in {next}");
-            if !self.wait_unless_interrupted(wait) {
+            if !super::retry::wait_unless(&self.interrupt, wait) {
                 r.status = Status::Interrupted;
                 r.error = Some(ErrorJson {
                     code: codes::INTERRUPTED,
@@ -120,22 +116,6 @@ impl Runner<'_> {
         r.attempts = Some(attempt);
         r.duration_ms = t0.elapsed().as_millis() as u64;
         r
-    }
-
-    /// Waits `wait`, looking at the interrupt flag every [`INTERRUPT_POLL`]; false when
-    /// it was raised (the wait is cut short).
-    fn wait_unless_interrupted(&self, wait: Duration) -> bool {
-        let end = Instant::now() + wait;
-        loop {
-            if self.interrupt.load(Ordering::SeqCst) {
-                return false;
-            }
-            let now = Instant::now();
-            if now >= end {
-                return true;
-            }
-            std::thread::sleep((end - now).min(INTERRUPT_POLL));
-        }
     }
 
     /// One run of the step's command: its result (without a duration), and whether the
@@ -284,17 +264,6 @@ impl Runner<'_> {
         }
         Ok((cmd, files))
     }
-}
-
-/// A number in [0, 1) for the jitter of a wait, from the process's random hash keys and
-/// the clock (a fresh `RandomState` has keys of its own each time).
-fn random01() -> f64 {
-    use std::hash::BuildHasher;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let bits = std::collections::hash_map::RandomState::new().hash_one(nanos);
-    (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A template value for the shell: the variable's name and the value.

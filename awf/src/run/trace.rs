@@ -146,6 +146,14 @@ impl RunTrace {
 }
 
 impl StepTrace {
+    /// Marks the span as attempt `n` (from 1) of an agent state with `retry:`
+    /// (`awf.attempt`).
+    pub fn set_attempt(&mut self, n: u32) {
+        if let Some(span) = &mut self.span {
+            span.set_attribute(KeyValue::new("awf.attempt", i64::from(n)));
+        }
+    }
+
     /// Ends the span with what the state's result says.
     pub fn end(self, r: &StateResult) {
         let Some(mut span) = self.span else { return };

@@ -10,7 +10,7 @@ pub mod template;
 pub mod yaml;
 
 use crate::error::codes;
-pub use retry::{Backoff, Retry};
+pub use retry::{Backoff, Retry, RetryOn};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -244,6 +244,9 @@ pub struct AgentState {
     pub budget: Option<crate::relay::Budget>,
     /// `telemetry: {model_content: true}`: prompts and answers on the chat spans, masked.
     pub model_content: bool,
+    /// `retry:`: further attempts after a failure (of the classes `on` lists, when it
+    /// does); None runs the agent once.
+    pub retry: Option<Retry>,
     pub on_success: Option<String>,
     pub on_failure: Option<String>,
 }

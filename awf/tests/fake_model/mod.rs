@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -46,6 +46,11 @@ pub struct Script {
     pub answer_prefix: String,
     /// When set, main requests get this HTTP status and body instead of an answer.
     pub fail_with: Option<(u16, String)>,
+    /// When set, the first N main requests get this HTTP status and body; later ones are
+    /// answered as the script says.
+    pub fail_first: Option<(usize, u16, String)>,
+    /// Headers sent with every failure (`fail_with`, `fail_first`), e.g. `Retry-After`.
+    pub fail_headers: Vec<(String, String)>,
     /// When true, keep calling the first tool forever (to test loop guards).
     pub endless: bool,
 }
@@ -83,6 +88,19 @@ impl Script {
 
     pub fn fail_with(mut self, status: u16, body: &str) -> Script {
         self.fail_with = Some((status, body.to_string()));
+        self
+    }
+
+    /// Fails the first `n` main requests with `status` and `body`, then plays the script.
+    pub fn fail_first(mut self, n: usize, status: u16, body: &str) -> Script {
+        self.fail_first = Some((n, status, body.to_string()));
+        self
+    }
+
+    /// Sends `Retry-After: VALUE` with every failure.
+    pub fn retry_after(mut self, value: &str) -> Script {
+        self.fail_headers
+            .push(("Retry-After".to_string(), value.to_string()));
         self
     }
 
@@ -145,6 +163,8 @@ pub struct Recorded {
 
 struct Shared {
     script: Script,
+    /// Main requests received so far (for `fail_first`).
+    main_seen: AtomicUsize,
     records: Mutex<Vec<Recorded>>,
     last_activity: Mutex<Instant>,
     stop: AtomicBool,
@@ -165,6 +185,7 @@ impl FakeModel {
         listener.set_nonblocking(true).unwrap();
         let shared = Arc::new(Shared {
             script,
+            main_seen: AtomicUsize::new(0),
             records: Mutex::new(Vec::new()),
             last_activity: Mutex::new(Instant::now()),
             stop: AtomicBool::new(false),
@@ -373,10 +394,18 @@ fn serve_connection(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         404 => "Not Found",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        529 => "Overloaded",
         _ => "Status",
     };
+    let extra: String = reply
+        .headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let head = format!(
-        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-cache\r\n{extra}Connection: close\r\n\r\n",
         reply.status,
         reply.content_type,
         reply.body.len()
@@ -392,6 +421,8 @@ struct Reply {
     status: u16,
     content_type: &'static str,
     body: String,
+    /// Headers beyond the usual ones.
+    headers: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -400,6 +431,7 @@ impl Reply {
             status: 200,
             content_type: "application/json",
             body: v.to_string(),
+            headers: Vec::new(),
         }
     }
 
@@ -415,6 +447,7 @@ impl Reply {
             status: 200,
             content_type: "text/event-stream",
             body,
+            headers: Vec::new(),
         }
     }
 }
@@ -629,13 +662,26 @@ fn handle(req: &HttpRequest, shared: &Shared) -> Reply {
         answered_text: None,
     };
     let model = model_of(wire, &body, &req.path);
+    let seen = if main {
+        shared.main_seen.fetch_add(1, Ordering::SeqCst)
+    } else {
+        0
+    };
+    let failure = script.fail_with.clone().or_else(|| {
+        script
+            .fail_first
+            .as_ref()
+            .filter(|(n, _, _)| seen < *n)
+            .map(|(_, status, text)| (*status, text.clone()))
+    });
     let reply = if !main {
         side_reply(wire, &req.method, &req.path, &body, &model, &mut rec)
-    } else if let Some((status, text)) = &script.fail_with {
+    } else if let Some((status, text)) = failure {
         Reply {
-            status: *status,
+            status,
             content_type: "application/json",
-            body: text.clone(),
+            body: text,
+            headers: script.fail_headers.clone(),
         }
     } else {
         let (done, results) = conversation(wire, &body);

@@ -1,11 +1,12 @@
 //! `states:`: the initial state and every named state, read by its `type` (agent, step,
 //! parallel, for_each, terminal) with the keys that type allows. An agent's `mcp_proxy`
-//! block is read in `proxy`, its `budget` here, and a step's `retry` here too.
+//! block is read in `proxy`, its `budget` here, and the `retry` of a step or an agent here
+//! too.
 
 use super::context::{Ctx, join};
 use super::proxy::parse_proxy;
 use crate::error::codes;
-use crate::workflow::retry::MAX_ATTEMPTS_LIMIT;
+use crate::workflow::retry::{MAX_ATTEMPTS_LIMIT, RetryOn};
 use crate::workflow::yaml::{Kind, Node};
 use crate::workflow::{
     AgentState, Backoff, DEFAULT_MAX_ITERATIONS, ForEachState, MAX_ITERATIONS_LIMIT, ParallelState,
@@ -25,6 +26,7 @@ const AGENT_KEYS: &[&str] = &[
     "mcp_proxy",
     "budget",
     "telemetry",
+    "retry",
     "on_success",
     "on_failure",
 ];
@@ -68,6 +70,7 @@ const RETRY_KEYS: &[&str] = &[
     "multiplier",
     "jitter",
     "retryable_exit_codes",
+    "on",
 ];
 const TERMINAL_KEYS: &[&str] = &["type", "description", "status", "message", "mcp_proxy"];
 
@@ -252,6 +255,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 mcp_proxy,
                 budget,
                 model_content,
+                retry: get("retry").and_then(|r| parse_retry(cx, r, &join(path, "retry"), true)),
                 on_success: str_field(cx, "on_success"),
                 on_failure: str_field(cx, "on_failure"),
             }))
@@ -400,7 +404,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
             command: require(cx, "command", "add `command: <shell command>`").unwrap_or_default(),
             dir: str_field(cx, "dir"),
             timeout,
-            retry: get("retry").and_then(|r| parse_retry(cx, r, &join(path, "retry"))),
+            retry: get("retry").and_then(|r| parse_retry(cx, r, &join(path, "retry"), false)),
             on_success: str_field(cx, "on_success"),
             on_failure: str_field(cx, "on_failure"),
         }),
@@ -479,9 +483,10 @@ fn parse_budget(cx: &mut Ctx, node: &Node, path: &str) -> Option<crate::relay::B
     Some(budget)
 }
 
-/// `retry:` of a step state: every key optional (see [`Retry::default`]), each value
-/// checked, and `max_delay` no shorter than `initial_delay`.
-fn parse_retry(cx: &mut Ctx, node: &Node, path: &str) -> Option<Retry> {
+/// `retry:` of a step state, or of an agent state (`agent`, which alone takes `on`): every
+/// key optional (see [`Retry::default`]), each value checked, and `max_delay` no shorter
+/// than `initial_delay`.
+fn parse_retry(cx: &mut Ctx, node: &Node, path: &str, agent: bool) -> Option<Retry> {
     let fields = cx.fields(node, path, RETRY_KEYS, codes::UNKNOWN_KEY)?;
     let mut retry = Retry::default();
     // Any problem below drops the block (the workflow does not run anyway).
@@ -548,6 +553,59 @@ fn parse_retry(cx: &mut Ctx, node: &Node, path: &str) -> Option<Retry> {
                     ),
                     "write e.g. `jitter: 0.1`: each wait is multiplied by a random factor \
                      between 0.9 and 1.1 (the default 0 keeps waits exact)",
+                ),
+            },
+            "on" if !agent => cx.push(
+                codes::UNKNOWN_KEY,
+                &kpath,
+                v.line,
+                format!(
+                    "{kpath} is for agent states: it names classes of model failures \
+                     ({}), which a step does not have",
+                    RetryOn::NAMES.join(", ")
+                ),
+                "remove `on`; a step's retry chooses its failures by exit code: \
+                 `retryable_exit_codes: [75]`",
+            ),
+            "on" => match &v.kind {
+                Kind::Seq(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        match item.as_str().and_then(RetryOn::from_name) {
+                            Some(c) => {
+                                if !retry.on.contains(&c) {
+                                    retry.on.push(c);
+                                }
+                            }
+                            None => bad(
+                                cx,
+                                &format!("{kpath}[{i}]"),
+                                item.line,
+                                format!(
+                                    "{kpath}[{i}] is not a class of failure: {}",
+                                    item.describe()
+                                ),
+                                &format!(
+                                    "use {}, e.g. `on: [rate_limit, overloaded]`",
+                                    RetryOn::NAMES.join(", ")
+                                ),
+                            ),
+                        }
+                    }
+                }
+                _ if v.is_null() => {}
+                _ => cx.push(
+                    codes::WRONG_TYPE,
+                    &kpath,
+                    v.line,
+                    format!(
+                        "{kpath} must be a list of failure classes, found {}",
+                        v.describe()
+                    ),
+                    format!(
+                        "write a list of {}, e.g. `on: [overloaded]` (left out or empty: any \
+                         failure is retried)",
+                        RetryOn::NAMES.join(", ")
+                    ),
                 ),
             },
             _ => match &v.kind {
