@@ -7,7 +7,11 @@
 //! It writes where awf does (`$XDG_STATE_HOME/awf/runs-state`, by default under
 //! `~/.local/state`), in a directory of its own that it removes.
 //!
-//! `cargo build --release -p awf --example state_bench && target/release/examples/state_bench [ROUNDS] [PRIOR]`
+//! Then `awf history` over `RUNS` runs (default 10,000, each made by the real recorder:
+//! started, one state, ended), the whole process timed, against `awf --version` (the
+//! process's own start) in the same turns.
+//!
+//! `cargo build --release -p awf --bin awf --example state_bench && target/release/examples/state_bench [ROUNDS] [PRIOR] [RUNS]`
 
 use awf::run::StateResult;
 use awf::run::state::{self, Lease, Recorder, RunState, RunStatus};
@@ -55,6 +59,7 @@ fn main() {
         units: Default::default(),
         shard: None,
     };
+    let template = begin.clone();
     let rec = Recorder::create(begin, &HashMap::new()).expect("run state");
     let output = "x".repeat(200);
     let result = |name: &str| StateResult {
@@ -94,6 +99,66 @@ fn main() {
         "  durability costs                     {:>8.3} ms ({:.1}x)",
         w - wo,
         w / wo
+    );
+    drop(rec);
+
+    let runs: usize = std::env::args()
+        .nth(3)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
+    let awf = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("awf");
+    let t = Instant::now();
+    for i in 0..runs {
+        let rec = Recorder::create(
+            RunState {
+                run_id: format!("h{i:08}"),
+                workflow: format!("wf{}", i % 7),
+                started_ms: state::now_ms(),
+                ..template.clone()
+            },
+            &HashMap::new(),
+        )
+        .expect("run state");
+        rec.started("s", "step", 1);
+        rec.ended(&result("s"), None);
+        rec.finished(0, None);
+    }
+    println!(
+        "made {runs} runs in {:.1} s ({:.2} ms a run: create, one state, end)",
+        t.elapsed().as_secs_f64(),
+        t.elapsed().as_secs_f64() * 1e3 / runs as f64
+    );
+    let time = |args: &[&str]| {
+        let t = Instant::now();
+        let out = std::process::Command::new(&awf)
+            .args(args)
+            .env("XDG_STATE_HOME", &base)
+            .output()
+            .expect("awf");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        t.elapsed().as_secs_f64() * 1e3
+    };
+    let (mut h, mut v) = (Vec::new(), Vec::new());
+    for _ in 0..21 {
+        h.push(time(&["history"]));
+        v.push(time(&["--version"]));
+    }
+    let (h, v) = (median(&mut h), median(&mut v));
+    println!("awf history over {runs} runs (whole process)  {h:>8.2} ms");
+    println!("awf --version (the process's start)          {v:>8.2} ms");
+    println!(
+        "history itself                                {:>8.2} ms",
+        h - v
     );
     let _ = std::fs::remove_dir_all(&base);
 }

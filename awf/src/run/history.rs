@@ -1,7 +1,7 @@
 //! `awf status RUN_ID` and `awf history`: the runs' states as [`super::state`] keeps them,
 //! a run whose holder is gone shown as `died`, never `running`.
 
-use super::state::{self, RunState};
+use super::state::{self, RunHead};
 use crate::error::AwfError;
 use serde_json::{Value, json};
 
@@ -38,7 +38,7 @@ fn utc(ms: u64) -> String {
     )
 }
 
-fn run_json(s: &RunState) -> Value {
+fn run_json(s: &RunHead) -> Value {
     json!({
         "run_id": s.run_id,
         "workflow": s.workflow,
@@ -47,9 +47,9 @@ fn run_json(s: &RunState) -> Value {
         "exit_code": s.exit_code,
         "started": utc(s.started_ms),
         "duration_ms": s.duration_ms(),
-        "tokens": s.tokens(),
+        "tokens": s.tokens,
         "resumes": s.resumes,
-        "next": s.next,
+        "shard": s.shard,
         "pid": s.lease.pid,
         "host": s.lease.host,
     })
@@ -60,7 +60,8 @@ fn run_json(s: &RunState) -> Value {
 pub fn status(run_id: &str, as_json: bool) -> Result<u8, AwfError> {
     let s = state::load(run_id)?;
     if as_json {
-        let mut out = run_json(&s);
+        let mut out = run_json(&RunHead::of(&s));
+        out["next"] = json!(s.next);
         out["inputs"] = Value::Object(s.inputs.clone());
         out["error"] = json!(s.error);
         out["states"] = s
@@ -143,7 +144,7 @@ pub fn status(run_id: &str, as_json: bool) -> Result<u8, AwfError> {
 
 /// `awf history`: one line per run, newest first.
 pub fn history(filter: &Filter, as_json: bool) -> Result<u8, AwfError> {
-    let runs: Vec<RunState> = state::all()
+    let runs: Vec<RunHead> = state::all()
         .into_iter()
         .filter(|s| filter.workflow.as_ref().is_none_or(|w| &s.workflow == w))
         .filter(|s| {
@@ -175,7 +176,7 @@ pub fn history(filter: &Filter, as_json: bool) -> Result<u8, AwfError> {
             s.shown_status(),
             utc(s.started_ms),
             seconds(s.duration_ms()),
-            s.tokens()
+            s.tokens
         );
     }
     Ok(0)

@@ -243,13 +243,7 @@ pub fn workflow_hash(text: &[u8]) -> String {
 impl RunState {
     /// The status to show: `died` for a run that says `running` but whose holder is gone.
     pub fn shown_status(&self) -> &'static str {
-        match self.status {
-            RunStatus::Running if !self.lease.alive() => "died",
-            RunStatus::Running => "running",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-        }
+        status_shown(self.status, &self.lease)
     }
 
     /// Tokens of all the run's model turns seen so far.
@@ -371,6 +365,7 @@ impl Recorder {
             state: Mutex::new(state),
         };
         r.save()?;
+        r.index();
         Ok(r)
     }
 
@@ -537,6 +532,17 @@ impl Recorder {
             }
         }
         self.save_or_warn();
+        self.index();
+    }
+
+    /// The run's head, appended to the history index (after `state.json`, which stays the
+    /// truth: a run whose index line is missing is still resumed and shown by `status`).
+    fn index(&self) {
+        let head = RunHead::of(&self.state.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Err(e) = append_index(&head) {
+            tracing::warn!("cannot write the history index: {e}");
+            eprintln!("awf: WARN cannot write the history index: {e}");
+        }
     }
 }
 
@@ -624,19 +630,101 @@ pub fn load_inputs(run_id: &str) -> Result<HashMap<String, String>, AwfError> {
         .collect())
 }
 
-/// Every run's state that can be read, newest first; unreadable ones are skipped.
-pub fn all() -> Vec<RunState> {
-    let Ok(entries) = std::fs::read_dir(runs_dir()) else {
+/// What `awf history` shows of a run: one line of `runs-state/index.jsonl`, appended when
+/// the run starts, is resumed and ends (the last line of a run id is its latest).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunHead {
+    pub run_id: String,
+    pub workflow: String,
+    pub workflow_path: PathBuf,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<u8>,
+    pub started_ms: u64,
+    pub updated_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_ms: Option<u64>,
+    pub tokens: u64,
+    pub resumes: u32,
+    pub lease: Lease,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+}
+
+impl RunHead {
+    pub fn of(s: &RunState) -> RunHead {
+        RunHead {
+            run_id: s.run_id.clone(),
+            workflow: s.workflow.clone(),
+            workflow_path: s.workflow_path.clone(),
+            status: s.status,
+            exit_code: s.exit_code,
+            started_ms: s.started_ms,
+            updated_ms: s.updated_ms,
+            ended_ms: s.ended_ms,
+            tokens: s.tokens(),
+            resumes: s.resumes,
+            lease: s.lease.clone(),
+            shard: s.shard,
+        }
+    }
+
+    /// As [`RunState::shown_status`].
+    pub fn shown_status(&self) -> &'static str {
+        status_shown(self.status, &self.lease)
+    }
+
+    pub fn duration_ms(&self) -> u64 {
+        self.ended_ms
+            .unwrap_or(self.updated_ms)
+            .saturating_sub(self.started_ms)
+    }
+}
+
+fn status_shown(status: RunStatus, lease: &Lease) -> &'static str {
+    match status {
+        RunStatus::Running if !lease.alive() => "died",
+        RunStatus::Running => "running",
+        RunStatus::Succeeded => "succeeded",
+        RunStatus::Failed => "failed",
+        RunStatus::Cancelled => "cancelled",
+    }
+}
+
+fn index_path() -> PathBuf {
+    runs_dir().join("index.jsonl")
+}
+
+/// Appends the run's head to the index: one line, one `write(2)` on an `O_APPEND` file,
+/// so that runs appending at once do not interleave; a line torn by a crash is skipped by
+/// the reader.
+fn append_index(head: &RunHead) -> Result<(), AwfError> {
+    let mut line = serde_json::to_vec(head).expect("JSON");
+    line.push(b'\n');
+    let path = index_path();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot open {}: {e}", path.display())))?;
+    f.write_all(&line)
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot write {}: {e}", path.display())))
+}
+
+/// Every run of the index, its latest head each, newest first.
+pub fn all() -> Vec<RunHead> {
+    let Ok(text) = std::fs::read(index_path()) else {
         return Vec::new();
     };
-    let mut runs: Vec<RunState> = entries
-        .flatten()
-        .filter_map(|e| {
-            let text = std::fs::read(e.path().join("state.json")).ok()?;
-            serde_json::from_slice::<RunState>(&text).ok()
-        })
-        .filter(|s| s.version == VERSION)
-        .collect();
+    let mut latest: HashMap<String, RunHead> = HashMap::new();
+    for line in text.split(|&b| b == b'\n') {
+        if let Ok(head) = serde_json::from_slice::<RunHead>(line) {
+            latest.insert(head.run_id.clone(), head);
+        }
+    }
+    let mut runs: Vec<RunHead> = latest.into_values().collect();
     runs.sort_by(|a, b| {
         b.started_ms
             .cmp(&a.started_ms)
