@@ -180,6 +180,13 @@ fn a_run_killed_during_state_3_resumes_at_3_and_never_reruns_1_and_2() {
         "{err}"
     );
     c.kill_when(&mut child, "three");
+    // The step's shell died with awf: nothing waits on for the go file.
+    let go = c.go.display().to_string();
+    assert!(
+        eventually(|| processes_naming(&go).is_empty()),
+        "left running: {:?}",
+        processes_naming(&go)
+    );
 
     // Dead: status and history say died, never running.
     let s = c.status(&id);
