@@ -1,5 +1,6 @@
 //! The template subset of AWF's prompts and commands: `{{.inputs.x}}` and
-//! `{{.states.s.Output}}` (also `.ExitCode` and `.Status`), spaces inside the braces allowed,
+//! `{{.states.s.Output}}` (also `.ExitCode` and `.Status`), with or without the leading dot
+//! as AWF takes them (`{{inputs.x}}`), spaces inside the braces allowed,
 //! and one filter, `{{.inputs.x | raw}}`. Anything else inside `{{ }}` is reported by
 //! validation rather than silently kept.
 //!
@@ -467,7 +468,8 @@ fn parse_expr(expr: &str) -> Result<Expr, ExprError> {
 
 fn parse_ref(expr: &str) -> Option<Ref> {
     let e = expr.trim();
-    let parts: Vec<&str> = e.strip_prefix('.')?.split('.').collect();
+    // AWF accepts both spellings, `{{.inputs.x}}` and `{{inputs.x}}` (the more common).
+    let parts: Vec<&str> = e.strip_prefix('.').unwrap_or(e).split('.').collect();
     let ident = |s: &str| {
         !s.is_empty()
             && s.chars()
@@ -509,6 +511,29 @@ mod tests {
                 plain(Ref::Input("file".into())),
                 plain(Ref::State("plan".into(), "Output".into())),
                 Err(ExprError::NotAReference(".bogus".into()))
+            ]
+        );
+    }
+
+    #[test]
+    fn the_leading_dot_is_optional_as_in_awf() {
+        assert_eq!(
+            refs("{{inputs.file}} {{ states.plan.Output }} {{loop.Index1}} {{inputs.x | raw}}"),
+            vec![
+                plain(Ref::Input("file".into())),
+                plain(Ref::State("plan".into(), "Output".into())),
+                plain(Ref::Loop("Index1".into())),
+                Ok(Expr {
+                    reference: Ref::Input("x".into()),
+                    raw: true
+                }),
+            ]
+        );
+        assert_eq!(
+            refs("{{bogus}} {{plan.Output}}"),
+            vec![
+                Err(ExprError::NotAReference("bogus".into())),
+                Err(ExprError::NotAReference("plan.Output".into()))
             ]
         );
     }
