@@ -50,11 +50,16 @@ pub enum Cmd {
     Sandbox(SandboxCmd),
     /// Check a workflow file and report every problem (code, path, line, hint).
     Validate {
-        /// The workflow YAML file.
-        file: PathBuf,
+        /// The workflow YAML file (several with --compat).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
         /// Output format.
         #[arg(long, value_parser = ["human", "json"], default_value = "human")]
         format: String,
+        /// Say which features of another workflow language each file uses and what this awf
+        /// does with them (`awf`: AWF's), one line per file.
+        #[arg(long, value_parser = ["awf"])]
+        compat: Option<String>,
     },
     /// Run a workflow: its states from `initial`, agent steps with their tool proxy.
     Run {
@@ -221,9 +226,18 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             server,
             check,
         }) => crate::proxy::pin_tools::run(&workflow, server.as_deref(), check),
-        Cmd::Validate { file, format } => {
-            crate::validate::validate_command(&file, format == "json")
-        }
+        Cmd::Validate {
+            files,
+            format,
+            compat,
+        } => match (compat, files.as_slice()) {
+            (Some(_), _) => crate::validate::compat_command(&files, format == "json"),
+            (None, [file]) => crate::validate::validate_command(file, format == "json"),
+            (None, _) => Err(AwfError::new(
+                codes::INPUT_INVALID,
+                "awf validate takes one workflow file; several with --compat awf",
+            )),
+        },
         Cmd::Run {
             file,
             inputs,

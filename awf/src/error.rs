@@ -15,6 +15,16 @@ pub enum Category {
 }
 
 impl Category {
+    /// `user`, `workflow`, `execution`, `system` (`{{.error.Type}}`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::User => "user",
+            Category::Workflow => "workflow",
+            Category::Execution => "execution",
+            Category::System => "system",
+        }
+    }
+
     pub fn exit_code(self) -> u8 {
         match self {
             Category::User => 1,
@@ -76,9 +86,16 @@ pub mod codes {
     pub const NO_TERMINAL_REACHABLE: &str = "WORKFLOW.STATE.NO_TERMINAL_REACHABLE";
     /// A branch of a `parallel` state has transitions of its own, which are not followed.
     pub const BRANCH_TRANSITIONS: &str = "WORKFLOW.STATE.BRANCH_TRANSITIONS_IGNORED";
+    /// A warning: a key AWF accepts and does not use (`capture`, `depends_on`, ...).
+    pub const NO_EFFECT: &str = "WORKFLOW.PARSE.NO_EFFECT";
+    /// A `when`, `while` or `break_when` expression that does not parse.
+    pub const EXPRESSION: &str = "WORKFLOW.EXPRESSION.SYNTAX";
     pub const UNKNOWN_PROVIDER: &str = "WORKFLOW.AGENT.UNKNOWN_PROVIDER";
     pub const PROMPT_FILE: &str = "WORKFLOW.AGENT.PROMPT_FILE_UNREADABLE";
     pub const TEMPLATE: &str = "WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE";
+    /// `{{.inputs.X}}` of an input the workflow does not declare: refused by `awf
+    /// validate`; `awf run` lets it through when `--input X=...` gives it (as AWF does).
+    pub const UNDECLARED_INPUT: &str = "WORKFLOW.TEMPLATE.UNDECLARED_INPUT";
     pub const TEMPLATE_FILTER: &str = "WORKFLOW.TEMPLATE.UNKNOWN_FILTER";
     /// A template in a `step` command where its value cannot be passed safely.
     pub const TEMPLATE_PLACE: &str = "WORKFLOW.TEMPLATE.UNSAFE_PLACE";
@@ -95,6 +112,16 @@ pub mod codes {
     pub const TERMINAL_FAILURE: &str = "EXECUTION.RUN.TERMINAL_FAILURE";
     pub const RUN_TIMEOUT: &str = "EXECUTION.RUN.TIMEOUT";
     pub const INTERRUPTED: &str = "EXECUTION.RUN.INTERRUPTED";
+    /// A `when`, `while` or `break_when` expression that could not be evaluated.
+    pub const EXPRESSION_FAILED: &str = "EXECUTION.EXPRESSION.FAILED";
+    /// A `workflow_start` hook action failed: the run does not start.
+    pub const HOOK_FAILED: &str = "EXECUTION.HOOK.FAILED";
+    /// `call_workflow` deeper than `MAX_CALL_DEPTH`.
+    pub const CALL_DEPTH: &str = "WORKFLOW.CALL.DEPTH_EXCEEDED";
+    /// `call_workflow` of a workflow already in the call stack.
+    pub const CALL_CYCLE: &str = "WORKFLOW.CALL.CYCLE";
+    /// `call_workflow` of a workflow that cannot be read or has errors.
+    pub const CALL_FAILED: &str = "EXECUTION.CALL.FAILED";
     /// `awf resume`/`awf status` of a run id that has no run state here.
     pub const RUN_NOT_FOUND: &str = "USER.RUN.NOT_FOUND";
     /// `awf resume` of a run that is alive, completed, or whose workflow changed.

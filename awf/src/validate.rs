@@ -46,6 +46,66 @@ pub fn validate_command(file: &Path, as_json: bool) -> Result<u8, AwfError> {
     Ok(code)
 }
 
+/// `awf validate --compat awf FILE...`: per file, whether it validates here and which of
+/// AWF's features it uses, each with what this awf does with it; one line per file (and,
+/// for one file, a line per feature). The exit code is the worst file's.
+pub fn compat_command(files: &[std::path::PathBuf], as_json: bool) -> Result<u8, AwfError> {
+    let root = std::env::current_dir()
+        .map_err(|e| AwfError::new(codes::IO, format!("cannot read the current directory: {e}")))?;
+    let mut worst = 0;
+    let mut report = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let features = match workflow::yaml::parse(&text) {
+            Ok(Some(node)) => workflow::compat::features(&node, &text),
+            _ => Vec::new(),
+        };
+        let (_, diags) = workflow::load(file, &mut InstalledPlugins::new(&root));
+        let code = workflow::exit_code(&diags);
+        worst = worst.max(code);
+        let errors: Vec<&Diagnostic> = diags.iter().filter(|d| d.is_error()).collect();
+        if as_json {
+            report.push(serde_json::json!({
+                "file": file.display().to_string(),
+                "valid": errors.is_empty(),
+                "exit_code": code,
+                "features": features,
+                "problems": errors,
+            }));
+            continue;
+        }
+        let uses = if features.is_empty() {
+            "no AWF-specific feature".to_string()
+        } else {
+            features
+                .iter()
+                .map(|f| format!("{} ({})", f.name, f.support.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let verdict = if errors.is_empty() {
+            "runs here".to_string()
+        } else {
+            format!(
+                "does not validate here ({} error(s), first: {} {})",
+                errors.len(),
+                errors[0].path,
+                errors[0].message
+            )
+        };
+        println!("{}: {verdict}; uses {uses}", file.display());
+        if files.len() == 1 {
+            for f in &features {
+                println!("  {:<50} {}", f.name, f.support.as_str());
+            }
+        }
+    }
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report).expect("JSON"));
+    }
+    Ok(worst)
+}
+
 /// Per agent state with a tool proxy, the sandbox its Bash would get when run from here
 /// (read mode and roots resolved against this PATH and HOME).
 fn sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Value> {

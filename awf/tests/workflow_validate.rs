@@ -313,7 +313,7 @@ fn every_problem_is_reported_at_once_and_the_worst_category_wins() {
         ("USER.MCP_PROXY.EMPTY_PROXY", "states.review.mcp_proxy"),
         ("WORKFLOW.PARSE.INVALID_VALUE", "states.test.timeout"),
         (
-            "WORKFLOW.TEMPLATE.UNKNOWN_REFERENCE",
+            "WORKFLOW.TEMPLATE.UNDECLARED_INPUT",
             "states.review.prompt",
         ),
     ];

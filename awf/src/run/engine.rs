@@ -7,7 +7,7 @@ use crate::error::{AwfError, codes};
 use crate::plugins::InstalledPlugins;
 use crate::proxy::ToolProxyService;
 use crate::workflow::template::{self, Ref, ShellCommand};
-use crate::workflow::{StateKind, TerminalStatus, Workflow};
+use crate::workflow::{HookAction, State, StateKind, TerminalStatus, Workflow};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,16 +40,28 @@ pub(super) struct Runner<'a> {
     pub(super) record: Option<Arc<super::state::Recorder>>,
     /// `--shard INDEX/COUNT`: the for_each items this run runs.
     pub(super) shard: Option<super::state::Shard>,
+    /// The span the states of this runner go under: none for the run's own, the calling
+    /// state's for a `call_workflow` child.
+    pub(super) parent_span: Option<String>,
+    /// How deep this runner's workflow is called (0: the run's own), and the workflow
+    /// files above it, for `call_workflow`'s depth limit and cycles.
+    pub(super) calls: Vec<std::path::PathBuf>,
+    /// The state that ran last (`workflow.CurrentState`).
+    pub(super) last_state: Option<String>,
+    /// When the run started (`workflow.StartedAt`), RFC 3339.
+    pub(super) started_at: String,
+    /// `{{.error.*}}` while the `workflow_error` hooks run.
+    pub(super) error_vars: Option<serde_json::Value>,
 }
 
 /// What `{{.loop.Item}}`, `.Index`, `.Index1`, `.First`, `.Last` and `.Length` give in an
-/// iteration of a for_each.
+/// iteration of a for_each or a while (whose `Length` is -1 and `Item` empty, as AWF's).
 #[derive(Debug, Clone)]
 pub(super) struct LoopVars {
     pub item: String,
     pub index: usize,
     pub index1: usize,
-    pub length: usize,
+    pub length: i64,
 }
 
 impl LoopVars {
@@ -59,7 +71,7 @@ impl LoopVars {
             "Index" => self.index.to_string(),
             "Index1" => self.index1.to_string(),
             "First" => (self.index == 0).to_string(),
-            "Last" => (self.index1 == self.length).to_string(),
+            "Last" => (self.index1 as i64 == self.length).to_string(),
             _ => self.length.to_string(),
         }
     }
@@ -80,6 +92,15 @@ impl Runner<'_> {
     fn value(&self, r: &Ref) -> String {
         match r {
             Ref::Input(n) => self.inputs.get(n).cloned().unwrap_or_default(),
+            Ref::Env(n) => std::env::var(n).unwrap_or_default(),
+            Ref::Workflow(f) if f == "StartedAt" => self.started_at.clone(),
+            Ref::Workflow(f) => json_text(&self.workflow_fields()[f.as_str()]),
+            Ref::Context(f) => json_text(&context_fields(&self.workdir)[f.as_str()]),
+            Ref::Error(f) => self
+                .error_vars
+                .as_ref()
+                .map(|e| json_text(&e[f.as_str()]))
+                .unwrap_or_default(),
             Ref::Loop(f) => self
                 .loop_vars
                 .as_ref()
@@ -97,6 +118,17 @@ impl Runner<'_> {
                 })
                 .unwrap_or_default(),
         }
+    }
+
+    /// `text` with the values of the secret inputs (named SECRET_*, API_KEY*, PASSWORD*,
+    /// TOKEN*, as AWF's) replaced by `***`.
+    pub(super) fn mask_secrets(&self, mut text: String) -> String {
+        for secret in super::inputs::secret_input_values(&self.inputs) {
+            if text.contains(&secret) {
+                text = text.replace(&secret, "***");
+            }
+        }
+        text
     }
 
     /// A fresh step id number.
@@ -117,11 +149,17 @@ impl Runner<'_> {
             }
             let state = self.wf.state(&current).expect("validated").clone();
             let t0 = Instant::now();
-            let step_trace = self.trace.step(
-                &state.name,
-                state.kind.type_name(),
-                &format!("{seq}-{}", state.name),
-            );
+            let step_id = format!("{seq}-{}", state.name);
+            let step_trace = match self.parent_span.as_deref() {
+                // A called workflow's states go under the calling state's span.
+                Some(p) => {
+                    self.trace
+                        .step_under(Some(p), &state.name, state.kind.type_name(), &step_id)
+                }
+                None => self
+                    .trace
+                    .step(&state.name, state.kind.type_name(), &step_id),
+            };
             self.step_traceparent = step_trace.traceparent.clone();
             if let Some(record) = &self.record {
                 record.started(&state.name, state.kind.type_name(), seq);
@@ -132,88 +170,48 @@ impl Runner<'_> {
                 state.name,
                 state.kind.type_name()
             );
-            let (result, next) = match &state.kind {
-                StateKind::Terminal(t) => {
-                    let message = t
-                        .message
-                        .as_deref()
-                        .map(|m| self.render(m))
-                        .unwrap_or_default();
-                    let ok = t.status == TerminalStatus::Success;
-                    let result = StateResult {
-                        status: if ok { Status::Success } else { Status::Failure },
-                        output: message.clone(),
-                        ..StateResult::new(&state.name, "terminal")
-                    };
-                    step_trace.end(&result);
-                    if let Some(record) = &self.record {
-                        record.ended(&result, None);
-                    }
-                    self.results.push(result);
-                    return if ok {
-                        Ok(())
-                    } else {
-                        Err(AwfError::new(
-                            codes::TERMINAL_FAILURE,
-                            format!(
-                                "the workflow ended in the failure state {:?}{}",
-                                state.name,
-                                if message.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!(": {message}")
-                                }
-                            ),
-                        ))
-                    };
+            if let StateKind::Terminal(t) = &state.kind {
+                let message = t
+                    .message
+                    .as_deref()
+                    .map(|m| self.mask_secrets(self.render(m)))
+                    .unwrap_or_default();
+                let ok = t.status == TerminalStatus::Success;
+                let result = StateResult {
+                    status: if ok { Status::Success } else { Status::Failure },
+                    output: message.clone(),
+                    ..StateResult::new(&state.name, "terminal")
+                };
+                step_trace.end(&result);
+                if let Some(record) = &self.record {
+                    record.ended(&result, None);
                 }
-                StateKind::Step(s) => {
-                    let r = self.run_step(&state.name, s, t0);
-                    let next = if r.status == Status::Success {
-                        &s.on_success
-                    } else {
-                        &s.on_failure
-                    };
-                    (r, next.clone())
-                }
-                StateKind::Agent(a) => {
-                    let r = self.run_agent(&state.name, seq, a, t0);
-                    let next = if r.status == Status::Success {
-                        &a.on_success
-                    } else {
-                        &a.on_failure
-                    };
-                    (r, next.clone())
-                }
-                StateKind::ForEach(f) => {
-                    let (iterations, r) =
-                        self.run_for_each(&state.name, f, t0, &step_trace.traceparent);
-                    if let Some(record) = &self.record {
-                        record.units_ended(&state.name, &iterations);
-                    }
-                    self.results.extend(iterations);
-                    let next = if r.status == Status::Success {
-                        &f.on_complete
-                    } else {
-                        &f.on_failure
-                    };
-                    (r, next.clone())
-                }
-                StateKind::Parallel(p) => {
-                    let (branches, r) =
-                        self.run_parallel(&state.name, p, t0, &step_trace.traceparent);
-                    if let Some(record) = &self.record {
-                        record.units_ended(&state.name, &branches);
-                    }
-                    self.results.extend(branches);
-                    let next = if r.status == Status::Success {
-                        &p.on_success
-                    } else {
-                        &p.on_failure
-                    };
-                    (r, next.clone())
-                }
-            };
+                self.results.push(result);
+                return if ok {
+                    Ok(())
+                } else {
+                    Err(AwfError::new(
+                        codes::TERMINAL_FAILURE,
+                        format!(
+                            "the workflow ended in the failure state {:?}{}",
+                            state.name,
+                            if message.is_empty() {
+                                String::new()
+                            } else {
+                                format!(": {message}")
+                            }
+                        ),
+                    ))
+                };
+            }
+            let traceparent = step_trace.traceparent.clone();
+            let (units, result, default_next) = self.run_with_hooks(&state, seq, t0, &traceparent);
+            if let Some(record) = &self.record
+                && matches!(state.kind, StateKind::ForEach(_) | StateKind::Parallel(_))
+            {
+                record.units_ended(&state.name, &units);
+            }
+            self.results.extend(units);
             eprintln!(
                 "awf: [{:>6.1}s] ← {} {} in {:.1}s",
                 self.started.elapsed().as_secs_f64(),
@@ -225,17 +223,26 @@ impl Runner<'_> {
             let error = result.error.clone();
             let name = result.state.clone();
             step_trace.end(&result);
-            if let Some(record) = &self.record {
-                record.ended(&result, next.as_deref());
-            }
             self.results.push(result);
-            // The step's tool set could not be served (a plugin gone since validation, say):
-            // like a validation error, this stops the run rather than following on_failure.
-            if let Some(e) = error
-                .as_ref()
-                .filter(|e| e.code.starts_with("USER.MCP_PROXY."))
-            {
+            // A fatal error (the step's tool set could not be served, a call_workflow
+            // cycle or depth) stops the run rather than following on_failure.
+            if let Some(e) = error.as_ref().filter(|e| is_fatal(e.code)) {
+                if let Some(record) = &self.record {
+                    record.ended(self.results.last().expect("pushed"), None);
+                }
                 return Err(AwfError::new(e.code, e.message.clone()));
+            }
+            let next = match self.next_state(&state, default_next) {
+                Ok(n) => n,
+                Err(e) => {
+                    if let Some(record) = &self.record {
+                        record.ended(self.results.last().expect("pushed"), None);
+                    }
+                    return Err(e);
+                }
+            };
+            if let Some(record) = &self.record {
+                record.ended(self.results.last().expect("pushed"), next.as_deref());
             }
             if status == Status::Interrupted {
                 return Err(AwfError::new(
@@ -263,4 +270,310 @@ impl Runner<'_> {
             ),
         ))
     }
+}
+
+/// Errors that stop the run whatever the state's transitions say.
+fn is_fatal(code: &str) -> bool {
+    code.starts_with("USER.MCP_PROXY.") || code == codes::CALL_DEPTH || code == codes::CALL_CYCLE
+}
+
+impl Runner<'_> {
+    /// Runs a non-terminal state with its `pre` and `post` hooks: the results of the units
+    /// it ran (branches, iterations, loop bodies), its own result, and where it goes next
+    /// by its own rule (`on_success`, `on_failure`, `on_complete`, a loop's early exit).
+    pub(super) fn run_with_hooks(
+        &mut self,
+        state: &State,
+        seq: usize,
+        t0: Instant,
+        traceparent: &str,
+    ) -> (Vec<StateResult>, StateResult, Option<String>) {
+        self.run_hook(&state.name, "pre", &state.hooks.pre);
+        let (units, r, next) = self.run_kind(state, seq, t0, traceparent);
+        self.last_state = Some(state.name.clone());
+        if !state.hooks.post.is_empty() {
+            // The post hook sees the state's result, as AWF's does.
+            self.results.push(r);
+            self.run_hook(&state.name, "post", &state.hooks.post);
+            let r = self.results.pop().expect("pushed above");
+            return (units, r, next);
+        }
+        (units, r, next)
+    }
+
+    fn run_kind(
+        &mut self,
+        state: &State,
+        seq: usize,
+        t0: Instant,
+        traceparent: &str,
+    ) -> (Vec<StateResult>, StateResult, Option<String>) {
+        let ok_or = |r: &StateResult, ok: &Option<String>, failed: &Option<String>| {
+            if r.status == Status::Success
+                || (state.continue_on_error && r.status == Status::Failure)
+            {
+                ok.clone()
+            } else {
+                failed.clone()
+            }
+        };
+        match &state.kind {
+            StateKind::Step(s) => {
+                let r = self.run_step(&state.name, s, t0);
+                let next = ok_or(&r, &s.on_success, &s.on_failure);
+                (Vec::new(), r, next)
+            }
+            StateKind::Agent(a) => {
+                let r = self.run_agent(&state.name, seq, a, t0);
+                let next = ok_or(&r, &a.on_success, &a.on_failure);
+                (Vec::new(), r, next)
+            }
+            StateKind::ForEach(f) => {
+                let (iterations, r) = self.run_for_each(&state.name, f, t0, traceparent);
+                let next = ok_or(&r, &f.on_complete, &f.on_failure);
+                (iterations, r, next)
+            }
+            StateKind::Parallel(p) => {
+                let (branches, r) = self.run_parallel(&state.name, p, t0, traceparent);
+                let next = ok_or(&r, &p.on_success, &p.on_failure);
+                (branches, r, next)
+            }
+            StateKind::While(w) => {
+                // Its body's results are in `results` already (the conditions read them).
+                let (_, r, next) = self.run_while(&state.name, w, t0, traceparent);
+                (Vec::new(), r, next)
+            }
+            StateKind::CallWorkflow(c) => {
+                let r = self.run_call(&state.name, c, t0, traceparent);
+                let next = ok_or(&r, &c.on_success, &c.on_failure);
+                (Vec::new(), r, next)
+            }
+            StateKind::Terminal(_) => unreachable!("terminal states end the run in drive"),
+        }
+    }
+
+    /// Where the run goes after `state` (its result is the last of `results`): the first
+    /// of its `transitions` whose `when` holds (as AWF: on success, and for `step` states on
+    /// failure too; never for loops), else `default` (its own rule).
+    pub(super) fn next_state(
+        &self,
+        state: &State,
+        default: Option<String>,
+    ) -> Result<Option<String>, AwfError> {
+        let r = self.results.last().expect("the state's result");
+        let evaluated = match &state.kind {
+            StateKind::While(_) | StateKind::ForEach(_) => false,
+            StateKind::Step(_) => r.status != Status::Interrupted,
+            _ => r.status == Status::Success,
+        };
+        if evaluated && !state.transitions.is_empty() {
+            let env = self.expr_env();
+            for (i, t) in state.transitions.iter().enumerate() {
+                let Some(when) = &t.when else {
+                    return Ok(Some(t.goto.clone()));
+                };
+                let holds = crate::workflow::expr::Expr::parse(when)
+                    .and_then(|e| e.eval_bool(&env))
+                    .map_err(|e| {
+                        AwfError::new(
+                            codes::EXPRESSION_FAILED,
+                            format!(
+                                "states.{}.transitions[{i}].when: cannot evaluate {when:?}: {e}",
+                                state.name
+                            ),
+                        )
+                    })?;
+                if holds {
+                    return Ok(Some(t.goto.clone()));
+                }
+            }
+        }
+        Ok(default)
+    }
+
+    /// What `when`, `while` and `break_when` read, as AWF gives it: `inputs` (string values
+    /// read as booleans and numbers where they are ones), `states.S` (the latest result of
+    /// each), `env`, `workflow`, `context` and, in a loop, `loop`.
+    pub(super) fn expr_env(&self) -> serde_json::Value {
+        use crate::workflow::expr::coerce_input;
+        use serde_json::{Map, Value, json};
+        let inputs: Map<String, Value> = self
+            .inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), coerce_input(v)))
+            .collect();
+        let mut states = Map::new();
+        for r in &self.results {
+            states.insert(
+                r.state.clone(),
+                json!({
+                    "Output": r.output,
+                    "Stderr": "",
+                    "ExitCode": r.exit_code.unwrap_or(if r.status == Status::Success { 0 } else { -1 }),
+                    "Status": awf_status(r.status),
+                    "Response": Value::Null,
+                    "TokensUsed": r.usage.as_ref().map_or(0, |u| {
+                        u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0)
+                            + u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0)
+                    }),
+                }),
+            );
+        }
+        let env: Map<String, Value> = std::env::vars()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        let mut out = json!({
+            "inputs": inputs,
+            "states": states,
+            "env": env,
+            "workflow": self.workflow_fields(),
+            "context": context_fields(&self.workdir),
+        });
+        if let Some(v) = &self.loop_vars {
+            out["loop"] = json!({
+                "Index": v.index,
+                "Index1": v.index1,
+                "Item": v.item,
+                "Length": v.length,
+                "First": v.index == 0,
+                "Last": v.length >= 0 && v.index1 as i64 == v.length,
+                "Parent": Value::Null,
+            });
+        }
+        out
+    }
+
+    /// `workflow.*` of templates and expressions: ID, Name, CurrentState, Duration.
+    pub(super) fn workflow_fields(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ID": self.proxy.run_id,
+            "Name": self.wf.name,
+            "CurrentState": self.last_state.clone().unwrap_or_default(),
+            "Duration": format!("{:.3}s", self.started.elapsed().as_secs_f64()),
+        })
+    }
+
+    /// Runs the state machine from `start` with the workflow's hooks around it, as AWF:
+    /// `workflow_start` first (a failing action ends the run before any state),
+    /// `workflow_end` after a success, `workflow_cancel` after Ctrl-C, SIGTERM or a
+    /// timeout, `workflow_error` after any other failure (with `{{.error.*}}`); a failing
+    /// action of the last three is logged and changes nothing.
+    pub(super) fn drive_with_hooks(&mut self, start: &str) -> Result<(), AwfError> {
+        let hooks = self.wf.hooks.clone();
+        if let Err(why) = self.run_hook_actions("workflow", "workflow_start", &hooks.start, true) {
+            return Err(AwfError::new(
+                codes::HOOK_FAILED,
+                format!("the workflow_start hook failed: {why}"),
+            ));
+        }
+        let outcome = self.drive(start);
+        match &outcome {
+            Ok(()) => {
+                let _ = self.run_hook_actions("workflow", "workflow_end", &hooks.end, false);
+            }
+            Err(e) if e.code() == codes::INTERRUPTED || e.code() == codes::RUN_TIMEOUT => {
+                let _ = self.run_hook_actions("workflow", "workflow_cancel", &hooks.cancel, false);
+            }
+            Err(e) => {
+                self.error_vars = Some(serde_json::json!({
+                    "Message": e.message(),
+                    "State": self.last_state.clone().unwrap_or_default(),
+                    "Type": e.category().name(),
+                    // AWF never sets it.
+                    "ExitCode": 0,
+                }));
+                let _ = self.run_hook_actions("workflow", "workflow_error", &hooks.error, false);
+                self.error_vars = None;
+            }
+        }
+        outcome
+    }
+
+    /// A state's hook (AWF: a failing action is logged, the state goes on).
+    pub(super) fn run_hook(&mut self, state: &str, which: &str, actions: &[HookAction]) {
+        let _ = self.run_hook_actions(state, which, actions, false);
+    }
+
+    /// Runs a hook's actions: a `log` is a line on stderr, a `command` runs as a `step`
+    /// command does (templates through the environment, in the workspace, in its own
+    /// process group). A failing action is a WARN; with `stop_at_failure` the rest are not
+    /// run and the failure is returned.
+    fn run_hook_actions(
+        &mut self,
+        state: &str,
+        which: &str,
+        actions: &[HookAction],
+        stop_at_failure: bool,
+    ) -> Result<(), String> {
+        let mut failed = None;
+        for action in actions {
+            match action {
+                HookAction::Log(text) => {
+                    let line = self.render(text);
+                    tracing::info!(state = %state, hook = %which, "{line}");
+                    eprintln!(
+                        "awf: [{state} {which}] {}",
+                        crate::terminal::printable(&line)
+                    );
+                }
+                HookAction::Command(cmd) => {
+                    let dir = self.workdir.clone();
+                    let name = format!("{state}.{which}");
+                    let waited = self
+                        .shell(&name, cmd, &dir)
+                        .and_then(|(c, _files)| self.spawn_and_wait(c, Some(HOOK_TIMEOUT), &name));
+                    let (why, stderr) = match waited {
+                        Ok(w) if w.code == Some(0) => continue,
+                        Ok(w) => (
+                            w.code
+                                .map_or("no exit code".into(), |c| format!("exit code {c}")),
+                            crate::terminal::printable(w.stderr.trim()).to_string(),
+                        ),
+                        Err(e) => (e.to_string(), String::new()),
+                    };
+                    eprintln!("awf: WARN {which} hook of {state} failed ({why}): {stderr}");
+                    failed.get_or_insert(why);
+                    if stop_at_failure {
+                        break;
+                    }
+                }
+            }
+        }
+        match failed {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A hook command's bound (hooks have no timeout key in AWF).
+const HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// A JSON value as template text: a string as it is, anything else as JSON.
+fn json_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// A state's status as AWF names it in expressions.
+fn awf_status(s: Status) -> &'static str {
+    match s {
+        Status::Success => "completed",
+        Status::Failure | Status::Timeout => "failed",
+        Status::Interrupted | Status::Cancelled => "cancelled",
+    }
+}
+
+/// `context.*`: WorkingDir, User, Hostname.
+pub(super) fn context_fields(workdir: &std::path::Path) -> serde_json::Value {
+    serde_json::json!({
+        "WorkingDir": workdir.display().to_string(),
+        "User": std::env::var("USER").unwrap_or_default(),
+        "Hostname": std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default(),
+    })
 }

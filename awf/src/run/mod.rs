@@ -6,6 +6,7 @@
 //! end. Progress goes to stderr; the summary (`report`, human or JSON) to stdout.
 
 mod agent;
+mod call;
 mod engine;
 pub mod gather;
 pub mod history;
@@ -17,6 +18,7 @@ pub mod state;
 mod step;
 mod supervise;
 mod trace;
+mod while_loop;
 
 pub use inputs::resolve_inputs;
 pub use report::{ErrorJson, StateResult, Status};
@@ -59,8 +61,22 @@ pub struct ResumeOptions {
 
 /// Loads and checks a workflow; `Err(code)` when it has errors (printed, as JSON too when
 /// asked): nothing is run then.
-fn load_checked(file: &Path, workdir: &Path, json: bool) -> Result<workflow::Workflow, u8> {
-    let (wf, diags) = workflow::load(file, &mut InstalledPlugins::new(workdir));
+fn load_checked(
+    file: &Path,
+    workdir: &Path,
+    json: bool,
+    given: &[String],
+) -> Result<workflow::Workflow, u8> {
+    let (wf, mut diags) = workflow::load(file, &mut InstalledPlugins::new(workdir));
+    // A template of an undeclared input given with --input runs (AWF passes such inputs
+    // on); `awf validate`, which has no inputs, still names it.
+    diags.retain(|d| {
+        d.code != codes::UNDECLARED_INPUT
+            || !given.iter().any(|kv| {
+                let name = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k).trim();
+                d.message.starts_with(&format!("{{{{.inputs.{name}}}}} "))
+            })
+    });
     print_diagnostics(file, &diags); // warnings alone do not stop the run
     if !workflow::has_errors(&diags) {
         return Ok(wf.expect("a workflow without problems was built"));
@@ -101,7 +117,7 @@ fn read_workflow_text(file: &Path) -> Result<Vec<u8>, AwfError> {
 /// Runs a workflow file; the value is the exit code.
 pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
     let workdir = current_dir()?;
-    let wf = match load_checked(file, &workdir, opts.json) {
+    let wf = match load_checked(file, &workdir, opts.json, &opts.inputs) {
         Ok(wf) => wf,
         Err(code) => return Ok(code),
     };
@@ -187,16 +203,15 @@ pub fn resume(opts: &ResumeOptions) -> Result<u8, AwfError> {
         eprintln!("awf: WARN {what}; resuming anyway (--force)");
     }
     let workdir = prior.workdir.clone();
-    let wf = match load_checked(&file, &workdir, opts.json) {
-        Ok(wf) => wf,
-        Err(code) => return Ok(code),
-    };
     let mut given: Vec<String> = state::load_inputs(&prior.run_id)?
         .into_iter()
-        .filter(|(k, _)| wf.inputs.iter().any(|i| &i.name == k))
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     given.extend(opts.inputs.iter().cloned());
+    let wf = match load_checked(&file, &workdir, opts.json, &given) {
+        Ok(wf) => wf,
+        Err(code) => return Ok(code),
+    };
     let inputs = resolve_inputs(&wf, &given)?;
     let start = match &opts.from {
         Some(s) => {
@@ -320,6 +335,11 @@ fn execute(
         started: Instant::now(),
         record: None,
         shard,
+        parent_span: None,
+        calls: vec![std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf())],
+        last_state: None,
+        started_at: crate::telemetry::audit::now_rfc3339(),
+        error_vars: None,
     };
     runner.proxy.check_locations()?;
     crate::private_files::private_dir(&run_dir)?;
@@ -346,7 +366,7 @@ fn execute(
                 .unwrap_or_default()
         );
     }
-    let outcome = runner.drive(start);
+    let outcome = runner.drive_with_hooks(start);
     process::kill_orphans();
     let _ = std::fs::remove_dir_all(&run_dir);
     let (code, error) = match &outcome {

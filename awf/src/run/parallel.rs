@@ -61,6 +61,11 @@ impl Runner<'_> {
             loop_vars: vars,
             record: None,
             shard: None,
+            parent_span: self.parent_span.clone(),
+            calls: self.calls.clone(),
+            last_state: None,
+            started_at: self.started_at.clone(),
+            error_vars: None,
         }
     }
 
@@ -304,18 +309,63 @@ impl Runner<'_> {
                     item,
                     index,
                     index1: index + 1,
-                    length,
+                    length: length as i64,
                 }),
             })
             .collect();
+        // `break_when`, checked as each iteration ends (AWF: after its body), with that
+        // iteration's results and loop variables; an error in it is logged and ignored.
+        let breaker = f
+            .break_when
+            .as_deref()
+            .map(crate::workflow::expr::Expr::parse);
+        let broke = std::cell::Cell::new(false);
+        let breaks = |results: &[StateResult]| -> bool {
+            let Some(b) = &breaker else { return false };
+            let mut env = self.expr_env();
+            for r in results {
+                env["states"][r.state.as_str()] = serde_json::json!({
+                    "Output": r.output,
+                    "ExitCode": r.exit_code.unwrap_or(if r.status == Status::Success { 0 } else { -1 }),
+                    "Status": if r.status == Status::Success { "completed" } else { "failed" },
+                });
+            }
+            if let Some(i) = results.first().and_then(|r| r.iteration) {
+                env["loop"] = serde_json::json!({
+                    "Index": i, "Index1": i + 1, "Length": length,
+                    "First": i == 0, "Last": i + 1 == length, "Parent": null,
+                });
+            }
+            match b
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|b| b.eval_bool(&env))
+            {
+                Ok(true) => {
+                    broke.set(true);
+                    true
+                }
+                Ok(false) => false,
+                Err(e) => {
+                    eprintln!("awf: WARN for_each {name:?}: break_when cannot be evaluated: {e}");
+                    false
+                }
+            }
+        };
         let ran = self.run_units(
             name,
             traceparent,
             units,
             f.max_concurrent,
             f.timeout.map(|t| t0 + t),
-            &|results| !unit_ok(results),
+            &|results| !unit_ok(results) || breaks(results),
         );
+        let broke = broke.get();
+        let mut ran = ran;
+        if broke {
+            // The iterations after the break never started: they are not part of the loop.
+            ran.units.retain(|u| !u.is_empty());
+        }
         let succeeded = ran.units.iter().all(|u| unit_ok(u));
         // Each iteration's output is that of its last body state.
         let output = serde_json::Value::Array(

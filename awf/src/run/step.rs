@@ -126,6 +126,18 @@ impl Runner<'_> {
         s: &workflow::StepState,
         dir: &Path,
     ) -> (StateResult, bool) {
+        let (mut r, ran) = self.run_attempt_unmasked(name, s, dir);
+        // As AWF: what a command printed of a secret input's value is kept as `***`.
+        r.output = self.mask_secrets(r.output);
+        (r, ran)
+    }
+
+    fn run_attempt_unmasked(
+        &mut self,
+        name: &str,
+        s: &workflow::StepState,
+        dir: &Path,
+    ) -> (StateResult, bool) {
         let mut r = StateResult::new(name, "step");
         // The memory files of large values stay open until the command has ended.
         let waited = self
@@ -178,7 +190,7 @@ impl Runner<'_> {
 
     /// `/bin/sh -c COMMAND` in `dir`, the command's values in its environment or, when
     /// large, in memory files it inherits (returned: to be kept open until it ends).
-    fn shell(
+    pub(super) fn shell(
         &self,
         name: &str,
         command: &str,

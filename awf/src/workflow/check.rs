@@ -43,10 +43,50 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
         .flat_map(|s| match &s.kind {
             StateKind::Parallel(p) => p.branches.as_slice(),
             StateKind::ForEach(f) => f.body.as_slice(),
+            StateKind::While(w) => w.body.as_slice(),
             _ => &[],
         })
         .map(String::as_str)
         .collect();
+    // The workflow's hooks: {{.error.*}} only in workflow_error.
+    for (key, actions) in [
+        ("workflow_start", &wf.hooks.start),
+        ("workflow_end", &wf.hooks.end),
+        ("workflow_error", &wf.hooks.error),
+        ("workflow_cancel", &wf.hooks.cancel),
+    ] {
+        for (i, a) in actions.iter().enumerate() {
+            let text = match a {
+                crate::workflow::HookAction::Log(t) | crate::workflow::HookAction::Command(t) => t,
+            };
+            for r in template::refs(text).into_iter().flatten() {
+                let problem = match &r.reference {
+                    Ref::Error(f) if !template::ERROR_FIELDS.contains(&f.as_str()) => {
+                        Some(format!(
+                            "{{{{.error.{f}}}}}: an error has no field {f:?} (use one of {})",
+                            template::ERROR_FIELDS.join(", ")
+                        ))
+                    }
+                    Ref::Error(_) if key != "workflow_error" => {
+                        Some("{{.error.*}} is defined only in a workflow_error hook".to_string())
+                    }
+                    Ref::State(st, _) if wf.state(st).is_none() => {
+                        Some(format!("{{{{.states.{st}...}}}} names no state"))
+                    }
+                    _ => None,
+                };
+                if let Some(message) = problem {
+                    push(
+                        codes::TEMPLATE,
+                        format!("hooks.{key}[{i}]"),
+                        0,
+                        message,
+                        format!("states: {list}"),
+                    );
+                }
+            }
+        }
+    }
     for s in &wf.states {
         let path = join("states", &s.name);
         // (path, text, line, whether the text is a shell command)
@@ -138,6 +178,49 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 targets.push(("on_failure", &par.on_failure));
                 check_units(wf, s, "parallel", &par.branches, &mut push);
             }
+            StateKind::While(w) => {
+                targets.push(("on_complete", &w.on_complete));
+                targets.push(("on_failure", &w.on_failure));
+                if let crate::workflow::MaxIterations::Template(t) = &w.max_iterations {
+                    texts.push((
+                        join(&path, "max_iterations"),
+                        t.clone(),
+                        s.line_of("max_iterations"),
+                        false,
+                    ));
+                }
+                for (i, b) in w.body.iter().enumerate() {
+                    match wf.state(b) {
+                        None => push(
+                            codes::UNKNOWN_STATE,
+                            format!("{}[{i}]", join(&path, "body")),
+                            s.line_of("body"),
+                            format!("{b:?} in while state {:?} is not defined", s.name),
+                            format!("name one of the states: {list}"),
+                        ),
+                        Some(st) if matches!(st.kind, StateKind::Terminal(_)) => push(
+                            codes::INVALID_VALUE,
+                            format!("{}[{i}]", join(&path, "body")),
+                            s.line_of("body"),
+                            format!("{b:?} in while state {:?} is a terminal state", s.name),
+                            "a loop's body runs agent, step, loop and call states".into(),
+                        ),
+                        Some(_) => {}
+                    }
+                }
+            }
+            StateKind::CallWorkflow(c) => {
+                targets.push(("on_success", &c.on_success));
+                targets.push(("on_failure", &c.on_failure));
+                for (k, v) in &c.inputs {
+                    texts.push((
+                        join(&join(&path, "inputs"), k),
+                        v.clone(),
+                        s.line_of("inputs"),
+                        false,
+                    ));
+                }
+            }
             StateKind::Terminal(t) => {
                 if let Some(m) = &t.message {
                     texts.push((
@@ -149,8 +232,40 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 }
             }
         }
+        for (i, t) in s.transitions.iter().enumerate() {
+            if wf.state(&t.goto).is_none() {
+                push(
+                    codes::UNKNOWN_STATE,
+                    format!("{}[{i}].goto", join(&path, "transitions")),
+                    t.line,
+                    format!(
+                        "a transition of state {:?} goes to {:?}, which is not defined",
+                        s.name, t.goto
+                    ),
+                    format!("name one of the states: {list}"),
+                );
+            }
+        }
+        for (which, actions) in [("pre", &s.hooks.pre), ("post", &s.hooks.post)] {
+            for (i, a) in actions.iter().enumerate() {
+                let (key, text, shell) = match a {
+                    crate::workflow::HookAction::Log(t) => ("log", t, false),
+                    crate::workflow::HookAction::Command(t) => ("command", t, true),
+                };
+                texts.push((
+                    format!("{}.{which}[{i}].{key}", join(&path, "hooks")),
+                    text.clone(),
+                    s.line_of("hooks"),
+                    shell,
+                ));
+            }
+        }
+        // A while may leave only through on_failure (or a body's transition out).
+        let while_with_exit = matches!(s.kind, StateKind::While(_)) && targets[1].1.is_some();
         if !matches!(s.kind, StateKind::Terminal(_))
+            && !while_with_exit
             && targets[0].1.is_none()
+            && !s.transitions.iter().any(|t| t.when.is_none())
             && !units.contains(&s.name.as_str())
         {
             let key = targets[0].0;
@@ -186,7 +301,7 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 let problem = match &r {
                     Ok(x) => match &x.reference {
                         Ref::Input(n) if !wf.inputs.iter().any(|i| &i.name == n) => Some((
-                            codes::TEMPLATE,
+                            codes::UNDECLARED_INPUT,
                             format!("{{{{.inputs.{n}}}}} names no declared input"),
                             format!(
                                 "declare it under inputs (declared: {})",
@@ -211,6 +326,31 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                             format!("{{{{.loop.{f}}}}}: a loop has no field {f:?}"),
                             format!("use one of {}", template::LOOP_FIELDS.join(", ")),
                         )),
+                        Ref::Workflow(f) if !template::WORKFLOW_FIELDS.contains(&f.as_str()) => {
+                            Some((
+                                codes::TEMPLATE,
+                                format!("{{{{.workflow.{f}}}}}: the workflow has no field {f:?}"),
+                                format!("use one of {}", template::WORKFLOW_FIELDS.join(", ")),
+                            ))
+                        }
+                        Ref::Context(f) if !template::CONTEXT_FIELDS.contains(&f.as_str()) => {
+                            Some((
+                                codes::TEMPLATE,
+                                format!("{{{{.context.{f}}}}}: the context has no field {f:?}"),
+                                format!("use one of {}", template::CONTEXT_FIELDS.join(", ")),
+                            ))
+                        }
+                        Ref::Error(f) if !template::ERROR_FIELDS.contains(&f.as_str()) => Some((
+                            codes::TEMPLATE,
+                            format!("{{{{.error.{f}}}}}: an error has no field {f:?}"),
+                            format!("use one of {}", template::ERROR_FIELDS.join(", ")),
+                        )),
+                        Ref::Error(_) => Some((
+                            codes::TEMPLATE,
+                            "{{.error.*}} is defined only in a workflow_error hook".to_string(),
+                            "move it into `hooks: {workflow_error: [...]}` at the top level"
+                                .to_string(),
+                        )),
                         Ref::State(st, f) if !template::STATE_FIELDS.contains(&f.as_str()) => {
                             Some((
                                 codes::TEMPLATE,
@@ -223,7 +363,9 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     Err(template::ExprError::NotAReference(e)) => Some((
                         codes::TEMPLATE,
                         format!("{{{{{e}}}}} is not a supported template expression"),
-                        "use {{.inputs.NAME}} or {{.states.STATE.Output}}".to_string(),
+                        "use {{.inputs.NAME}}, {{.states.STATE.Output}}, {{.loop.Item}}, \
+                         {{.env.NAME}}, {{.workflow.Name}} or {{.context.WorkingDir}}"
+                            .to_string(),
                     )),
                     Err(template::ExprError::UnknownFilter { expr, filter }) => Some((
                         codes::TEMPLATE_FILTER,
@@ -331,8 +473,17 @@ fn terminal_reachable(wf: &Workflow, start: &State) -> bool {
             StateKind::Step(st) => (&st.on_success, &st.on_failure),
             StateKind::Parallel(p) => (&p.on_success, &p.on_failure),
             StateKind::ForEach(f) => (&f.on_complete, &f.on_failure),
+            StateKind::While(w) => (&w.on_complete, &w.on_failure),
+            StateKind::CallWorkflow(c) => (&c.on_success, &c.on_failure),
         };
-        for next in [on_success, on_failure].into_iter().flatten() {
+        let gotos = s.transitions.iter().map(|t| Some(t.goto.clone()));
+        let body: Vec<Option<String>> = match &s.kind {
+            StateKind::While(w) => w.body.iter().cloned().map(Some).collect(),
+            _ => Vec::new(),
+        };
+        let own = [on_success.clone(), on_failure.clone()];
+        for next in own.iter().cloned().chain(gotos).chain(body).flatten() {
+            let next = &next;
             if let Some(next) = wf.state(next)
                 && !seen.contains(&next.name.as_str())
             {

@@ -4,12 +4,20 @@
 //! a user fixing a workflow sees every problem of the file in one go.
 
 pub mod check;
+pub mod compat;
+pub mod expr;
+pub mod flow;
+pub mod inputs;
 pub mod parse;
 pub mod retry;
 pub mod template;
 pub mod yaml;
 
 use crate::error::codes;
+pub use flow::{
+    CallWorkflowState, HookAction, MaxIterations, StateHooks, Transition, WhileState, WorkflowHooks,
+};
+pub use inputs::{InputValidation, Pattern};
 pub use retry::{Backoff, Retry, RetryOn};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -103,14 +111,20 @@ pub fn has_errors(diags: &[Diagnostic]) -> bool {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workflow {
     pub name: String,
+    /// Any scalar, kept as written (`version: 1.0` is "1.0").
     pub version: Option<String>,
     pub description: Option<String>,
+    /// `author:` and `tags:`, metadata AWF keeps and does not act on.
+    pub author: Option<String>,
+    pub tags: Vec<String>,
     pub inputs: Vec<InputDef>,
     pub initial: String,
     /// Line of `initial` (or of `states` when it is missing).
     pub initial_line: usize,
     /// In file order.
     pub states: Vec<State>,
+    /// `hooks:` of the workflow: at its start, end, error and cancellation.
+    pub hooks: WorkflowHooks,
     /// The workflow file; relative `prompt_file`s are resolved from its directory.
     pub path: PathBuf,
 }
@@ -135,6 +149,9 @@ impl Workflow {
     }
 }
 
+/// An input's `type:` (none is `string`). A value is checked against it when the run
+/// starts and kept as given: `integer` takes what Go's `strconv.Atoi` takes, `boolean`
+/// true/yes/1/false/no/0 in any case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputType {
     String,
@@ -142,13 +159,31 @@ pub enum InputType {
     Boolean,
 }
 
+impl InputType {
+    /// The names `type:` takes.
+    pub const NAMES: &'static [&'static str] = &["string", "integer", "boolean"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            InputType::String => "string",
+            InputType::Integer => "integer",
+            InputType::Boolean => "boolean",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct InputDef {
     pub name: String,
     pub kind: InputType,
     pub required: bool,
+    /// Any scalar, as text.
     pub default: Option<String>,
     pub description: Option<String>,
+    /// `validation:`, checked on the value when the run starts.
+    pub validation: Option<InputValidation>,
+    /// Line of the input, for messages.
+    pub line: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +193,13 @@ pub struct State {
     /// Line of each field given, for messages about it.
     pub field_lines: Vec<(String, usize)>,
     pub kind: StateKind,
+    /// `transitions`: evaluated in order when the state ends; the first that matches picks
+    /// the next state, before `on_success`/`on_failure`.
+    pub transitions: Vec<Transition>,
+    /// `continue_on_error`: a failure follows `on_success` (when no transition matched).
+    pub continue_on_error: bool,
+    /// `hooks: {pre, post}`.
+    pub hooks: StateHooks,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -169,6 +211,8 @@ pub enum StateKind {
     Terminal(TerminalState),
     Parallel(ParallelState),
     ForEach(ForEachState),
+    While(WhileState),
+    CallWorkflow(CallWorkflowState),
 }
 
 /// The most iterations a for_each may be allowed (`max_iterations`).
@@ -181,6 +225,8 @@ pub const DEFAULT_MAX_ITERATIONS: usize = 100;
 pub struct ForEachState {
     /// A JSON list, or a template that gives one.
     pub items: String,
+    /// Checked after each iteration: when it holds, no further iteration starts.
+    pub break_when: Option<String>,
     pub body: Vec<String>,
     pub max_iterations: usize,
     /// Iterations at once (default 1: one after another).
@@ -222,6 +268,8 @@ impl StateKind {
             StateKind::Terminal(_) => "terminal",
             StateKind::Parallel(_) => "parallel",
             StateKind::ForEach(_) => "for_each",
+            StateKind::While(_) => "while",
+            StateKind::CallWorkflow(_) => "call_workflow",
         }
     }
 }

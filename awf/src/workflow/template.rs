@@ -19,8 +19,16 @@
 pub enum Ref {
     Input(String),
     State(String, String),
-    /// `{{.loop.FIELD}}` in an iteration of a for_each.
+    /// `{{.loop.FIELD}}` in an iteration of a for_each or a while.
     Loop(String),
+    /// `{{.env.NAME}}`: awf's own environment variable (empty when unset).
+    Env(String),
+    /// `{{.workflow.FIELD}}`: ID (the run id), Name, CurrentState, StartedAt, Duration.
+    Workflow(String),
+    /// `{{.context.FIELD}}`: WorkingDir, User, Hostname.
+    Context(String),
+    /// `{{.error.FIELD}}` in a `workflow_error` hook: Message, State, Type, ExitCode.
+    Error(String),
 }
 
 /// One `{{ }}` expression: what it reads and whether it is pasted raw into a command.
@@ -43,6 +51,12 @@ pub enum ExprError {
 pub const STATE_FIELDS: &[&str] = &["Output", "ExitCode", "Status"];
 /// What `{{.loop.FIELD}}` may name.
 pub const LOOP_FIELDS: &[&str] = &["Item", "Index", "Index1", "First", "Last", "Length"];
+/// What `{{.workflow.*}}` gives.
+pub const WORKFLOW_FIELDS: &[&str] = &["ID", "Name", "CurrentState", "StartedAt", "Duration"];
+/// What `{{.context.*}}` gives.
+pub const CONTEXT_FIELDS: &[&str] = &["WorkingDir", "User", "Hostname"];
+/// What `{{.error.*}}` gives (in a `workflow_error` hook only).
+pub const ERROR_FIELDS: &[&str] = &["Message", "State", "Type", "ExitCode"];
 
 /// Prefix of the environment variables that carry values into a step command.
 pub const VALUE_VAR_PREFIX: &str = "AWF_VALUE_";
@@ -478,6 +492,10 @@ fn parse_ref(expr: &str) -> Option<Ref> {
     match parts.as_slice() {
         ["inputs", name] if ident(name) => Some(Ref::Input(name.to_string())),
         ["loop", field] if ident(field) => Some(Ref::Loop(field.to_string())),
+        ["env", name] if ident(name) => Some(Ref::Env(name.to_string())),
+        ["workflow", field] if ident(field) => Some(Ref::Workflow(field.to_string())),
+        ["context", field] if ident(field) => Some(Ref::Context(field.to_string())),
+        ["error", field] if ident(field) => Some(Ref::Error(field.to_string())),
         ["states", state, field] if ident(state) && ident(field) => {
             Some(Ref::State(state.to_string(), field.to_string()))
         }
@@ -503,6 +521,7 @@ mod tests {
             Ref::Input(n) => format!("<{n}>"),
             Ref::State(s, f) => format!("[{s}.{f}]"),
             Ref::Loop(f) => format!("({f})"),
+            other => format!("{other:?}"),
         });
         assert_eq!(out, "fix <file> using [plan.Output]; {{.bogus}}");
         assert_eq!(
@@ -575,6 +594,7 @@ mod tests {
             Ref::Input(n) => format!("<{n}>"),
             Ref::State(s, f) => format!("[{s}.{f}]"),
             Ref::Loop(f) => format!("({f})"),
+            other => format!("{other:?}"),
         })
         .unwrap()
     }

@@ -3,7 +3,8 @@
 //! run of `awf validate` lists them all.
 //!
 //! This module reads the top level of the document (`name`, `version`, `description`,
-//! `inputs`, `states`); `states` reads each state by its type, `proxy` a state's
+//! `author`, `tags`, `inputs`, `states`, and the keys AWF reads and does not use, each
+//! with a warning); `states` reads each state by its type, `proxy` a state's
 //! `mcp_proxy` block, `servers` its third-party servers and `sandbox` the
 //! sandbox of Bash and of each server, `inputs` the inputs, and
 //! `context` holds `Ctx`, through which every part reads nodes and reports.
@@ -26,7 +27,34 @@ use inputs::parse_inputs;
 use states::parse_states;
 use std::path::Path;
 
-const TOP_KEYS: &[&str] = &["name", "version", "description", "inputs", "states"];
+/// The top-level keys read into the workflow. Any other key is refused (UNKNOWN_KEY),
+/// except those of [`NO_EFFECT_KEYS`]. Keys added by other parts of the model (such as
+/// `hooks`) go in this list.
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "version",
+    "description",
+    "author",
+    "tags",
+    "inputs",
+    "states",
+    "hooks",
+];
+
+/// Top-level keys of AWF workflows that AWF reads (or its docs and fixtures write) and
+/// never acts on: accepted with a warning, so that such a workflow runs unchanged.
+const NO_EFFECT_KEYS: &[(&str, &str)] = &[
+    (
+        "env",
+        "AWF parses `env:` and neither checks nor exports it; set variables in the step's \
+         command (`FOO=bar cmd`) or in the environment of `awf run`",
+    ),
+    (
+        "outputs",
+        "AWF has no workflow `outputs:` either (its docs and fixtures write one, it is \
+         ignored); read a state's output with {{.states.NAME.Output}}",
+    ),
+];
 
 /// Parses workflow text (from `path`, used for `prompt_file`s and messages).
 pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
@@ -57,7 +85,12 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
             return (None, cx.diags);
         }
     };
-    let Some(fields) = cx.fields(&root, "", TOP_KEYS, codes::UNKNOWN_KEY) else {
+    let allowed: Vec<&str> = TOP_KEYS
+        .iter()
+        .copied()
+        .chain(NO_EFFECT_KEYS.iter().map(|(k, _)| *k))
+        .collect();
+    let Some(fields) = cx.fields(&root, "", &allowed, codes::UNKNOWN_KEY) else {
         return (None, cx.diags);
     };
     let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
@@ -76,8 +109,29 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
     };
     let version = get("version").and_then(|n| cx.string(n, "version"));
     let description = get("description").and_then(|n| cx.string(n, "description"));
+    let author = get("author").and_then(|n| cx.string(n, "author"));
+    let tags = get("tags")
+        .map(|n| text_list(&mut cx, n, "tags"))
+        .unwrap_or_default();
+    for (key, hint) in NO_EFFECT_KEYS {
+        let Some(n) = get(key) else { continue };
+        if *key == "env" {
+            // Read as AWF reads it (a list of text), so a wrong shape is still reported.
+            text_list(&mut cx, n, key);
+        }
+        cx.warn(
+            codes::NO_EFFECT,
+            key,
+            n.line,
+            format!("`{key}` has no effect: awf, like AWF, does not use it"),
+            *hint,
+        );
+    }
     let inputs = get("inputs")
         .map(|n| parse_inputs(&mut cx, n))
+        .unwrap_or_default();
+    let hooks = get("hooks")
+        .map(|n| parse_workflow_hooks(&mut cx, n))
         .unwrap_or_default();
     let wf_dir = path.parent().unwrap_or(Path::new("."));
     let (initial, initial_line, states) = match get("states") {
@@ -98,10 +152,89 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
         name,
         version,
         description,
+        author,
+        tags,
         inputs,
         initial,
         states,
+        hooks,
         path: path.to_path_buf(),
     };
     (Some(wf), cx.diags)
+}
+
+/// `hooks: {workflow_start, workflow_end, workflow_error, workflow_cancel}`, each a list of
+/// `{log}`/`{command}` actions.
+fn parse_workflow_hooks(cx: &mut Ctx, node: &yaml::Node) -> crate::workflow::WorkflowHooks {
+    let mut hooks = crate::workflow::WorkflowHooks::default();
+    let keys = [
+        "workflow_start",
+        "workflow_end",
+        "workflow_error",
+        "workflow_cancel",
+    ];
+    let Some(fields) = cx.fields(node, "hooks", &keys, codes::UNKNOWN_KEY) else {
+        return hooks;
+    };
+    for (key, v) in fields {
+        let actions = states::parse_hook_actions(cx, v, &context::join("hooks", key));
+        match key {
+            "workflow_start" => hooks.start = actions,
+            "workflow_end" => hooks.end = actions,
+            "workflow_error" => hooks.error = actions,
+            _ => hooks.cancel = actions,
+        }
+    }
+    hooks
+}
+
+/// A list of scalars as text (`tags:`, `env:`): AWF reads any scalar into a string.
+fn text_list(cx: &mut Ctx, node: &yaml::Node, path: &str) -> Vec<String> {
+    let yaml::Kind::Seq(items) = &node.kind else {
+        cx.push(
+            codes::WRONG_TYPE,
+            path,
+            node.line,
+            format!("{path} must be a list, found {}", node.describe()),
+            format!("write `{path}: [a, b]` or one `- item` per line"),
+        );
+        return Vec::new();
+    };
+    items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| cx.string(n, &format!("{path}[{i}]")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+    use std::path::Path;
+
+    const STATES: &str = "states:\n  initial: done\n  done:\n    type: terminal\n";
+
+    #[test]
+    fn metadata_is_kept_as_written() {
+        let text = format!("name: m\nversion: 1.0\nauthor: Jane\ntags: [ci, 2]\n{STATES}");
+        let (wf, d) = parse(&text, Path::new("wf.yaml"));
+        assert!(d.is_empty(), "{d:?}");
+        let wf = wf.unwrap();
+        assert_eq!(wf.version.as_deref(), Some("1.0"));
+        assert_eq!(wf.author.as_deref(), Some("Jane"));
+        assert_eq!(wf.tags, ["ci", "2"]);
+    }
+
+    #[test]
+    fn keys_awf_ignores_warn_and_unknown_ones_are_refused() {
+        let text = format!("name: m\nenv: [A=1]\noutputs: [{{name: x}}]\nbogus: 1\n{STATES}");
+        let (_, d) = parse(&text, Path::new("wf.yaml"));
+        let got: Vec<(&str, bool)> = d.iter().map(|p| (p.path.as_str(), p.is_error())).collect();
+        assert_eq!(got, [("bogus", true), ("env", false), ("outputs", false)]);
+        let (_, d) = parse(
+            &format!("name: m\nenv: A=1\n{STATES}"),
+            Path::new("wf.yaml"),
+        );
+        assert_eq!(d.iter().filter(|p| p.is_error()).count(), 1, "{d:?}");
+    }
 }

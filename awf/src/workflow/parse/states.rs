@@ -9,8 +9,9 @@ use crate::error::codes;
 use crate::workflow::retry::{MAX_ATTEMPTS_LIMIT, RetryOn};
 use crate::workflow::yaml::{Kind, Node};
 use crate::workflow::{
-    AgentState, Backoff, DEFAULT_MAX_ITERATIONS, ForEachState, MAX_ITERATIONS_LIMIT, ParallelState,
-    Prompt, Retry, State, StateKind, StepState, Strategy, TerminalState, TerminalStatus,
+    AgentState, Backoff, CallWorkflowState, DEFAULT_MAX_ITERATIONS, ForEachState, HookAction,
+    MAX_ITERATIONS_LIMIT, MaxIterations, ParallelState, Prompt, Retry, State, StateHooks,
+    StateKind, StepState, Strategy, TerminalState, TerminalStatus, Transition, WhileState,
 };
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -29,6 +30,12 @@ const AGENT_KEYS: &[&str] = &[
     "retry",
     "on_success",
     "on_failure",
+    "transitions",
+    "continue_on_error",
+    "hooks",
+    "capture",
+    "depends_on",
+    "env",
 ];
 const PARALLEL_KEYS: &[&str] = &[
     "type",
@@ -39,6 +46,12 @@ const PARALLEL_KEYS: &[&str] = &[
     "timeout",
     "on_success",
     "on_failure",
+    "transitions",
+    "continue_on_error",
+    "hooks",
+    "capture",
+    "depends_on",
+    "env",
 ];
 const FOR_EACH_KEYS: &[&str] = &[
     "type",
@@ -50,6 +63,13 @@ const FOR_EACH_KEYS: &[&str] = &[
     "timeout",
     "on_complete",
     "on_failure",
+    "transitions",
+    "continue_on_error",
+    "hooks",
+    "capture",
+    "depends_on",
+    "env",
+    "break_when",
 ];
 const STEP_KEYS: &[&str] = &[
     "type",
@@ -61,6 +81,13 @@ const STEP_KEYS: &[&str] = &[
     "mcp_proxy",
     "on_success",
     "on_failure",
+    "transitions",
+    "continue_on_error",
+    "hooks",
+    "capture",
+    "depends_on",
+    "env",
+    "script_file",
 ];
 const RETRY_KEYS: &[&str] = &[
     "max_attempts",
@@ -71,6 +98,39 @@ const RETRY_KEYS: &[&str] = &[
     "jitter",
     "retryable_exit_codes",
     "on",
+];
+const WHILE_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "while",
+    "body",
+    "max_iterations",
+    "break_when",
+    "timeout",
+    "on_complete",
+    "on_failure",
+    "transitions",
+    "continue_on_error",
+    "hooks",
+    "capture",
+    "depends_on",
+    "env",
+];
+const CALL_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "workflow",
+    "inputs",
+    "outputs",
+    "timeout",
+    "on_success",
+    "on_failure",
+    "transitions",
+    "continue_on_error",
+    "hooks",
+    "capture",
+    "depends_on",
+    "env",
 ];
 const TERMINAL_KEYS: &[&str] = &["type", "description", "status", "message", "mcp_proxy"];
 
@@ -142,7 +202,10 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
     };
     let allowed = match ty.as_str() {
         Some("agent") => AGENT_KEYS,
-        Some("step") => STEP_KEYS,
+        // AWF takes `command` as another name of `step`.
+        Some("step") | Some("command") => STEP_KEYS,
+        Some("while") => WHILE_KEYS,
+        Some("call_workflow") => CALL_KEYS,
         Some("terminal") => TERMINAL_KEYS,
         Some("parallel") => PARALLEL_KEYS,
         Some("for_each") => FOR_EACH_KEYS,
@@ -152,7 +215,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 &join(path, "type"),
                 ty.line,
                 format!("state {name:?} has the unknown type {}", ty.describe()),
-                "use agent, step, parallel, for_each or terminal",
+                "use agent, step, parallel, for_each, while, call_workflow or terminal",
             );
             return None;
         }
@@ -328,7 +391,9 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 1,
                 "write e.g. `max_concurrent: 4` (the default 1 runs iterations one after another)",
             );
+            expression(cx, get("break_when"), &join(path, "break_when"));
             StateKind::ForEach(ForEachState {
+                break_when: str_field(cx, "break_when"),
                 items: items.unwrap_or_default(),
                 body,
                 max_iterations,
@@ -400,14 +465,118 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 on_failure: str_field(cx, "on_failure"),
             })
         }
-        Some("step") => StateKind::Step(StepState {
-            command: require(cx, "command", "add `command: <shell command>`").unwrap_or_default(),
+        Some("step") | Some("command") => StateKind::Step(StepState {
+            command: match (get("command"), get("script_file")) {
+                (None, Some(f)) => {
+                    script_file(cx, f, &join(path, "script_file"), wf_dir).unwrap_or_default()
+                }
+                (Some(_), Some(f)) => {
+                    cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, "script_file"),
+                        f.line,
+                        format!("state {name:?} has both `command` and `script_file`"),
+                        "keep one of them",
+                    );
+                    String::new()
+                }
+                _ => require(
+                    cx,
+                    "command",
+                    "add `command: <shell command>` or `script_file: FILE`",
+                )
+                .unwrap_or_default(),
+            },
             dir: str_field(cx, "dir"),
             timeout,
             retry: get("retry").and_then(|r| parse_retry(cx, r, &join(path, "retry"), false)),
             on_success: str_field(cx, "on_success"),
             on_failure: str_field(cx, "on_failure"),
         }),
+        Some("while") => {
+            let body = names_list(cx, get("body"), &join(path, "body"), node.line, name);
+            let condition = require(
+                cx,
+                "while",
+                "add `while: EXPR` (AWF's idiom: `while: \"true\"` with `break_when: EXPR`)",
+            )
+            .unwrap_or_default();
+            expression(cx, get("while"), &join(path, "while"));
+            expression(cx, get("break_when"), &join(path, "break_when"));
+            let max_iterations = match get("max_iterations") {
+                None => MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS),
+                Some(v) => match v.as_str() {
+                    Some(t) if t.contains("{{") => MaxIterations::Template(t.to_string()),
+                    Some(t) => match t.trim().parse::<usize>() {
+                        Ok(n) if (1..=MAX_ITERATIONS_LIMIT).contains(&n) => MaxIterations::Fixed(n),
+                        _ => {
+                            cx.push(
+                                codes::INVALID_VALUE,
+                                &join(path, "max_iterations"),
+                                v.line,
+                                format!(
+                                    "max_iterations must be a whole number from 1 to {MAX_ITERATIONS_LIMIT} or a template, found {}",
+                                    v.describe()
+                                ),
+                                "write e.g. `max_iterations: 20` or `max_iterations: \"{{inputs.tries}}\"` (default 100)",
+                            );
+                            MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS)
+                        }
+                    },
+                    None => MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS),
+                },
+            };
+            StateKind::While(WhileState {
+                condition,
+                body,
+                max_iterations,
+                break_when: str_field(cx, "break_when"),
+                timeout,
+                on_complete: str_field(cx, "on_complete"),
+                on_failure: str_field(cx, "on_failure"),
+            })
+        }
+        Some("call_workflow") => {
+            let workflow = require(
+                cx,
+                "workflow",
+                "add `workflow: child.yaml` (a path from this workflow's directory)",
+            )
+            .unwrap_or_default();
+            let mut inputs = Vec::new();
+            if let Some(n) = get("inputs") {
+                let ipath = join(path, "inputs");
+                for (k, v) in cx
+                    .fields(n, &ipath, &[], codes::UNKNOWN_KEY)
+                    .unwrap_or_default()
+                {
+                    let value = match &v.kind {
+                        Kind::Seq(_) | Kind::Map(_) => Some(v.to_json().to_string()),
+                        _ => cx.string(v, &join(&ipath, k)),
+                    };
+                    if let Some(value) = value {
+                        inputs.push((k.to_string(), value));
+                    }
+                }
+            }
+            if let Some(o) = get("outputs") {
+                cx.warn(
+                    codes::NO_EFFECT,
+                    &join(path, "outputs"),
+                    o.line,
+                    format!("`outputs` of call_workflow state {name:?} has no effect"),
+                    "AWF reads no value back from the called workflow either; use the child's \
+                     final message: {{.states.<this state>.Output}}",
+                );
+            }
+            StateKind::CallWorkflow(CallWorkflowState {
+                workflow,
+                inputs,
+                timeout,
+                on_success: str_field(cx, "on_success"),
+                on_failure: str_field(cx, "on_failure"),
+            })
+        }
         _ => {
             let status = match get("status") {
                 None => TerminalStatus::Success,
@@ -432,6 +601,41 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
             })
         }
     };
+    for (key, hint) in [
+        (
+            "capture",
+            "AWF parses it and does not use it either; read a state's output with \
+             {{.states.NAME.Output}}",
+        ),
+        (
+            "depends_on",
+            "AWF parses it and does not use it either; the order comes from the transitions",
+        ),
+        (
+            "env",
+            "AWF ignores a state's env too; set variables in the command (`X=1 cmd`) or \
+             read awf's own with {{.env.NAME}}",
+        ),
+    ] {
+        if let Some(v) = get(key) {
+            cx.warn(
+                codes::NO_EFFECT,
+                &join(path, key),
+                v.line,
+                format!("`{key}` of state {name:?} has no effect"),
+                hint,
+            );
+        }
+    }
+    let transitions = get("transitions")
+        .map(|t| parse_transitions(cx, t, &join(path, "transitions")))
+        .unwrap_or_default();
+    let continue_on_error = get("continue_on_error")
+        .and_then(|v| cx.boolean(v, &join(path, "continue_on_error"), codes::WRONG_TYPE))
+        .unwrap_or(false);
+    let hooks = get("hooks")
+        .map(|h| parse_state_hooks(cx, h, &join(path, "hooks")))
+        .unwrap_or_default();
     Some(State {
         name: name.to_string(),
         line: node.line,
@@ -440,7 +644,181 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
             .map(|(k, v)| (k.to_string(), v.line))
             .collect(),
         kind,
+        transitions,
+        continue_on_error,
+        hooks,
     })
+}
+
+/// A list of state names (`body: [a, b]`), not empty.
+fn names_list(
+    cx: &mut Ctx,
+    node: Option<&Node>,
+    path: &str,
+    line: usize,
+    name: &str,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    match node.map(|n| (n, &n.kind)) {
+        Some((_, Kind::Seq(items))) if !items.is_empty() => {
+            for (i, item) in items.iter().enumerate() {
+                if let Some(b) = cx.string(item, &format!("{path}[{i}]")) {
+                    out.push(b);
+                }
+            }
+        }
+        other => cx.push(
+            codes::MISSING_FIELD,
+            path,
+            other.map_or(line, |(n, _)| n.line),
+            format!("state {name:?} has no body"),
+            "list the states each iteration runs: `body: [check, wait]`",
+        ),
+    }
+    out
+}
+
+/// An expression (`when`, `while`, `break_when`): its syntax checked now, with its path.
+fn expression(cx: &mut Ctx, node: Option<&Node>, path: &str) {
+    let Some(n) = node else { return };
+    let Some(text) = cx.string(n, path) else {
+        return;
+    };
+    if let Err(e) = crate::workflow::expr::Expr::parse(&text) {
+        cx.push(
+            codes::EXPRESSION,
+            path,
+            n.line,
+            format!("{path}: {e}"),
+            "write an expression as AWF does, without braces: `states.build.ExitCode == 0 and \
+             inputs.mode == \"full\"`",
+        );
+    }
+}
+
+/// `transitions: [{when: EXPR, goto: STATE}, ...]`.
+fn parse_transitions(cx: &mut Ctx, node: &Node, path: &str) -> Vec<Transition> {
+    let Kind::Seq(items) = &node.kind else {
+        cx.push(
+            codes::WRONG_TYPE,
+            path,
+            node.line,
+            format!("{path} must be a list"),
+            "write `transitions: [{when: 'states.s.ExitCode == 0', goto: next}, {goto: other}]`",
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let ipath = format!("{path}[{i}]");
+        let Some(fields) = cx.fields(item, &ipath, &["when", "goto"], codes::UNKNOWN_KEY) else {
+            continue;
+        };
+        let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        expression(cx, get("when"), &join(&ipath, "when"));
+        let when = get("when").and_then(|w| cx.string(w, &join(&ipath, "when")));
+        match get("goto").and_then(|g| cx.string(g, &join(&ipath, "goto"))) {
+            Some(goto) => out.push(Transition {
+                when,
+                goto,
+                line: item.line,
+            }),
+            None => cx.push(
+                codes::MISSING_FIELD,
+                &join(&ipath, "goto"),
+                item.line,
+                format!("{ipath} has no `goto`"),
+                "add `goto: STATE`",
+            ),
+        }
+    }
+    out
+}
+
+/// `hooks: {pre: [...], post: [...]}`, each action `{log: TEXT}` or `{command: SHELL}`.
+fn parse_state_hooks(cx: &mut Ctx, node: &Node, path: &str) -> StateHooks {
+    let mut hooks = StateHooks::default();
+    let Some(fields) = cx.fields(node, path, &["pre", "post"], codes::UNKNOWN_KEY) else {
+        return hooks;
+    };
+    for (key, v) in fields {
+        let actions = parse_hook_actions(cx, v, &join(path, key));
+        if key == "pre" {
+            hooks.pre = actions;
+        } else {
+            hooks.post = actions;
+        }
+    }
+    hooks
+}
+
+/// A hook's actions: a list of `{log: TEXT}` or `{command: SHELL}`.
+pub(super) fn parse_hook_actions(cx: &mut Ctx, node: &Node, path: &str) -> Vec<HookAction> {
+    let Kind::Seq(items) = &node.kind else {
+        cx.push(
+            codes::WRONG_TYPE,
+            path,
+            node.line,
+            format!("{path} must be a list of actions"),
+            "write e.g. `[{log: \"building\"}, {command: \"echo done >> log.txt\"}]`",
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let ipath = format!("{path}[{i}]");
+        let Some(fields) = cx.fields(item, &ipath, &["log", "command"], codes::UNKNOWN_KEY) else {
+            continue;
+        };
+        let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+        // As AWF: an action with both runs its `log` only.
+        if let Some(l) = get("log").and_then(|l| cx.string(l, &join(&ipath, "log"))) {
+            out.push(HookAction::Log(l));
+        } else if let Some(c) = get("command").and_then(|c| cx.string(c, &join(&ipath, "command")))
+        {
+            out.push(HookAction::Command(c));
+        } else if fields.is_empty() {
+            cx.push(
+                codes::MISSING_FIELD,
+                &ipath,
+                item.line,
+                format!("{ipath} is empty"),
+                "write `{log: TEXT}` or `{command: SHELL}`",
+            );
+        }
+    }
+    out
+}
+
+/// A step's `script_file`: the file's text (from the workflow's directory), its command.
+fn script_file(cx: &mut Ctx, node: &Node, path: &str, wf_dir: &Path) -> Option<String> {
+    let name = cx.string(node, path)?;
+    let file = wf_dir.join(&name);
+    match std::fs::metadata(&file) {
+        Ok(m) if m.len() > 1 << 20 => {
+            cx.push(
+                codes::INVALID_VALUE,
+                path,
+                node.line,
+                format!("{path}: {} is over 1 MiB", file.display()),
+                "keep a script under 1 MiB, or run it with `command: ./script.sh`",
+            );
+            None
+        }
+        _ => match std::fs::read_to_string(&file) {
+            Ok(text) => Some(text),
+            Err(e) => {
+                cx.push(
+                    codes::FILE,
+                    path,
+                    node.line,
+                    format!("{path}: cannot read {}: {e}", file.display()),
+                    "give a path from the workflow's directory",
+                );
+                None
+            }
+        },
+    }
 }
 
 /// `budget: {tokens: N, requests: N}` of an agent state: at least one, each a whole

@@ -1,0 +1,78 @@
+//! What AWF's workflows say about where a run goes next and what runs around a state:
+//! `transitions` (the first whose `when` holds picks the next state), `continue_on_error`,
+//! `hooks` (a state's `pre`/`post`), and the loop and call state types `while` and
+//! `call_workflow`. Expressions are kept as text here and read by [`super::expr`].
+
+use std::time::Duration;
+
+/// One `transitions` entry: `{when: EXPR, goto: STATE}`; without `when` it always matches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub when: Option<String>,
+    pub goto: String,
+    pub line: usize,
+}
+
+/// One action of a hook: a log line or a shell command (templates in both).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookAction {
+    Log(String),
+    Command(String),
+}
+
+/// A state's `hooks: {pre: [...], post: [...]}`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StateHooks {
+    pub pre: Vec<HookAction>,
+    pub post: Vec<HookAction>,
+}
+
+/// The workflow's `hooks`: `workflow_start` (a failing action ends the run before any
+/// state), `workflow_end` (after a success), `workflow_error` (after a failure, with
+/// `{{.error.*}}`), `workflow_cancel` (after Ctrl-C, SIGTERM or a timeout).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkflowHooks {
+    pub start: Vec<HookAction>,
+    pub end: Vec<HookAction>,
+    pub error: Vec<HookAction>,
+    pub cancel: Vec<HookAction>,
+}
+
+/// `max_iterations` of a `while`: a number, or a template giving one (read once, before
+/// the first iteration).
+#[derive(Debug, Clone, PartialEq)]
+pub enum MaxIterations {
+    Fixed(usize),
+    Template(String),
+}
+
+/// A `while` state: its `body` states run in order while `while` holds (checked before
+/// each iteration), until `break_when` holds (checked after each) or `max_iterations`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WhileState {
+    pub condition: String,
+    pub body: Vec<String>,
+    pub max_iterations: MaxIterations,
+    pub break_when: Option<String>,
+    pub timeout: Option<Duration>,
+    pub on_complete: Option<String>,
+    pub on_failure: Option<String>,
+}
+
+/// A `call_workflow` state: another workflow run as part of this run (AWF's keys are flat
+/// on the state: `workflow`, `inputs`, `timeout`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallWorkflowState {
+    /// As written: a path (relative to the calling workflow's directory) or a name.
+    pub workflow: String,
+    /// The child's inputs: name → template.
+    pub inputs: Vec<(String, String)>,
+    pub timeout: Option<Duration>,
+    pub on_success: Option<String>,
+    pub on_failure: Option<String>,
+}
+
+/// How deep `call_workflow` may nest below the top workflow (AWF's limit).
+pub const MAX_CALL_DEPTH: usize = 10;
+/// A `call_workflow` state's timeout unless it sets one (AWF's default).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);

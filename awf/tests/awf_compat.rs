@@ -1,0 +1,542 @@
+//! AWF's workflow language through the real binary, with workflows written for these tests
+//! (not copied from AWF): `transitions` and `continue_on_error`, `while` (its conditions,
+//! `break_when`, its limit, jumps inside its body), `for_each`'s `break_when`, state hooks,
+//! `call_workflow` (inputs, output, cycles, depth, a failing child), `script_file`, the
+//! template namespaces (`env`, `workflow`, `context`, dotless spellings), and the keys AWF
+//! accepts without using them. Each test states the AWF behaviour it pins.
+
+mod common;
+
+use common::{run_summary, summary_state};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const AWF: &str = env!("CARGO_BIN_EXE_awf");
+
+struct Case {
+    dir: PathBuf,
+    base: PathBuf,
+}
+
+impl Case {
+    fn new(tag: &str) -> Case {
+        let base = common::scratch(&format!("compat-{tag}"));
+        let dir = base.join("work");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(base.join("state")).unwrap();
+        std::fs::create_dir_all(base.join("tmp")).unwrap();
+        Case { dir, base }
+    }
+
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn awf(&self, args: &[&str]) -> Output {
+        Command::new(AWF)
+            .args(args)
+            .current_dir(&self.dir)
+            .env("XDG_STATE_HOME", self.base.join("state"))
+            .env("TMPDIR", self.base.join("tmp"))
+            .env("AWF_PLUGINS_PATH", "")
+            .env("AWF_COMPAT_TEST_VAR", "from-the-environment")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .output()
+            .unwrap()
+    }
+
+    fn run(&self, wf: &Path, extra: &[&str]) -> (Option<i32>, Value, String) {
+        let mut args = vec!["run", wf.to_str().unwrap(), "--output", "json"];
+        args.extend_from_slice(extra);
+        let out = self.awf(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), run_summary(&out), stderr)
+    }
+
+    fn validate(&self, wf: &Path) -> (Option<i32>, String) {
+        let out = self.awf(&["validate", wf.to_str().unwrap()]);
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+}
+
+/// The states of a summary in the order they ran.
+fn order(s: &Value) -> Vec<String> {
+    s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["state"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn transitions_pick_the_first_match_on_success_and_on_failure_and_continue_on_error_goes_on() {
+    let c = Case::new("transitions");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: transitions
+inputs:
+  - name: mode
+    default: full
+states:
+  initial: test
+  test:
+    type: step
+    command: echo ran; exit 3
+    transitions:
+      - when: 'states.test.ExitCode == 0'
+        goto: never
+      - when: 'states.test.ExitCode == 3 and inputs.mode == "full"'
+        goto: triage
+      - goto: never
+  triage:
+    type: step
+    command: "false"
+    continue_on_error: true
+    on_success: check
+    on_failure: never
+  check:
+    type: step
+    command: echo "{{states.triage.ExitCode}}"
+    transitions:
+      - goto: done
+      - when: 'true'
+        goto: never
+  never:
+    type: terminal
+    status: failure
+  done:
+    type: terminal
+    message: "{{.states.check.Output}}"
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(order(&s), ["test", "triage", "check", "done"]);
+    assert_eq!(summary_state(&s, "done")["output"], "1");
+    // A `when` that does not parse is refused by validate, with its path.
+    let bad = c.file(
+        "bad.yaml",
+        "name: bad\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'true'\n    transitions:\n      - when: 'states.a.ExitCode =='\n        goto: done\n      - goto: nowhere\n  done:\n    type: terminal\n",
+    );
+    let (code, text) = c.validate(&bad);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("states.a.transitions[0].when"), "{text}");
+    assert!(
+        text.contains("transitions[1].goto") && text.contains("nowhere"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_while_runs_until_break_when_and_at_its_limit_goes_on_to_on_complete() {
+    let c = Case::new("while");
+    let count = c.base.join("count.txt");
+    let wf = c.file(
+        "wf.yaml",
+        &r#"name: while
+inputs:
+  - name: tries
+    default: "7"
+states:
+  initial: poll
+  poll:
+    type: while
+    while: "true"
+    max_iterations: "{{inputs.tries}}"
+    break_when: 'states.probe.Output == "3"'
+    body: [probe]
+    on_complete: capped
+  probe:
+    type: step
+    command: echo x >> COUNT; wc -l < COUNT | tr -d ' '
+    on_success: poll
+  capped:
+    type: while
+    while: 'loop.Index < 100'
+    max_iterations: 2
+    body: [tick]
+    on_complete: never_ran
+  tick:
+    type: step
+    command: echo "tick {{.loop.Index1}}"
+    on_success: capped
+  never_ran:
+    type: while
+    while: 'states.inner.ExitCode == 0'
+    body: [inner]
+    on_complete: done
+  inner:
+    type: step
+    command: "true"
+    on_success: never_ran
+  done:
+    type: terminal
+    message: "{{.states.poll.Output}}; {{.states.capped.Output}}; {{.states.never_ran.Output}}"
+"#
+        .replace("COUNT", &count.display().to_string()),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    // break_when is checked after each body: 3 iterations, not the 7 allowed.
+    assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 3);
+    // At its limit the loop goes on to on_complete; a while whose condition reads a body
+    // state that has not run yet runs zero times (AWF: that comparison is false).
+    assert_eq!(
+        summary_state(&s, "done")["output"],
+        "completed 3 iterations; completed 2 iterations; completed 0 iterations",
+        "{s:#}"
+    );
+    let ticks: Vec<&Value> = s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["state"] == "tick")
+        .collect();
+    assert_eq!(ticks.len(), 2, "{s:#}");
+    assert_eq!(ticks[1]["output"], "tick 2");
+    assert!(err.contains("reached max_iterations (2)"), "{err}");
+}
+
+#[test]
+fn a_while_at_its_limit_with_a_failing_body_fails_and_a_body_transition_out_ends_it() {
+    let c = Case::new("while-fail");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: while-fail
+states:
+  initial: loop
+  loop:
+    type: while
+    while: "true"
+    max_iterations: 2
+    body: [flaky]
+    on_failure: escape
+  flaky:
+    type: step
+    command: "false"
+    on_success: loop
+    on_failure: loop
+  escape:
+    type: while
+    while: "true"
+    body: [first, second]
+    on_complete: failed
+  first:
+    type: step
+    command: echo first
+    on_success: done
+  second:
+    type: step
+    command: echo never
+    on_success: escape
+  done:
+    type: terminal
+  failed:
+    type: terminal
+    status: failure
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let loop_state = summary_state(&s, "loop");
+    assert_eq!(loop_state["status"], "failure", "{s:#}");
+    assert!(
+        loop_state["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("maximum iterations (2) with step failures"),
+        "{loop_state:#}"
+    );
+    // `first` goes out of the loop: `second` never runs and the run goes to done.
+    assert_eq!(
+        order(&s).iter().filter(|n| *n == "second").count(),
+        0,
+        "{s:#}"
+    );
+    assert_eq!(order(&s).last().unwrap(), "done");
+}
+
+#[test]
+fn state_hooks_run_around_the_state_and_a_failing_hook_is_only_a_warning() {
+    let c = Case::new("hooks");
+    let log = c.base.join("hooks.txt");
+    let wf = c.file(
+        "wf.yaml",
+        &r#"name: hooks
+states:
+  initial: build
+  build:
+    type: step
+    command: echo build >> LOG
+    hooks:
+      pre:
+        - log: "building {{workflow.Name}}"
+        - command: echo pre >> LOG
+      post:
+        - command: echo post >> LOG; exit 4
+        - command: echo "after {{.states.build.ExitCode}}" >> LOG
+    on_success: done
+  done:
+    type: terminal
+"#
+        .replace("LOG", &log.display().to_string()),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "pre\nbuild\npost\nafter 0\n"
+    );
+    assert!(err.contains("building hooks"), "{err}");
+    assert!(
+        err.contains("WARN post hook of build failed (exit code 4)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn call_workflow_runs_the_child_with_its_inputs_and_refuses_cycles_and_depth() {
+    let c = Case::new("call");
+    c.file(
+        "child.yaml",
+        r#"name: child
+inputs:
+  - name: who
+    required: true
+states:
+  initial: greet
+  greet:
+    type: step
+    command: echo "hello {{inputs.who}}"
+    on_success: done
+  done:
+    type: terminal
+    message: "child said {{states.greet.Output}}"
+"#,
+    );
+    let wf = c.file(
+        "parent.yaml",
+        r#"name: parent
+inputs:
+  - name: name
+    default: bob
+states:
+  initial: call
+  call:
+    type: call_workflow
+    workflow: child
+    inputs:
+      who: "{{inputs.name}}"
+    on_success: after
+  after:
+    type: step
+    command: echo "got {{states.call.Output}}"
+    on_success: done
+  done:
+    type: terminal
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(
+        summary_state(&s, "after")["output"],
+        "got child said hello bob"
+    );
+    assert!(err.contains("call calls child"), "{err}");
+
+    // A child that fails follows on_failure; its missing input is named.
+    let wf = c.file(
+        "missing.yaml",
+        "name: missing\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: child.yaml\n    on_success: done\n    on_failure: failed\n  done:\n    type: terminal\n  failed:\n    type: terminal\n    message: \"{{states.call.Output}}\"\n",
+    );
+    let (code, s, _) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}");
+    let call = summary_state(&s, "call");
+    assert_eq!(call["status"], "failure");
+    assert!(
+        call["error"]["message"].as_str().unwrap().contains("who"),
+        "{call:#}"
+    );
+
+    // A → B → A is a cycle: the run stops, whatever on_failure says.
+    c.file(
+        "a.yaml",
+        "name: a\nstates:\n  initial: c\n  c:\n    type: call_workflow\n    workflow: b.yaml\n    on_success: done\n    on_failure: done\n  done:\n    type: terminal\n",
+    );
+    c.file(
+        "b.yaml",
+        "name: b\nstates:\n  initial: c\n  c:\n    type: call_workflow\n    workflow: a.yaml\n    on_success: done\n    on_failure: done\n  done:\n    type: terminal\n",
+    );
+    let (code, s, err) = c.run(&c.dir.join("a.yaml"), &[]);
+    assert_eq!(code, Some(2), "{s:#}\n{err}");
+    assert!(err.contains("circular workflow call"), "{err}");
+
+    // A chain of 12 distinct workflows passes the depth limit of 10.
+    for i in 0..12 {
+        c.file(
+            &format!("d{i}.yaml"),
+            &format!(
+                "name: d{i}\nstates:\n  initial: c\n  c:\n    type: call_workflow\n    workflow: d{}.yaml\n    on_success: done\n  done:\n    type: terminal\n",
+                i + 1
+            ),
+        );
+    }
+    c.file(
+        "d12.yaml",
+        "name: d12\nstates:\n  initial: done\n  done:\n    type: terminal\n",
+    );
+    let (code, _, err) = c.run(&c.dir.join("d0.yaml"), &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("maximum call_workflow nesting depth"), "{err}");
+    // Ten levels below are fine.
+    let (code, _, err) = c.run(&c.dir.join("d2.yaml"), &[]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn template_namespaces_script_file_and_keys_awf_ignores() {
+    let c = Case::new("namespaces");
+    c.file("script.sh", "echo \"script sees {{inputs.x}}\"\n");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: namespaces
+inputs:
+  - name: x
+    default: "y z"
+states:
+  initial: env
+  env:
+    type: step
+    command: echo "{{.env.AWF_COMPAT_TEST_VAR}} {{workflow.Name}} {{.context.WorkingDir}}"
+    capture: {stdout: out}
+    depends_on: [nothing]
+    on_success: script
+  script:
+    type: step
+    script_file: script.sh
+    on_success: done
+  done:
+    type: terminal
+"#,
+    );
+    let (code, text) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("`capture` of state \"env\" has no effect")
+            && text.contains("`depends_on` of state \"env\" has no effect"),
+        "{text}"
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let work = std::fs::canonicalize(&c.dir).unwrap();
+    assert_eq!(
+        summary_state(&s, "env")["output"],
+        format!("from-the-environment namespaces {}", work.display())
+    );
+    assert_eq!(summary_state(&s, "script")["output"], "script sees y z");
+    // {{.error.*}} outside a workflow_error hook is refused.
+    let bad = c.file(
+        "bad.yaml",
+        "name: bad\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo {{.error.Message}}\n    on_success: done\n  done:\n    type: terminal\n",
+    );
+    let (code, text) = c.validate(&bad);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("workflow_error"), "{text}");
+}
+
+#[test]
+fn break_when_ends_a_for_each_after_the_iteration_that_satisfies_it() {
+    let c = Case::new("each-break");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: each-break
+states:
+  initial: each
+  each:
+    type: for_each
+    items: [a, b, c, d, e]
+    body: [work]
+    break_when: 'loop.Index >= 2'
+    on_complete: done
+  work:
+    type: step
+    command: echo "item {{loop.Index}}"
+  done:
+    type: terminal
+    message: "{{.states.each.Output}}"
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    // AWF: checked after each iteration, so `loop.Index >= 2` runs 3 items.
+    assert_eq!(
+        summary_state(&s, "done")["output"],
+        r#"["item 0","item 1","item 2"]"#
+    );
+}
+
+#[test]
+fn workflow_hooks_run_at_start_end_and_error_and_a_failing_start_hook_runs_nothing() {
+    let c = Case::new("wf-hooks");
+    let log = c.base.join("log.txt");
+    let wf = |start_cmd: &str, fail: bool| {
+        c.file(
+            "wf.yaml",
+            &format!(
+                r#"name: wf-hooks
+hooks:
+  workflow_start:
+    - command: {start_cmd}
+  workflow_end:
+    - log: "ended {{{{workflow.Name}}}}"
+    - command: echo end >> LOG
+  workflow_error:
+    - command: echo "error in {{{{.error.State}}}} ({{{{.error.Type}}}}) {{{{.error.Message}}}}" >> LOG
+  workflow_cancel:
+    - command: echo cancel >> LOG
+states:
+  initial: work
+  work:
+    type: step
+    command: echo work >> LOG; {}
+    on_success: done
+  done:
+    type: terminal
+"#,
+                if fail { "exit 5" } else { "true" }
+            )
+            .replace("LOG", &log.display().to_string()),
+        )
+    };
+    let (code, s, err) = c.run(&wf(&format!("echo start >> {}", log.display()), false), &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "start\nwork\nend\n");
+    assert!(err.contains("ended wf-hooks"), "{err}");
+
+    std::fs::remove_file(&log).unwrap();
+    let (code, _, err) = c.run(&wf("'true'", true), &[]);
+    assert_eq!(code, Some(3), "{err}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.starts_with("work\nerror in work (execution) ") && text.contains("exit"),
+        "{text}"
+    );
+
+    // A failing workflow_start hook ends the run before any state.
+    std::fs::remove_file(&log).unwrap();
+    let (code, s, err) = c.run(&wf("exit 7", false), &[]);
+    assert_eq!(code, Some(3), "{s:#}\n{err}");
+    assert!(err.contains("workflow_start hook failed"), "{err}");
+    assert!(!log.exists() || !std::fs::read_to_string(&log).unwrap().contains("work"));
+}
