@@ -540,3 +540,137 @@ states:
     assert!(err.contains("workflow_start hook failed"), "{err}");
     assert!(!log.exists() || !std::fs::read_to_string(&log).unwrap().contains("work"));
 }
+
+#[test]
+fn validate_compat_awf_describes_a_directory_of_mixed_workflows_one_line_each() {
+    let c = Case::new("compat-dir");
+    let dir = c.dir.join("awf-workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("plain.yaml"),
+        "name: plain\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("loops.yaml"),
+        "name: loops\nauthor: someone\ntags: [ci]\nstates:\n  initial: w\n  w:\n    type: while\n    while: 'true'\n    break_when: 'states.a.ExitCode == 0'\n    body: [a]\n    on_complete: done\n  a:\n    type: step\n    command: echo {{inputs.x}}\n    capture: {stdout: out}\n    on_success: w\n  done:\n    type: terminal\ninputs:\n  - name: x\n    default: y\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("chat.yaml"),
+        "name: chat\nstates:\n  initial: talk\n  talk:\n    type: agent\n    provider: claude\n    mode: conversation\n    prompt: hi\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().display().to_string())
+        .collect();
+    files.sort();
+    let mut args = vec!["validate", "--compat", "awf"];
+    args.extend(files.iter().map(String::as_str));
+    let out = c.awf(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "one line per file: {text}");
+    // The worst file decides the exit code: chat does not validate here.
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    let line = |name: &str| *lines.iter().find(|l| l.contains(name)).unwrap();
+    assert!(
+        line("plain.yaml").contains("runs here; uses no AWF-specific feature"),
+        "{text}"
+    );
+    let loops = line("loops.yaml");
+    assert!(loops.contains("runs here"), "{loops}");
+    for want in [
+        "type: while (supported)",
+        "break_when (supported)",
+        "capture (accepted, no effect)",
+        "metadata (author, tags, version) (supported)",
+        "templates without the leading dot (supported)",
+    ] {
+        assert!(loops.contains(want), "{want}: {loops}");
+    }
+    let chat = line("chat.yaml");
+    assert!(
+        chat.contains("does not validate here")
+            && chat.contains("agent mode: conversation (not supported)"),
+        "{chat}"
+    );
+    // JSON, for scripts.
+    let mut args = vec!["validate", "--compat", "awf", "--format", "json"];
+    args.extend(files.iter().map(String::as_str));
+    let json: Value = serde_json::from_slice(&c.awf(&args).stdout).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 3);
+}
+
+/// AWF's user guide (`docs/user-guide/examples.md` at awf-project/cli) shows its examples
+/// as snippets; the ones that run offline are written again here, in our own words, with
+/// the outcome the guide describes. Checked: "Hello World" (a step and a terminal), "With
+/// Inputs" (a required input and a default, templates without the dot), "Loop Over Files"
+/// (for_each over a literal list, loop variables), "Conditional Branching" (transitions
+/// on an exit code, with a local script instead of `./deploy.sh`), "Nested Loops" (a
+/// for_each inside a while's body). Left out: the agent examples (a real model), "Retry
+/// with Backoff" and "HTTP API Integration" (network), "Parallel Execution" (golangci-lint
+/// and a Go toolchain).
+#[test]
+fn the_offline_examples_of_awf_s_user_guide_run_with_the_outcome_it_describes() {
+    let c = Case::new("guide");
+    let hello = c.file(
+        "hello.yaml",
+        "name: hello\nversion: \"1.0.0\"\nstates:\n  initial: greet\n  greet:\n    type: step\n    command: echo \"Hello, World!\"\n    on_success: done\n  done:\n    type: terminal\n",
+    );
+    let (code, s, _) = c.run(&hello, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(summary_state(&s, "greet")["output"], "Hello, World!");
+
+    let inputs = c.file(
+        "inputs.yaml",
+        "name: greet\ninputs:\n  - name: name\n    type: string\n    required: true\n  - name: greeting\n    type: string\n    default: Hello\nstates:\n  initial: greet\n  greet:\n    type: step\n    command: echo \"{{inputs.greeting}}, {{inputs.name}}!\"\n    on_success: done\n  done:\n    type: terminal\n",
+    );
+    let (code, s, _) = c.run(&inputs, &["--input", "name=Ada"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(summary_state(&s, "greet")["output"], "Hello, Ada!");
+    let out = c.awf(&["run", inputs.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "a required input is missing");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("inputs.name: required"));
+
+    let files = c.file(
+        "files.yaml",
+        "name: files\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"a.txt\", \"b.txt\", \"c.txt\"]'\n    body: [count]\n    on_complete: done\n  count:\n    type: step\n    command: echo \"{{.loop.Index1}}/{{.loop.Length}} {{.loop.Item}}\"\n  done:\n    type: terminal\n    message: \"{{.states.each.Output}}\"\n",
+    );
+    let (code, s, _) = c.run(&files, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        summary_state(&s, "done")["output"],
+        r#"["1/3 a.txt","2/3 b.txt","3/3 c.txt"]"#
+    );
+
+    c.file("deploy.sh", "exit \"$1\"\n");
+    let branch = c.file(
+        "branch.yaml",
+        "name: branch\ninputs:\n  - name: code\n    default: \"0\"\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: sh deploy.sh {{inputs.code}}\n    transitions:\n      - when: 'states.deploy.ExitCode == 0'\n        goto: success\n      - when: 'states.deploy.ExitCode == 2'\n        goto: rollback\n      - goto: failure\n  rollback:\n    type: step\n    command: echo rolled back\n    on_success: failure\n  success:\n    type: terminal\n  failure:\n    type: terminal\n    status: failure\n",
+    );
+    let (code, s, _) = c.run(&branch, &[]);
+    assert_eq!(
+        (code, order(&s)),
+        (Some(0), vec!["deploy".into(), "success".into()])
+    );
+    let (code, s, _) = c.run(&branch, &["--input", "code=2"]);
+    assert_eq!(code, Some(3));
+    assert_eq!(order(&s), ["deploy", "rollback", "failure"]);
+
+    let nested = c.file(
+        "nested.yaml",
+        "name: nested\nstates:\n  initial: outer\n  outer:\n    type: while\n    while: 'loop.Index < 2'\n    body: [inner]\n    on_complete: done\n  inner:\n    type: for_each\n    items: [x, y, z]\n    body: [cell]\n    on_complete: outer\n  cell:\n    type: step\n    command: echo \"{{.loop.Item}}\"\n  done:\n    type: terminal\n",
+    );
+    let (code, s, err) = c.run(&nested, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let cells = s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["state"] == "cell")
+        .count();
+    assert_eq!(cells, 6, "2 × 3 cells: {s:#}");
+}

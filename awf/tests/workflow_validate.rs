@@ -312,10 +312,7 @@ fn every_problem_is_reported_at_once_and_the_worst_category_wins() {
     let want = [
         ("USER.MCP_PROXY.EMPTY_PROXY", "states.review.mcp_proxy"),
         ("WORKFLOW.PARSE.INVALID_VALUE", "states.test.timeout"),
-        (
-            "WORKFLOW.TEMPLATE.UNDECLARED_INPUT",
-            "states.review.prompt",
-        ),
+        ("WORKFLOW.TEMPLATE.UNDECLARED_INPUT", "states.review.prompt"),
     ];
     assert_eq!(
         got,
