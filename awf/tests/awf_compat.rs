@@ -6,6 +6,8 @@
 //! accepts without using them. Each test states the AWF behaviour it pins.
 
 mod common;
+#[path = "fake_model/mod.rs"]
+mod fake_model;
 
 use common::{run_summary, summary_state};
 use serde_json::Value;
@@ -26,6 +28,7 @@ impl Case {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::create_dir_all(base.join("state")).unwrap();
         std::fs::create_dir_all(base.join("tmp")).unwrap();
+        std::fs::create_dir_all(base.join("home")).unwrap();
         Case { dir, base }
     }
 
@@ -43,6 +46,8 @@ impl Case {
             .env("TMPDIR", self.base.join("tmp"))
             .env("AWF_PLUGINS_PATH", "")
             .env("AWF_COMPAT_TEST_VAR", "from-the-environment")
+            .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
+            .env("HOME", self.base.join("home"))
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .output()
             .unwrap()
@@ -673,4 +678,94 @@ fn the_offline_examples_of_awf_s_user_guide_run_with_the_outcome_it_describes() 
         .filter(|x| x["state"] == "cell")
         .count();
     assert_eq!(cells, 6, "2 × 3 cells: {s:#}");
+}
+
+/// The pinned Claude Code that `.ci/run` installs (skipped where it is not, outside CI).
+fn claude_cli() -> Option<PathBuf> {
+    let tools = std::env::var_os("AWF_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
+    let path = tools.join("agents/node_modules/.bin/claude");
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "claude is not installed at {}; .ci/run installs it",
+        path.display()
+    );
+    eprintln!("SKIP: claude is not installed at {}", path.display());
+    None
+}
+
+#[test]
+fn continue_from_resumes_the_claude_session_of_an_earlier_state() {
+    let Some(claude) = claude_cli() else { return };
+    let c = Case::new("continue");
+    let model = fake_model::FakeModel::start(fake_model::Script::new());
+    let options = format!(
+        "{{command: \"{}\", model: claude-sonnet-4-5, base_url: \"{}\", api_key_env: AWF_TEST_FAKE_KEY}}",
+        claude.display(),
+        model.base_url()
+    );
+    let wf = c.file(
+        "wf.yaml",
+        &format!(
+            r#"name: conversation
+states:
+  initial: seed
+  seed:
+    type: agent
+    provider: claude
+    system_prompt: You answer in one word.
+    prompt: Remember the word PELICAN.
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation: {{}}
+    on_success: follow
+  follow:
+    type: agent
+    provider: claude
+    prompt: Which word did I ask you to remember?
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation:
+      continue_from: seed
+    on_success: done
+  done:
+    type: terminal
+"#
+        ),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let seed = summary_state(&s, "seed")["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
+    // The second conversation holds the first: the session was resumed, not started anew.
+    let main = model.main_requests();
+    let last = main
+        .last()
+        .expect("a request of the follow state")
+        .body
+        .to_string();
+    assert!(
+        last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
+        "the follow state's request does not hold the seed's turn: {last}"
+    );
+    // The system prompt went with the session's start.
+    let first = main.first().unwrap().body.to_string();
+    assert!(first.contains("You answer in one word."), "{first}");
+    // A continue_from of a state that kept no session is refused by validate.
+    let bad = c.file(
+        "bad.yaml",
+        &format!(
+            "name: bad\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    prompt: x\n    options: {options}\n    on_success: b\n  b:\n    type: agent\n    provider: claude\n    prompt: y\n    options: {options}\n    conversation: {{continue_from: a}}\n    on_success: done\n  done:\n    type: terminal\n"
+        ),
+    );
+    let (code, text) = c.validate(&bad);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("keeps none"), "{text}");
 }

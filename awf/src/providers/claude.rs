@@ -26,16 +26,19 @@ impl CliProvider for Claude {
         let args = &mut cmd.args;
         // A step is one-shot: its transcript is the workflow's output, not a session the
         // user would resume, so none is written to ~/.claude (Codex: --ephemeral).
-        args.extend(
-            [
-                "-p",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--no-session-persistence",
-            ]
-            .map(String::from),
-        );
+        args.extend(["-p", "--output-format", "stream-json", "--verbose"].map(String::from));
+        match req.conversation {
+            // A state of a conversation: its session is kept (in the run's directory, which
+            // goes with the run) and started under an id awf chose, or continued.
+            Some(c) if c.resume => args.extend(["--resume".into(), c.session_id.clone()]),
+            Some(c) => {
+                args.extend(["--session-id".into(), c.session_id.clone()]);
+                if let Some(p) = &c.system_prompt {
+                    args.push(format!("--system-prompt={p}"));
+                }
+            }
+            None => args.push("--no-session-persistence".into()),
+        }
         if let Some(model) = opt_str(req.options, "model", name)? {
             args.extend(["--model".to_string(), model]);
         }
@@ -68,7 +71,20 @@ impl CliProvider for Claude {
             } else {
                 Vec::new()
             };
-            let config_dir = proxy.cli_state_dir("claude-config", &logins)?;
+            let config_dir = match req.conversation {
+                // Where the run's states find each other's sessions.
+                Some(c) => {
+                    for (from, to) in &logins {
+                        if let Ok(bytes) = std::fs::read(from)
+                            && !c.state_dir.join(to).exists()
+                        {
+                            crate::private_files::write_private(&c.state_dir.join(to), &bytes)?;
+                        }
+                    }
+                    c.state_dir.clone()
+                }
+                None => proxy.cli_state_dir("claude-config", &logins)?,
+            };
             cmd.env.push((
                 "CLAUDE_CONFIG_DIR".into(),
                 config_dir.to_string_lossy().into_owned(),
@@ -281,6 +297,7 @@ mod tests {
             workdir: Path::new("/w"),
             proxy: Some(&proxy),
             relay: None,
+            conversation: None,
         };
         let cmd = Claude.command(&req).unwrap();
         let file = dir.join("claude-mcp.json");
@@ -328,6 +345,7 @@ mod tests {
             workdir: Path::new("/w"),
             proxy: Some(&proxy),
             relay: None,
+            conversation: None,
         };
         let e = Claude.command(&req).unwrap_err();
         assert!(e.message().contains("claude-mcp.json"), "{}", e.message());

@@ -261,6 +261,7 @@ mod tests {
             workdir: Path::new("/w"),
             proxy: Some(&proxy),
             relay: None,
+            conversation: None,
         };
         let cmd = Codex.command(&req).unwrap();
         assert!(cmd.args.contains(

@@ -157,6 +157,7 @@ mod tests {
             workdir: Path::new("/w"),
             proxy: Some(&proxy),
             relay: None,
+            conversation: None,
         };
         let cmd = Gemini.command(&req).unwrap();
         assert!(cmd.args.contains(&DEFAULT_MODEL.to_string()));

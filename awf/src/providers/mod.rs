@@ -29,6 +29,21 @@ pub struct AgentRequest<'a> {
     pub proxy: Option<&'a ProxyInjection>,
     /// The step's route through the run's model relay, when it has one.
     pub relay: Option<&'a RelayRoute>,
+    /// A session the CLI keeps (a state with `conversation:`), when there is one.
+    pub conversation: Option<&'a ConversationRequest>,
+}
+
+/// A CLI session a state starts or continues (`conversation:`): its id, known before the
+/// CLI starts, and where the CLI keeps its sessions for the whole run.
+#[derive(Debug, Clone)]
+pub struct ConversationRequest {
+    pub session_id: String,
+    /// Continue the session `session_id` (`continue_from`) rather than start it.
+    pub resume: bool,
+    /// The CLI's state directory shared by the run's states (sessions live there).
+    pub state_dir: std::path::PathBuf,
+    /// Given when the session starts.
+    pub system_prompt: Option<String>,
 }
 
 /// What the model relay gives a step's CLI in place of the endpoint and the key.

@@ -269,6 +269,7 @@ mod tests {
             workdir: Path::new("/w"),
             proxy: Some(&proxy),
             relay: None,
+            conversation: None,
         };
         let cmd = OpenCode.command(&req).unwrap();
         assert!(cmd.args.windows(2).any(|w| w == ["-m", "awf-model/m"]));

@@ -458,6 +458,53 @@ impl Runner<'_> {
         }
     }
 
+    /// The session a state with `conversation:` starts (a fresh id, known before the CLI
+    /// starts) or continues (`continue_from`: the id of that state's latest run), with the
+    /// CLI's state directory the run's states share. As AWF: continuing a state that has not
+    /// run, or that kept no session, is an error.
+    fn conversation(
+        &self,
+        name: &str,
+        a: &workflow::AgentState,
+    ) -> Result<Option<providers::ConversationRequest>, AwfError> {
+        let Some(c) = &a.conversation else {
+            return Ok(None);
+        };
+        let (session_id, resume) = match &c.continue_from {
+            None => (new_session_uuid(), false),
+            Some(from) => {
+                let found = self.results.iter().rev().find(|x| &x.state == from);
+                match found.map(|x| x.session_id.clone()) {
+                    Some(Some(id)) => (id, true),
+                    Some(None) => {
+                        return Err(AwfError::new(
+                            codes::AGENT_OPTION,
+                            format!(
+                                "agent state {name:?}: continue_from {from:?}, which kept no                                  session (give it `conversation: {{}}`)"
+                            ),
+                        ));
+                    }
+                    None => {
+                        return Err(AwfError::new(
+                            codes::AGENT_OPTION,
+                            format!(
+                                "agent state {name:?}: continue_from {from:?}, which has not                                  run yet in this run"
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
+        let state_dir = self.proxy.run_dir.join(format!("{}-sessions", a.provider));
+        crate::private_files::private_dir(&state_dir)?;
+        Ok(Some(providers::ConversationRequest {
+            session_id,
+            resume,
+            state_dir,
+            system_prompt: a.system_prompt.as_ref().map(|p| self.render(p)),
+        }))
+    }
+
     /// A CLI agent: spawned and supervised like a step; with a proxy, the teardown also
     /// finds the `awf mcp-serve` processes it started.
     fn cli_agent(
@@ -483,7 +530,18 @@ impl Runner<'_> {
             base_url: l.base_url().to_string(),
             key: l.placeholder().map(String::from),
         });
+        let conversation = match self.conversation(name, a) {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(s) = session {
+                    r.proxy = Some(self.proxy.close(s, None));
+                }
+                return Err(e);
+            }
+        };
+        r.session_id = conversation.as_ref().map(|c| c.session_id.clone());
         let req = AgentRequest {
+            conversation: conversation.as_ref(),
             state: name,
             prompt,
             options: &a.options,
@@ -796,4 +854,21 @@ impl Runner<'_> {
             }
         }
     }
+}
+
+/// A random UUID (version 4 form) for a CLI session awf starts.
+fn new_session_uuid() -> String {
+    use std::hash::BuildHasher;
+    let a = std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
+    let b = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
+    let hex = format!("{a:016x}{b:016x}");
+    format!(
+        "{}-{}-4{}-{}{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        ["8", "9", "a", "b"][(b & 3) as usize],
+        &hex[17..20],
+        &hex[20..32]
+    )
 }

@@ -76,6 +76,9 @@ pub struct StateResult {
     pub cost_usd: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorJson>,
+    /// The CLI session of an agent state with `conversation:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 impl StateResult {
@@ -99,6 +102,7 @@ impl StateResult {
             usage: None,
             cost_usd: None,
             error: None,
+            session_id: None,
         }
     }
 }

@@ -94,6 +94,48 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
         let mut targets: Vec<(&str, &Option<String>)> = Vec::new();
         match &s.kind {
             StateKind::Agent(a) => {
+                if let Some(c) = &a.conversation {
+                    if a.provider != "claude" && !a.provider.is_empty() {
+                        push(
+                            codes::UNSUPPORTED_PROVIDER,
+                            join(&path, "conversation"),
+                            s.line_of("conversation"),
+                            format!(
+                                "state {:?}: conversation (a session kept across states) works \
+                                 with provider claude in this awf, not {}",
+                                s.name, a.provider
+                            ),
+                            "remove `conversation`, or use provider: claude".into(),
+                        );
+                    }
+                    if let Some(from) = &c.continue_from {
+                        match wf.state(from).map(|x| &x.kind) {
+                            Some(StateKind::Agent(f)) if f.conversation.is_some() => {}
+                            Some(StateKind::Agent(_)) => push(
+                                codes::INVALID_VALUE,
+                                join(&path, "conversation.continue_from"),
+                                s.line_of("conversation"),
+                                format!(
+                                    "state {:?} continues the session of {from:?}, which keeps \
+                                     none",
+                                    s.name
+                                ),
+                                format!("add `conversation: {{}}` to state {from:?}"),
+                            ),
+                            _ => push(
+                                codes::UNKNOWN_STATE,
+                                join(&path, "conversation.continue_from"),
+                                s.line_of("conversation"),
+                                format!(
+                                    "state {:?} continues the session of {from:?}, which is no \
+                                     agent state",
+                                    s.name
+                                ),
+                                format!("name one of the states: {list}"),
+                            ),
+                        }
+                    }
+                }
                 targets.push(("on_success", &a.on_success));
                 targets.push(("on_failure", &a.on_failure));
                 let proxied = a.mcp_proxy.as_ref().is_some_and(|p| p.enable);

@@ -76,3 +76,10 @@ pub struct CallWorkflowState {
 pub const MAX_CALL_DEPTH: usize = 10;
 /// A `call_workflow` state's timeout unless it sets one (AWF's default).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// An agent state's `conversation:` block.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Conversation {
+    /// The agent state whose session this one continues.
+    pub continue_from: Option<String>,
+}

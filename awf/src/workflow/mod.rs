@@ -15,7 +15,8 @@ pub mod yaml;
 
 use crate::error::codes;
 pub use flow::{
-    CallWorkflowState, HookAction, MaxIterations, StateHooks, Transition, WhileState, WorkflowHooks,
+    CallWorkflowState, Conversation, HookAction, MaxIterations, StateHooks, Transition, WhileState,
+    WorkflowHooks,
 };
 pub use inputs::{InputValidation, Pattern};
 pub use retry::{Backoff, Retry, RetryOn};
@@ -295,6 +296,11 @@ pub struct AgentState {
     /// `retry:`: further attempts after a failure (of the classes `on` lists, when it
     /// does); None runs the agent once.
     pub retry: Option<Retry>,
+    /// `conversation:`: the CLI keeps its session, and `continue_from` goes on with the
+    /// session of an earlier agent state (AWF's single mode; Claude Code here).
+    pub conversation: Option<Conversation>,
+    /// `system_prompt:`: given when a session starts (not when one is continued).
+    pub system_prompt: Option<String>,
     pub on_success: Option<String>,
     pub on_failure: Option<String>,
 }

@@ -207,6 +207,7 @@ pub fn run_cli(
         workdir: &step.root,
         proxy: Some(proxy),
         relay: None,
+        conversation: None,
     };
     let command = provider.command(&req).expect("provider builds its command");
     let _slot = cli_slot();

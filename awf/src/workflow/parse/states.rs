@@ -9,9 +9,10 @@ use crate::error::codes;
 use crate::workflow::retry::{MAX_ATTEMPTS_LIMIT, RetryOn};
 use crate::workflow::yaml::{Kind, Node};
 use crate::workflow::{
-    AgentState, Backoff, CallWorkflowState, DEFAULT_MAX_ITERATIONS, ForEachState, HookAction,
-    MAX_ITERATIONS_LIMIT, MaxIterations, ParallelState, Prompt, Retry, State, StateHooks,
-    StateKind, StepState, Strategy, TerminalState, TerminalStatus, Transition, WhileState,
+    AgentState, Backoff, CallWorkflowState, Conversation, DEFAULT_MAX_ITERATIONS, ForEachState,
+    HookAction, MAX_ITERATIONS_LIMIT, MaxIterations, ParallelState, Prompt, Retry, State,
+    StateHooks, StateKind, StepState, Strategy, TerminalState, TerminalStatus, Transition,
+    WhileState,
 };
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -36,6 +37,9 @@ const AGENT_KEYS: &[&str] = &[
     "capture",
     "depends_on",
     "env",
+    "conversation",
+    "system_prompt",
+    "mode",
 ];
 const PARALLEL_KEYS: &[&str] = &[
     "type",
@@ -300,6 +304,29 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                     }
                 }
             };
+            if let Some(m) = get("mode") {
+                match m.as_str() {
+                    Some("single") | Some("SINGLE") | Some("Single") => {}
+                    Some(v) if v.eq_ignore_ascii_case("conversation") => cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, "mode"),
+                        m.line,
+                        format!(
+                            "agent state {name:?} asks for mode: conversation, a session typed at \
+                             the terminal; awf runs agents without a terminal"
+                        ),
+                        "use `conversation: {continue_from: STATE}` on the next agent state to go \
+                         on with the same session",
+                    ),
+                    _ => cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, "mode"),
+                        m.line,
+                        format!("mode {} is not known", m.describe()),
+                        "use single (the default)",
+                    ),
+                }
+            }
             let budget = get("budget").and_then(|b| parse_budget(cx, b, &join(path, "budget")));
             let model_content = get("telemetry").is_some_and(|t| {
                 let tpath = join(path, "telemetry");
@@ -319,6 +346,22 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 budget,
                 model_content,
                 retry: get("retry").and_then(|r| parse_retry(cx, r, &join(path, "retry"), true)),
+                conversation: get("conversation").map(|c| {
+                    let cpath = join(path, "conversation");
+                    if c.is_null() {
+                        return Conversation::default();
+                    }
+                    let fields = cx
+                        .fields(c, &cpath, &["continue_from"], codes::UNKNOWN_KEY)
+                        .unwrap_or_default();
+                    Conversation {
+                        continue_from: fields
+                            .iter()
+                            .find(|(k, _)| *k == "continue_from")
+                            .and_then(|(_, v)| cx.string(v, &join(&cpath, "continue_from"))),
+                    }
+                }),
+                system_prompt: str_field(cx, "system_prompt"),
                 on_success: str_field(cx, "on_success"),
                 on_failure: str_field(cx, "on_failure"),
             }))
