@@ -463,24 +463,32 @@ impl Runner<'_> {
     /// CLI's state directory the run's states share. As AWF: continuing a state that has not
     /// run, or that kept no session, is an error.
     fn conversation(
-        &self,
+        &mut self,
         name: &str,
         a: &workflow::AgentState,
     ) -> Result<Option<providers::ConversationRequest>, AwfError> {
-        let Some(c) = &a.conversation else {
-            return Ok(None);
-        };
-        let (session_id, resume) = match &c.continue_from {
-            None => (new_session_uuid(), false),
-            Some(from) => {
-                let found = self.results.iter().rev().find(|x| &x.state == from);
+        // `resume: continue`: the session the engine named for this run of the state (the
+        // one it had when the run stopped in it, then continued).
+        let plan = self.session_plan.take();
+        let continue_from = a
+            .conversation
+            .as_ref()
+            .and_then(|c| c.continue_from.clone());
+        let (session_id, resume) = match (plan, continue_from) {
+            (Some((id, true)), _) => (id, true),
+            (Some((id, false)), None) => (id, false),
+            (None, None) if a.conversation.is_none() => return Ok(None),
+            (None, None) => (new_session_uuid(), false),
+            (_, Some(from)) => {
+                let found = self.results.iter().rev().find(|x| x.state == from);
                 match found.map(|x| x.session_id.clone()) {
                     Some(Some(id)) => (id, true),
                     Some(None) => {
                         return Err(AwfError::new(
                             codes::AGENT_OPTION,
                             format!(
-                                "agent state {name:?}: continue_from {from:?}, which kept no                                  session (give it `conversation: {{}}`)"
+                                "agent state {name:?}: continue_from {from:?}, which kept no \
+                                 session (give it `conversation: {{}}`)"
                             ),
                         ));
                     }
@@ -488,7 +496,8 @@ impl Runner<'_> {
                         return Err(AwfError::new(
                             codes::AGENT_OPTION,
                             format!(
-                                "agent state {name:?}: continue_from {from:?}, which has not                                  run yet in this run"
+                                "agent state {name:?}: continue_from {from:?}, which has not \
+                                 run yet in this run"
                             ),
                         ));
                     }
@@ -857,7 +866,7 @@ impl Runner<'_> {
 }
 
 /// A random UUID (version 4 form) for a CLI session awf starts.
-fn new_session_uuid() -> String {
+pub(super) fn new_session_uuid() -> String {
     use std::hash::BuildHasher;
     let a = std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
     let b = std::collections::hash_map::RandomState::new().hash_one(std::process::id());

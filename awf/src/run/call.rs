@@ -167,6 +167,7 @@ impl Runner<'_> {
             last_state: None,
             started_at: self.started_at.clone(),
             error_vars: None,
+            session_plan: None,
         };
         let outcome = runner.drive_with_hooks(&child.initial);
         done.store(true, Ordering::SeqCst);

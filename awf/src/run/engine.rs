@@ -52,6 +52,9 @@ pub(super) struct Runner<'a> {
     pub(super) started_at: String,
     /// `{{.error.*}}` while the `workflow_error` hooks run.
     pub(super) error_vars: Option<serde_json::Value>,
+    /// The CLI session the next agent state runs under, and whether it continues it
+    /// (`resume: continue` after the run stopped in that state).
+    pub(super) session_plan: Option<(String, bool)>,
 }
 
 /// What `{{.loop.Item}}`, `.Index`, `.Index1`, `.First`, `.Last` and `.Length` give in an
@@ -161,8 +164,24 @@ impl Runner<'_> {
                     .step(&state.name, state.kind.type_name(), &step_id),
             };
             self.step_traceparent = step_trace.traceparent.clone();
+            // An agent with `resume: continue` runs under a session awf names before it
+            // starts (recorded, so that a resume after a crash continues it).
+            self.session_plan = match &state.kind {
+                StateKind::Agent(a) if a.resume_continue => Some(
+                    match self
+                        .record
+                        .as_ref()
+                        .and_then(|r| r.interrupted_session(&state.name))
+                    {
+                        Some(id) => (id, true),
+                        None => (super::agent::new_session_uuid(), false),
+                    },
+                ),
+                _ => None,
+            };
             if let Some(record) = &self.record {
-                record.started(&state.name, state.kind.type_name(), seq);
+                let session = self.session_plan.as_ref().map(|(id, _)| id.as_str());
+                record.started_with(&state.name, state.kind.type_name(), seq, session);
             }
             eprintln!(
                 "awf: [{:>6.1}s] → {} ({})",

@@ -78,6 +78,7 @@ pub fn status(run_id: &str, as_json: bool) -> Result<u8, AwfError> {
                     "duration_ms": r.duration_ms,
                     "exit_code": r.exit_code,
                     "tokens": r.tokens,
+                    "session_id": r.session_id,
                 })
             })
             .collect();

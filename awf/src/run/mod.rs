@@ -245,7 +245,8 @@ pub fn resume(opts: &ResumeOptions) -> Result<u8, AwfError> {
             }
             (None, last) => {
                 return refuse(format!(
-                    "run {} had ended (its last state {:?} has no next state) when it was                      killed: pass --from STATE to run it again from a state",
+                    "run {} had ended (its last state {:?} has no next state) when it was \
+                     killed: pass --from STATE to run it again from a state",
                     prior.run_id,
                     last.map(|l| l.state.as_str()).unwrap_or("")
                 ));
@@ -340,6 +341,7 @@ fn execute(
         last_state: None,
         started_at: crate::telemetry::audit::now_rfc3339(),
         error_vars: None,
+        session_plan: None,
     };
     runner.proxy.check_locations()?;
     crate::private_files::private_dir(&run_dir)?;

@@ -66,6 +66,7 @@ impl Runner<'_> {
             last_state: None,
             started_at: self.started_at.clone(),
             error_vars: None,
+            session_plan: None,
         }
     }
 

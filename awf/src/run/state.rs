@@ -138,6 +138,9 @@ pub struct StateRecord {
     pub tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The agent CLI's session (a state with `conversation` or `resume: continue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -292,6 +295,7 @@ impl StateRecord {
             exit_code: r.exit_code,
             tokens: tokens_of(r),
             error: r.error.as_ref().map(|e| e.message.clone()),
+            session_id: r.session_id.clone(),
         }
     }
 
@@ -344,6 +348,8 @@ fn tokens_of(r: &StateResult) -> Option<u64> {
 pub struct Recorder {
     dir: PathBuf,
     state: Mutex<RunState>,
+    /// Of a resumed run: the sessions of the states it stopped in.
+    interrupted: Mutex<HashMap<String, String>>,
 }
 
 impl Recorder {
@@ -363,6 +369,7 @@ impl Recorder {
         let r = Recorder {
             dir,
             state: Mutex::new(state),
+            interrupted: Mutex::new(HashMap::new()),
         };
         r.save()?;
         r.index();
@@ -380,14 +387,32 @@ impl Recorder {
         state.ended_ms = None;
         state.exit_code = None;
         state.error = None;
-        // What was running when the run died did not end: it runs again.
+        // What was running when the run died did not end: it runs again (an agent with
+        // `resume: continue` in the session it had).
+        let interrupted = state
+            .states
+            .iter()
+            .filter(|s| s.status == StateStatus::Running || s.status == StateStatus::Cancelled)
+            .filter_map(|s| Some((s.state.clone(), s.session_id.clone()?)))
+            .collect();
         state.states.retain(|s| s.status != StateStatus::Running);
         // A terminal state that ended, in a run killed before its end was written, gives the
         // end again (it is recorded once).
         if state.next.is_none() && state.states.last().is_some_and(|s| s.kind == "terminal") {
             state.states.pop();
         }
-        Recorder::create(state, inputs)
+        let r = Recorder::create(state, inputs)?;
+        *r.interrupted.lock().unwrap_or_else(|e| e.into_inner()) = interrupted;
+        Ok(r)
+    }
+
+    /// The session the state `name` had when the run stopped in it (once: the state's
+    /// next run takes it).
+    pub fn interrupted_session(&self, name: &str) -> Option<String> {
+        self.interrupted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name)
     }
 
     fn save(&self) -> Result<(), AwfError> {
@@ -408,6 +433,12 @@ impl Recorder {
 
     /// State `name` (step id `step`) starts.
     pub fn started(&self, name: &str, kind: &str, step: usize) {
+        self.started_with(name, kind, step, None);
+    }
+
+    /// State `name` starts, its agent CLI under `session` (known before it starts, so that a
+    /// resume can continue it).
+    pub fn started_with(&self, name: &str, kind: &str, step: usize, session: Option<&str>) {
         {
             let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
             s.next = Some(name.to_string());
@@ -426,6 +457,7 @@ impl Recorder {
                 exit_code: None,
                 tokens: None,
                 error: None,
+                session_id: session.map(str::to_string),
             });
         }
         self.save_or_warn();
@@ -455,6 +487,9 @@ impl Recorder {
                 rec.exit_code = r.exit_code;
                 rec.tokens = tokens_of(r);
                 rec.error = r.error.as_ref().map(|e| e.message.clone());
+                if r.session_id.is_some() {
+                    rec.session_id = r.session_id.clone();
+                }
             }
             // Its units are part of its result now; a later run of it runs them all.
             s.units.remove(&r.state);

@@ -94,6 +94,19 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
         let mut targets: Vec<(&str, &Option<String>)> = Vec::new();
         match &s.kind {
             StateKind::Agent(a) => {
+                if a.resume_continue && a.provider != "claude" && !a.provider.is_empty() {
+                    push(
+                        codes::UNSUPPORTED_PROVIDER,
+                        join(&path, "resume"),
+                        s.line_of("resume"),
+                        format!(
+                            "state {:?}: resume: continue works with provider claude in this \
+                             awf, not {}",
+                            s.name, a.provider
+                        ),
+                        "remove it (the state then starts afresh on awf resume)".into(),
+                    );
+                }
                 if let Some(c) = &a.conversation {
                     if a.provider != "claude" && !a.provider.is_empty() {
                         push(

@@ -301,6 +301,10 @@ pub struct AgentState {
     pub conversation: Option<Conversation>,
     /// `system_prompt:`: given when a session starts (not when one is continued).
     pub system_prompt: Option<String>,
+    /// `resume: continue`: when `awf resume` runs this state again after the run died in
+    /// it, the CLI continues its interrupted session (Claude Code here) rather than starting
+    /// afresh (`resume: restart`, the default).
+    pub resume_continue: bool,
     pub on_success: Option<String>,
     pub on_failure: Option<String>,
 }

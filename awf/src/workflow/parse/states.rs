@@ -40,6 +40,7 @@ const AGENT_KEYS: &[&str] = &[
     "conversation",
     "system_prompt",
     "mode",
+    "resume",
 ];
 const PARALLEL_KEYS: &[&str] = &[
     "type",
@@ -362,6 +363,24 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                     }
                 }),
                 system_prompt: str_field(cx, "system_prompt"),
+                resume_continue: match get("resume") {
+                    None => false,
+                    Some(v) => match v.as_str() {
+                        Some("continue") => true,
+                        Some("restart") => false,
+                        _ => {
+                            cx.push(
+                                codes::INVALID_VALUE,
+                                &join(path, "resume"),
+                                v.line,
+                                format!("resume {} is not known", v.describe()),
+                                "use restart (the default: a state that was running starts a \
+                                 fresh session on `awf resume`) or continue (its CLI session goes on)",
+                            );
+                            false
+                        }
+                    },
+                },
                 on_success: str_field(cx, "on_success"),
                 on_failure: str_field(cx, "on_failure"),
             }))
