@@ -46,6 +46,7 @@ const STATE_KEY_FEATURES: &[(&str, &str, Support)] = &[
     ("capture", "capture", Support::NoEffect),
     ("depends_on", "depends_on", Support::NoEffect),
     ("mode", "agent mode: conversation", Support::Unsupported),
+    ("resume", "agent resume: continue (claude)", Support::Supported),
     (
         "conversation",
         "agent conversation (continue_from)",
