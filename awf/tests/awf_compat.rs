@@ -8,6 +8,8 @@
 mod common;
 #[path = "fake_model/mod.rs"]
 mod fake_model;
+#[path = "../../plugin-sdk/tests/support/examples.rs"]
+mod plugin_examples;
 
 use common::{run_summary, summary_state};
 use serde_json::Value;
@@ -39,12 +41,13 @@ impl Case {
     }
 
     fn awf(&self, args: &[&str]) -> Output {
+        let plugins = self.base.join("plugins");
         Command::new(AWF)
             .args(args)
             .current_dir(&self.dir)
             .env("XDG_STATE_HOME", self.base.join("state"))
             .env("TMPDIR", self.base.join("tmp"))
-            .env("AWF_PLUGINS_PATH", "")
+            .env("AWF_PLUGINS_PATH", &plugins)
             .env("AWF_COMPAT_TEST_VAR", "from-the-environment")
             .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
             .env("HOME", self.base.join("home"))
@@ -768,4 +771,61 @@ states:
     let (code, text) = c.validate(&bad);
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("keeps none"), "{text}");
+}
+
+#[test]
+fn an_operation_state_calls_a_plugin_through_the_plugin_host_audited() {
+    let c = Case::new("operation");
+    plugin_examples::install("notes", &c.base.join("plugins"));
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: operation
+inputs:
+  - name: what
+    default: milk
+states:
+  initial: note
+  note:
+    type: operation
+    operation: notes.add
+    inputs:
+      text: "buy {{inputs.what}}"
+      tags: [shop]
+    on_success: done
+    on_failure: failed
+  done:
+    type: terminal
+    message: "{{states.note.Output}}"
+  failed:
+    type: terminal
+    status: failure
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let out = summary_state(&s, "done")["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(out.starts_with("added note 1"), "{out}");
+    // The call is in the state's audit file, as an agent's tool call would be.
+    let audit_dir = std::path::PathBuf::from(s["audit_dir"].as_str().unwrap());
+    let records: Vec<Value> = std::fs::read_dir(&audit_dir)
+        .unwrap()
+        .flatten()
+        .flat_map(|e| common::audit_lines(&e.path()))
+        .collect();
+    let call = records
+        .iter()
+        .find(|r| r["type"] == "tool.call" && r["tool"] == "notes_add")
+        .unwrap_or_else(|| panic!("no audited call: {records:?}"));
+    assert!(call.to_string().contains("buy milk"), "{call}");
+    // An unknown operation is refused by validate, naming the plugin's operations.
+    let bad = c.file(
+        "bad.yaml",
+        "name: bad\nstates:\n  initial: a\n  a:\n    type: operation\n    operation: notes.nope\n    on_success: done\n  done:\n    type: terminal\n",
+    );
+    let (code, text) = c.validate(&bad);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("nope") && text.contains("add"), "{text}");
 }

@@ -367,6 +367,11 @@ impl Runner<'_> {
                 let next = ok_or(&r, &c.on_success, &c.on_failure);
                 (Vec::new(), r, next)
             }
+            StateKind::Operation(o) => {
+                let r = self.run_operation(&state.name, seq, o, t0);
+                let next = ok_or(&r, &o.on_success, &o.on_failure);
+                (Vec::new(), r, next)
+            }
             StateKind::Terminal(_) => unreachable!("terminal states end the run in drive"),
         }
     }

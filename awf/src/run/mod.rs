@@ -11,6 +11,7 @@ mod engine;
 pub mod gather;
 pub mod history;
 mod inputs;
+mod operation;
 mod parallel;
 mod report;
 mod retry;

@@ -264,6 +264,35 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     }
                 }
             }
+            StateKind::Operation(o) => {
+                targets.push(("on_success", &o.on_success));
+                targets.push(("on_failure", &o.on_failure));
+                if !o.plugin.is_empty() {
+                    match plugins.operations(&o.plugin) {
+                        Ok(ops) if ops.iter().any(|x| x == &o.op) => {}
+                        Ok(ops) => push(
+                            codes::UNKNOWN_OPERATION,
+                            join(&path, "operation"),
+                            s.line_of("operation"),
+                            format!("plugin {} has no operation {:?}", o.plugin, o.op),
+                            format!("its operations: {}", ops.join(", ")),
+                        ),
+                        Err((code, message)) => push(
+                            code,
+                            join(&path, "operation"),
+                            s.line_of("operation"),
+                            message,
+                            "install the plugin (`awf plugins list` shows the installed ones)"
+                                .into(),
+                        ),
+                    }
+                }
+                let mut strings = Vec::new();
+                collect_strings(&o.inputs, &mut strings);
+                for text in strings {
+                    texts.push((join(&path, "inputs"), text, s.line_of("inputs"), false));
+                }
+            }
             StateKind::CallWorkflow(c) => {
                 targets.push(("on_success", &c.on_success));
                 targets.push(("on_failure", &c.on_failure));
@@ -530,6 +559,7 @@ fn terminal_reachable(wf: &Workflow, start: &State) -> bool {
             StateKind::ForEach(f) => (&f.on_complete, &f.on_failure),
             StateKind::While(w) => (&w.on_complete, &w.on_failure),
             StateKind::CallWorkflow(c) => (&c.on_success, &c.on_failure),
+            StateKind::Operation(o) => (&o.on_success, &o.on_failure),
         };
         let gotos = s.transitions.iter().map(|t| Some(t.goto.clone()));
         let body: Vec<Option<String>> = match &s.kind {
@@ -761,5 +791,15 @@ fn check_units(
                 "list each state once".into(),
             );
         }
+    }
+}
+
+/// Every string inside a JSON value (an operation's inputs, whose strings are templates).
+fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out)),
+        serde_json::Value::Object(m) => m.values().for_each(|x| collect_strings(x, out)),
+        _ => {}
     }
 }

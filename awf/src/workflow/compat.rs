@@ -46,7 +46,11 @@ const STATE_KEY_FEATURES: &[(&str, &str, Support)] = &[
     ("capture", "capture", Support::NoEffect),
     ("depends_on", "depends_on", Support::NoEffect),
     ("mode", "agent mode: conversation", Support::Unsupported),
-    ("resume", "agent resume: continue (claude)", Support::Supported),
+    (
+        "resume",
+        "agent resume: continue (claude)",
+        Support::Supported,
+    ),
     (
         "conversation",
         "agent conversation (continue_from)",
@@ -56,7 +60,7 @@ const STATE_KEY_FEATURES: &[(&str, &str, Support)] = &[
     ("role", "agent role", Support::Unsupported),
     ("skills", "agent skills", Support::Unsupported),
     ("output_format", "agent output_format", Support::Unsupported),
-    ("operation", "operation", Support::Unsupported),
+    ("operation", "operation", Support::Supported),
     (
         "use_template",
         "step templates (use_template)",
@@ -72,7 +76,7 @@ const TYPE_FEATURES: &[(&str, &str, Support)] = &[
     ("call_workflow", "type: call_workflow", Support::Supported),
     ("agent", "type: agent", Support::Supported),
     ("command", "type: command", Support::Supported),
-    ("operation", "type: operation", Support::Unsupported),
+    ("operation", "type: operation", Support::Supported),
 ];
 
 const TOP_KEY_FEATURES: &[(&str, &str, Support)] = &[

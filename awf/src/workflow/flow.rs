@@ -83,3 +83,17 @@ pub struct Conversation {
     /// The agent state whose session this one continues.
     pub continue_from: Option<String>,
 }
+
+/// A `type: operation` state: one operation of an installed plugin (`operation:
+/// "plugin.op"`), called with `inputs` (templates in its strings) through the plugin host,
+/// audited and traced as a tool call of the state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationState {
+    pub plugin: String,
+    pub op: String,
+    /// A JSON object; its strings are templates.
+    pub inputs: serde_json::Value,
+    pub timeout: Option<Duration>,
+    pub on_success: Option<String>,
+    pub on_failure: Option<String>,
+}

@@ -15,8 +15,8 @@ pub mod yaml;
 
 use crate::error::codes;
 pub use flow::{
-    CallWorkflowState, Conversation, HookAction, MaxIterations, StateHooks, Transition, WhileState,
-    WorkflowHooks,
+    CallWorkflowState, Conversation, HookAction, MaxIterations, OperationState, StateHooks,
+    Transition, WhileState, WorkflowHooks,
 };
 pub use inputs::{InputValidation, Pattern};
 pub use retry::{Backoff, Retry, RetryOn};
@@ -214,6 +214,7 @@ pub enum StateKind {
     ForEach(ForEachState),
     While(WhileState),
     CallWorkflow(CallWorkflowState),
+    Operation(OperationState),
 }
 
 /// The most iterations a for_each may be allowed (`max_iterations`).
@@ -271,6 +272,7 @@ impl StateKind {
             StateKind::ForEach(_) => "for_each",
             StateKind::While(_) => "while",
             StateKind::CallWorkflow(_) => "call_workflow",
+            StateKind::Operation(_) => "operation",
         }
     }
 }

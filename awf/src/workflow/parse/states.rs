@@ -137,6 +137,22 @@ const CALL_KEYS: &[&str] = &[
     "depends_on",
     "env",
 ];
+const OPERATION_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "operation",
+    "inputs",
+    "operation_inputs",
+    "timeout",
+    "on_success",
+    "on_failure",
+    "transitions",
+    "continue_on_error",
+    "hooks",
+    "capture",
+    "depends_on",
+    "env",
+];
 const TERMINAL_KEYS: &[&str] = &["type", "description", "status", "message", "mcp_proxy"];
 
 pub(super) fn parse_states(
@@ -211,6 +227,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
         Some("step") | Some("command") => STEP_KEYS,
         Some("while") => WHILE_KEYS,
         Some("call_workflow") => CALL_KEYS,
+        Some("operation") => OPERATION_KEYS,
         Some("terminal") => TERMINAL_KEYS,
         Some("parallel") => PARALLEL_KEYS,
         Some("for_each") => FOR_EACH_KEYS,
@@ -220,7 +237,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 &join(path, "type"),
                 ty.line,
                 format!("state {name:?} has the unknown type {}", ty.describe()),
-                "use agent, step, parallel, for_each, while, call_workflow or terminal",
+                "use agent, step, parallel, for_each, while, call_workflow, operation or terminal",
             );
             return None;
         }
@@ -595,6 +612,55 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                 break_when: str_field(cx, "break_when"),
                 timeout,
                 on_complete: str_field(cx, "on_complete"),
+                on_failure: str_field(cx, "on_failure"),
+            })
+        }
+        Some("operation") => {
+            let written = require(
+                cx,
+                "operation",
+                "add `operation: plugin.op` (an operation of an installed plugin)",
+            )
+            .unwrap_or_default();
+            let (plugin, op) = match written.split_once('.') {
+                Some((p, o)) if !p.is_empty() && !o.is_empty() => (p.to_string(), o.to_string()),
+                _ => {
+                    if !written.is_empty() {
+                        cx.push(
+                            codes::INVALID_VALUE,
+                            &join(path, "operation"),
+                            get("operation").map_or(node.line, |v| v.line),
+                            format!("operation {written:?} is not PLUGIN.OPERATION"),
+                            "write e.g. `operation: notes.add` (`awf plugins list` shows them)",
+                        );
+                    }
+                    (String::new(), String::new())
+                }
+            };
+            // AWF takes the parameters in `inputs`, or in `operation_inputs`.
+            let inputs = match (get("operation_inputs"), get("inputs")) {
+                (Some(v), _) | (None, Some(v)) => match v.to_json() {
+                    Value::Object(m) => Value::Object(m),
+                    Value::Null => Value::Object(Map::new()),
+                    _ => {
+                        cx.push(
+                            codes::WRONG_TYPE,
+                            &join(path, "inputs"),
+                            v.line,
+                            format!("the inputs of operation state {name:?} must be a map"),
+                            "write `inputs: {text: \"...\"}`",
+                        );
+                        Value::Object(Map::new())
+                    }
+                },
+                (None, None) => Value::Object(Map::new()),
+            };
+            StateKind::Operation(crate::workflow::OperationState {
+                plugin,
+                op,
+                inputs,
+                timeout,
+                on_success: str_field(cx, "on_success"),
                 on_failure: str_field(cx, "on_failure"),
             })
         }
