@@ -829,3 +829,55 @@ states:
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("nope") && text.contains("add"), "{text}");
 }
+
+#[test]
+fn loops_nest_in_a_for_each_body_as_in_awf() {
+    let c = Case::new("nested-each");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: nested-each
+states:
+  initial: rows
+  rows:
+    type: for_each
+    items: [r1, r2]
+    body: [cols, count]
+    on_complete: done
+  cols:
+    type: for_each
+    items: [a, b, c]
+    body: [cell]
+    on_complete: rows
+  cell:
+    type: step
+    command: echo "{{.loop.Item}}"
+  count:
+    type: while
+    while: 'loop.Index < 2'
+    body: [tick]
+    on_complete: rows
+  tick:
+    type: step
+    command: echo tick
+    on_success: count
+  done:
+    type: terminal
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let n = |name: &str| {
+        s["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["state"] == name)
+            .count()
+    };
+    // 2 rows × (3 cells + 2 ticks).
+    assert_eq!(
+        (n("cell"), n("tick"), n("cols"), n("count")),
+        (6, 4, 2, 2),
+        "{s:#}"
+    );
+}

@@ -230,7 +230,9 @@ impl Runner<'_> {
             {
                 record.units_ended(&state.name, &units);
             }
-            self.results.extend(units);
+            if !matches!(state.kind, StateKind::While(_)) {
+                self.results.extend(units);
+            }
             eprintln!(
                 "awf: [{:>6.1}s] ← {} {} in {:.1}s",
                 self.started.elapsed().as_secs_f64(),
@@ -357,11 +359,9 @@ impl Runner<'_> {
                 let next = ok_or(&r, &p.on_success, &p.on_failure);
                 (branches, r, next)
             }
-            StateKind::While(w) => {
-                // Its body's results are in `results` already (the conditions read them).
-                let (_, r, next) = self.run_while(&state.name, w, t0, traceparent);
-                (Vec::new(), r, next)
-            }
+            // Its body's results are in `results` already (its conditions read them): the
+            // callers do not add them again.
+            StateKind::While(w) => self.run_while(&state.name, w, t0, traceparent),
             StateKind::CallWorkflow(c) => {
                 let r = self.run_call(&state.name, c, t0, traceparent);
                 let next = ok_or(&r, &c.on_success, &c.on_failure);

@@ -187,11 +187,13 @@ impl Runner<'_> {
                 state.kind.type_name()
             );
             let t = Instant::now();
-            let mut r = match &state.kind {
-                StateKind::Agent(a) => self.run_agent(&state.name, seq, a, t),
-                StateKind::Step(s) => self.run_step(&state.name, s, t),
-                _ => unreachable!("a unit runs agent and step states (validated)"),
-            };
+            // Any state but a terminal (a loop in a for_each's body: AWF's nested loops), with
+            // its hooks; what a loop in it ran comes first in the iteration's results.
+            let (inner, mut r, _) = self.run_with_hooks(&state, seq, t, &trace.traceparent);
+            if !matches!(state.kind, StateKind::While(_)) {
+                self.results.extend(inner.iter().cloned());
+            }
+            results.extend(inner);
             r.iteration = self.loop_vars.as_ref().map(|v| v.index);
             trace.end(&r);
             eprintln!(

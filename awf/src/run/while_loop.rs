@@ -147,8 +147,10 @@ impl Runner<'_> {
                 );
                 let ok = br.status == Status::Success;
                 let interrupted = br.status == Status::Interrupted;
-                units.extend(inner.iter().cloned());
-                self.results.extend(inner);
+                if !matches!(state.kind, crate::workflow::StateKind::While(_)) {
+                    self.results.extend(inner.iter().cloned());
+                }
+                units.extend(inner);
                 units.push(br.clone());
                 self.results.push(br);
                 if interrupted {

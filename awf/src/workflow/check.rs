@@ -746,10 +746,16 @@ fn check_units(
     units: &[String],
     push: &mut dyn FnMut(&'static str, String, usize, String, String),
 ) {
+    // A for_each's body may hold loops, calls and operations too (AWF's nested loops); a
+    // parallel's branches are agents and steps.
+    let fits = |k: &StateKind| match key {
+        "body" => !matches!(k, StateKind::Terminal(_)),
+        _ => matches!(k, StateKind::Agent(_) | StateKind::Step(_)),
+    };
     let runnable: Vec<&str> = wf
         .states
         .iter()
-        .filter(|b| matches!(b.kind, StateKind::Agent(_) | StateKind::Step(_)))
+        .filter(|b| fits(&b.kind))
         .map(|b| b.name.as_str())
         .collect();
     let path = join(&join("states", &s.name), key);
@@ -757,18 +763,18 @@ fn check_units(
     for (i, b) in units.iter().enumerate() {
         let bpath = format!("{path}[{i}]");
         match wf.state(b).map(|st| &st.kind) {
-            Some(StateKind::Agent(_) | StateKind::Step(_)) => {}
+            Some(k) if fits(k) => {}
             Some(other) => push(
                 codes::INVALID_VALUE,
                 bpath.clone(),
                 line,
                 format!(
-                    "{b:?} in {} state {:?} is a {} state: only agent and step states run there",
+                    "{b:?} in {} state {:?} is a {} state, which does not run there",
                     s.kind.type_name(),
                     s.name,
                     other.type_name()
                 ),
-                format!("name agent or step states: {}", runnable.join(", ")),
+                format!("name one of: {}", runnable.join(", ")),
             ),
             None => push(
                 codes::UNKNOWN_STATE,
