@@ -158,3 +158,64 @@ states:
     assert_eq!(hex(&inproc.trace_id), RUN_TRACE);
     assert_eq!(hex(&pipe.trace_id), RUN_TRACE);
 }
+
+/// A called workflow is part of the run and of its trace: the child's states are spans
+/// under the calling state's span, in the run's trace; a while's body states under the
+/// while's.
+#[test]
+fn a_called_workflow_s_states_and_a_loop_s_body_nest_under_their_state() {
+    let receiver = Receiver::start();
+    let dir = common::scratch("run-otlp-call");
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(
+        work.join("child.yaml"),
+        "name: child\nstates:\n  initial: inner\n  inner:\n    type: step\n    command: echo inner\n    on_success: end\n  end:\n    type: terminal\n",
+    )
+    .unwrap();
+    let wf = work.join("parent.yaml");
+    std::fs::write(
+        &wf,
+        "name: parent\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: child\n    on_success: again\n  again:\n    type: while\n    while: 'loop.Index < 2'\n    body: [tick]\n    on_complete: done\n  tick:\n    type: step\n    command: echo tick\n    on_success: again\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let out = Command::new(AWF)
+        .arg("run")
+        .arg(&wf)
+        .arg("--audit-dir")
+        .arg(dir.join("audit"))
+        .current_dir(&work)
+        .env("TMPDIR", private_tmp(&dir.join("audit")))
+        .env("AWF_PLUGINS_PATH", "")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
+        .env("TRACEPARENT", format!("00-{RUN_TRACE}-{RUN_SPAN}-01"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = receiver.spans();
+    let named = |n: &str| {
+        spans
+            .iter()
+            .filter(|s| s.name == n)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let root = &named("awf.run parent")[0];
+    let call = &named("awf.step call")[0];
+    assert_eq!(call.parent_span_id, root.span_id);
+    for child in ["awf.step inner", "awf.step end"] {
+        let s = named(child);
+        assert_eq!(s.len(), 1, "{child}: {spans:#?}");
+        assert_eq!(s[0].parent_span_id, call.span_id, "{child}");
+        assert_eq!(hex(&s[0].trace_id), RUN_TRACE);
+    }
+    let again = &named("awf.step again")[0];
+    let ticks = named("awf.step tick");
+    assert_eq!(ticks.len(), 2, "{spans:#?}");
+    assert!(ticks.iter().all(|t| t.parent_span_id == again.span_id));
+}
