@@ -478,7 +478,7 @@ impl Runner<'_> {
             (Some((id, true)), _) => (id, true),
             (Some((id, false)), None) => (id, false),
             (None, None) if a.conversation.is_none() => return Ok(None),
-            (None, None) => (new_session_uuid(), false),
+            (None, None) => (super::state::new_session_uuid(), false),
             (_, Some(from)) => {
                 let found = self.results.iter().rev().find(|x| x.state == from);
                 match found.map(|x| x.session_id.clone()) {
@@ -863,21 +863,4 @@ impl Runner<'_> {
             }
         }
     }
-}
-
-/// A random UUID (version 4 form) for a CLI session awf starts.
-pub(super) fn new_session_uuid() -> String {
-    use std::hash::BuildHasher;
-    let a = std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
-    let b = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
-    let hex = format!("{a:016x}{b:016x}");
-    format!(
-        "{}-{}-4{}-{}{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[13..16],
-        ["8", "9", "a", "b"][(b & 3) as usize],
-        &hex[17..20],
-        &hex[20..32]
-    )
 }

@@ -174,7 +174,7 @@ impl Runner<'_> {
                         .and_then(|r| r.interrupted_session(&state.name))
                     {
                         Some(id) => (id, true),
-                        None => (super::agent::new_session_uuid(), false),
+                        None => (super::state::new_session_uuid(), false),
                     },
                 ),
                 _ => None,

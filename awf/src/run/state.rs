@@ -768,6 +768,23 @@ pub fn all() -> Vec<RunHead> {
     runs
 }
 
+/// A random UUID (version 4 form) for a CLI session awf starts.
+pub fn new_session_uuid() -> String {
+    use std::hash::BuildHasher;
+    let a = std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
+    let b = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
+    let hex = format!("{a:016x}{b:016x}");
+    format!(
+        "{}-{}-4{}-{}{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        ["8", "9", "a", "b"][(b & 3) as usize],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -802,6 +819,22 @@ mod tests {
             ..mine
         };
         assert!(!rebooted.alive());
+    }
+
+    #[test]
+    fn session_ids_are_uuids_of_version_4_and_differ() {
+        let (a, b) = (new_session_uuid(), new_session_uuid());
+        assert_ne!(a, b);
+        let parts: Vec<&str> = a.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(
+            parts[2].starts_with('4') && "89ab".contains(&parts[3][..1]),
+            "{a}"
+        );
+        assert!(a.chars().all(|c| c == '-' || c.is_ascii_hexdigit()));
     }
 
     #[test]
