@@ -139,6 +139,13 @@ pub fn features(root: &Node, text: &str) -> Vec<Feature> {
                     {
                         add(f, *s);
                     }
+                    // `mode: single` is the default: only `mode: conversation` is a feature.
+                    if k == "mode"
+                        && v.as_str()
+                            .is_some_and(|m| !m.eq_ignore_ascii_case("conversation"))
+                    {
+                        continue;
+                    }
                     if let Some((_, f, s)) = STATE_KEY_FEATURES.iter().find(|(n, ..)| *n == k) {
                         add(f, *s);
                     }
@@ -198,5 +205,12 @@ mod tests {
             Some(Support::Supported)
         );
         assert_eq!(get("operation"), None);
+        let single = "name: y\nstates:\n  a:\n    type: agent\n    mode: single\n";
+        let root = super::super::yaml::parse(single).unwrap().unwrap();
+        assert!(
+            features(&root, single)
+                .iter()
+                .all(|f| f.name != "agent mode: conversation")
+        );
     }
 }
