@@ -881,3 +881,79 @@ states:
         "{s:#}"
     );
 }
+
+/// The pinned Codex that `.ci/run` installs (skipped where it is not, outside CI).
+fn codex_cli() -> Option<PathBuf> {
+    let tools = std::env::var_os("AWF_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
+    let path = tools.join("agents/node_modules/.bin/codex");
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "codex is not installed at {}; .ci/run installs it",
+        path.display()
+    );
+    eprintln!("SKIP: codex is not installed at {}", path.display());
+    None
+}
+
+#[test]
+fn continue_from_resumes_the_codex_session_of_an_earlier_state() {
+    let Some(codex) = codex_cli() else { return };
+    let c = Case::new("continue-codex");
+    let model = fake_model::FakeModel::start(fake_model::Script::new());
+    let options = format!(
+        "{{command: \"{}\", model: gpt-5-codex, base_url: \"{}/v1\", api_key_env: AWF_TEST_FAKE_KEY}}",
+        codex.display(),
+        model.base_url()
+    );
+    let wf = c.file(
+        "wf.yaml",
+        &format!(
+            r#"name: codex-conversation
+states:
+  initial: seed
+  seed:
+    type: agent
+    provider: codex
+    prompt: Remember the word PELICAN.
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation: {{}}
+    on_success: follow
+  follow:
+    type: agent
+    provider: codex
+    prompt: Which word did I ask you to remember?
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation:
+      continue_from: seed
+    on_success: done
+  done:
+    type: terminal
+"#
+        ),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let seed = summary_state(&s, "seed")["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!seed.is_empty());
+    assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
+    let main = model.main_requests();
+    let last = main
+        .last()
+        .expect("a request of the follow state")
+        .body
+        .to_string();
+    assert!(
+        last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
+        "the follow state's request does not hold the seed's turn: {last}"
+    );
+}

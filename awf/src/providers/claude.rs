@@ -148,6 +148,7 @@ impl CliProvider for Claude {
             text,
             usage: result.get("usage").cloned(),
             cost_usd: result["total_cost_usd"].as_f64(),
+            session_id: None,
         })
     }
 }

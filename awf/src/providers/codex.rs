@@ -57,22 +57,30 @@ impl CliProvider for Codex {
             } else {
                 Vec::new()
             };
-            let home = proxy.cli_state_dir("codex-home", &logins)?;
+            let home = match req.conversation {
+                // Its sessions where the run's later states find them.
+                Some(c) => {
+                    for (from, to) in &logins {
+                        if let Ok(bytes) = std::fs::read(from)
+                            && !c.state_dir.join(to).exists()
+                        {
+                            crate::private_files::write_private(&c.state_dir.join(to), &bytes)?;
+                        }
+                    }
+                    c.state_dir.clone()
+                }
+                None => proxy.cli_state_dir("codex-home", &logins)?,
+            };
             cmd.env
                 .push(("CODEX_HOME".into(), home.to_string_lossy().into_owned()));
         }
         let args = &mut cmd.args;
-        args.extend(
-            [
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "--ephemeral",
-                "--ignore-user-config",
-                "--strict-config",
-            ]
-            .map(String::from),
-        );
+        args.extend(["exec", "--json", "--skip-git-repo-check"].map(String::from));
+        // A state of a conversation keeps its session (none else does).
+        if req.conversation.is_none() {
+            args.push("--ephemeral".into());
+        }
+        args.extend(["--ignore-user-config", "--strict-config"].map(String::from));
         // `--ignore-user-config` also drops the switches that keep Codex from calling home
         // (plugin and app lists on github.com and chatgpt.com, analytics, update check).
         for switch in CALL_HOME_OFF {
@@ -147,8 +155,26 @@ impl CliProvider for Codex {
             }
         }
         args.extend(extra_args(req.options, name)?);
-        args.push("--".to_string());
-        args.push(req.prompt.to_string());
+        match req.conversation {
+            // `codex exec [options] resume SESSION_ID PROMPT`.
+            Some(c) if c.resume => {
+                args.extend(["resume".to_string(), c.session_id.clone()]);
+                args.push(req.prompt.to_string());
+            }
+            Some(c) => {
+                let prompt = match &c.system_prompt {
+                    // Codex has no system prompt of a session: it leads the first prompt, as
+                    // AWF gives it.
+                    Some(s) => format!("{s}\n\n{}", req.prompt),
+                    None => req.prompt.to_string(),
+                };
+                args.extend(["--".to_string(), prompt]);
+            }
+            None => {
+                args.push("--".to_string());
+                args.push(req.prompt.to_string());
+            }
+        }
         Ok(cmd)
     }
 
@@ -161,8 +187,12 @@ impl CliProvider for Codex {
         let mut text = None;
         let mut usage = None;
         let mut failure = None;
+        let mut session_id = None;
         for ev in json_lines(stdout) {
             match ev["type"].as_str() {
+                Some("thread.started") => {
+                    session_id = ev["thread_id"].as_str().map(String::from);
+                }
                 Some("item.completed") if ev["item"]["type"] == "agent_message" => {
                     text = ev["item"]["text"].as_str().map(String::from);
                 }
@@ -204,6 +234,7 @@ impl CliProvider for Codex {
             text,
             usage,
             cost_usd: None,
+            session_id,
         })
     }
 }

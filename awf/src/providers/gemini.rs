@@ -126,6 +126,7 @@ impl CliProvider for Gemini {
             text,
             usage: result.get("stats").cloned(),
             cost_usd: None,
+            session_id: None,
         })
     }
 }

@@ -37,6 +37,8 @@ pub struct AgentRequest<'a> {
 /// CLI starts, and where the CLI keeps its sessions for the whole run.
 #[derive(Debug, Clone)]
 pub struct ConversationRequest {
+    /// The session's id: chosen by awf (Claude Code), or, for a CLI that names its own
+    /// sessions (Codex), empty when it starts and the id it reported when it continues.
     pub session_id: String,
     /// Continue the session `session_id` (`continue_from`) rather than start it.
     pub resume: bool,
@@ -173,6 +175,8 @@ pub struct AgentOutput {
     pub text: String,
     pub usage: Option<serde_json::Value>,
     pub cost_usd: Option<f64>,
+    /// The session the CLI reported (Codex's thread), for a later `continue_from`.
+    pub session_id: Option<String>,
 }
 
 pub trait CliProvider: Send + Sync {

@@ -227,6 +227,7 @@ pub fn run(
                 text: content_text(&message["content"]),
                 usage: usage.to_json(),
                 cost_usd: None,
+                session_id: None,
             });
         }
         turns += 1;

@@ -190,6 +190,7 @@ impl CliProvider for OpenCode {
             text,
             usage: tokens,
             cost_usd: cost,
+            session_id: None,
         })
     }
 }

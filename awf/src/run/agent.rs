@@ -478,7 +478,9 @@ impl Runner<'_> {
             (Some((id, true)), _) => (id, true),
             (Some((id, false)), None) => (id, false),
             (None, None) if a.conversation.is_none() => return Ok(None),
-            (None, None) => (super::state::new_session_uuid(), false),
+            // Claude Code takes the id awf chooses; Codex names its own (reported at its end).
+            (None, None) if a.provider == "claude" => (super::state::new_session_uuid(), false),
+            (None, None) => (String::new(), false),
             (_, Some(from)) => {
                 let found = self.results.iter().rev().find(|x| x.state == from);
                 match found.map(|x| x.session_id.clone()) {
@@ -548,7 +550,10 @@ impl Runner<'_> {
                 return Err(e);
             }
         };
-        r.session_id = conversation.as_ref().map(|c| c.session_id.clone());
+        r.session_id = conversation
+            .as_ref()
+            .map(|c| c.session_id.clone())
+            .filter(|id| !id.is_empty());
         let req = AgentRequest {
             conversation: conversation.as_ref(),
             state: name,
@@ -692,6 +697,9 @@ impl Runner<'_> {
         r.output = out.text;
         r.usage = out.usage;
         r.cost_usd = out.cost_usd;
+        if r.session_id.as_deref().is_none_or(str::is_empty) && out.session_id.is_some() {
+            r.session_id = out.session_id;
+        }
         r.exit_code = status.code();
         if !status.success() {
             r.status = Status::Failure;

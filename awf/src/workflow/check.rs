@@ -108,17 +108,17 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     );
                 }
                 if let Some(c) = &a.conversation {
-                    if a.provider != "claude" && !a.provider.is_empty() {
+                    if !matches!(a.provider.as_str(), "claude" | "codex" | "") {
                         push(
                             codes::UNSUPPORTED_PROVIDER,
                             join(&path, "conversation"),
                             s.line_of("conversation"),
                             format!(
                                 "state {:?}: conversation (a session kept across states) works \
-                                 with provider claude in this awf, not {}",
+                                 with providers claude and codex in this awf, not {}",
                                 s.name, a.provider
                             ),
-                            "remove `conversation`, or use provider: claude".into(),
+                            "remove `conversation`, or use provider claude or codex".into(),
                         );
                     }
                     if let Some(from) = &c.continue_from {
