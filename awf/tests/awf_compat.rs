@@ -683,27 +683,11 @@ fn the_offline_examples_of_awf_s_user_guide_run_with_the_outcome_it_describes() 
     assert_eq!(cells, 6, "2 × 3 cells: {s:#}");
 }
 
-/// The pinned Claude Code that `.ci/run` installs (skipped where it is not, outside CI).
-fn claude_cli() -> Option<PathBuf> {
-    let tools = std::env::var_os("AWF_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
-    let path = tools.join("agents/node_modules/.bin/claude");
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "claude is not installed at {}; .ci/run installs it",
-        path.display()
-    );
-    eprintln!("SKIP: claude is not installed at {}", path.display());
-    None
-}
-
 #[test]
 fn continue_from_resumes_the_claude_session_of_an_earlier_state() {
-    let Some(claude) = claude_cli() else { return };
+    let Some(claude) = agent_cli("claude") else {
+        return;
+    };
     let c = Case::new("continue");
     let model = fake_model::FakeModel::start(fake_model::Script::new());
     let options = format!(
@@ -882,27 +866,11 @@ states:
     );
 }
 
-/// The pinned Codex that `.ci/run` installs (skipped where it is not, outside CI).
-fn codex_cli() -> Option<PathBuf> {
-    let tools = std::env::var_os("AWF_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
-    let path = tools.join("agents/node_modules/.bin/codex");
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "codex is not installed at {}; .ci/run installs it",
-        path.display()
-    );
-    eprintln!("SKIP: codex is not installed at {}", path.display());
-    None
-}
-
 #[test]
 fn continue_from_resumes_the_codex_session_of_an_earlier_state() {
-    let Some(codex) = codex_cli() else { return };
+    let Some(codex) = agent_cli("codex") else {
+        return;
+    };
     let c = Case::new("continue-codex");
     let model = fake_model::FakeModel::start(fake_model::Script::new());
     let options = format!(
@@ -945,6 +913,142 @@ states:
         .unwrap()
         .to_string();
     assert!(!seed.is_empty());
+    assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
+    let main = model.main_requests();
+    let last = main
+        .last()
+        .expect("a request of the follow state")
+        .body
+        .to_string();
+    assert!(
+        last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
+        "the follow state's request does not hold the seed's turn: {last}"
+    );
+}
+
+/// A pinned agent CLI that `.ci/run` installs (skipped where it is not, outside CI).
+fn agent_cli(name: &str) -> Option<PathBuf> {
+    let tools = std::env::var_os("AWF_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
+    let path = tools.join("agents/node_modules/.bin").join(name);
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{name} is not installed at {}; .ci/run installs it",
+        path.display()
+    );
+    eprintln!("SKIP: {name} is not installed at {}", path.display());
+    None
+}
+
+#[test]
+fn continue_from_resumes_the_gemini_session_of_an_earlier_state() {
+    let Some(gemini) = agent_cli("gemini") else {
+        return;
+    };
+    let c = Case::new("continue-gemini");
+    let model = fake_model::FakeModel::start(fake_model::Script::new());
+    let options = format!(
+        "{{command: \"{}\", model: gemini-2.5-flash, base_url: \"{}\", api_key_env: AWF_TEST_FAKE_KEY}}",
+        gemini.display(),
+        model.base_url()
+    );
+    let wf = c.file(
+        "wf.yaml",
+        &format!(
+            r#"name: gemini-conversation
+states:
+  initial: seed
+  seed:
+    type: agent
+    provider: gemini
+    prompt: Remember the word PELICAN.
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation: {{}}
+    on_success: follow
+  follow:
+    type: agent
+    provider: gemini
+    prompt: Which word did I ask you to remember?
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation:
+      continue_from: seed
+    on_success: done
+  done:
+    type: terminal
+"#
+        ),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let seed = summary_state(&s, "seed")["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
+    let main = model.main_requests();
+    let last = main
+        .last()
+        .expect("a request of the follow state")
+        .body
+        .to_string();
+    assert!(
+        last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
+        "the follow state's request does not hold the seed's turn: {last}"
+    );
+}
+
+#[test]
+fn continue_from_resumes_the_opencode_session_of_an_earlier_state() {
+    let Some(opencode) = agent_cli("opencode") else {
+        return;
+    };
+    let c = Case::new("continue-opencode");
+    let model = fake_model::FakeModel::start(fake_model::Script::new());
+    let options = format!(
+        "{{command: \"{}\", model: fake-model, base_url: \"{}/v1\", api_key_env: AWF_TEST_FAKE_KEY}}",
+        opencode.display(),
+        model.base_url()
+    );
+    let wf = c.file(
+        "wf.yaml",
+        &format!(
+            r#"name: opencode-conversation
+states:
+  initial: seed
+  seed:
+    type: agent
+    provider: opencode
+    prompt: Remember the word PELICAN.
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation: {{}}
+    on_success: follow
+  follow:
+    type: agent
+    provider: opencode
+    prompt: Which word did I ask you to remember?
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation:
+      continue_from: seed
+    on_success: done
+  done:
+    type: terminal
+"#
+        ),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let seed = summary_state(&s, "seed")["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
     let main = model.main_requests();
     let last = main

@@ -26,7 +26,22 @@ impl CliProvider for Gemini {
         let mut cmd = AgentCommand::new(name, req.options);
         let model = opt_str(req.options, "model", name)?.unwrap_or_else(|| DEFAULT_MODEL.into());
         // `--prompt=` keeps a prompt that starts with `-` from being read as an option.
-        cmd.args.push(format!("--prompt={}", req.prompt));
+        let prompt = match req.conversation {
+            // Gemini CLI has no system prompt of a session: it leads the first prompt, as
+            // AWF gives it.
+            Some(c) if !c.resume => match &c.system_prompt {
+                Some(s) => format!("{s}\n\n{}", req.prompt),
+                None => req.prompt.to_string(),
+            },
+            _ => req.prompt.to_string(),
+        };
+        cmd.args.push(format!("--prompt={prompt}"));
+        match req.conversation {
+            // A state of a conversation: a session under the id awf chose, or continued.
+            Some(c) if c.resume => cmd.args.push(format!("--resume={}", c.session_id)),
+            Some(c) => cmd.args.push(format!("--session-id={}", c.session_id)),
+            None => {}
+        }
         cmd.args
             .extend(["--output-format", "stream-json", "--skip-trust", "-m"].map(String::from));
         cmd.args.push(model);
@@ -51,9 +66,16 @@ impl CliProvider for Gemini {
                 // servers behind awf are known only once they start).
                 settings["tools"] = json!({"core": [format!("mcp_{}_*", proxy.server_name)]});
             }
-            let home = proxy.step_dir.join("gemini-home");
+            // A conversation's states share one home (their sessions live there).
+            let home = match req.conversation {
+                Some(c) => c.state_dir.clone(),
+                None => proxy.step_dir.join("gemini-home"),
+            };
+            let settings_file = home.join(".gemini").join("settings.json");
+            // Each state's own settings (a conversation's earlier state wrote its own).
+            let _ = std::fs::remove_file(&settings_file);
             write_private(
-                &home.join(".gemini").join("settings.json"),
+                &settings_file,
                 &serde_json::to_string_pretty(&settings).expect("JSON"),
             )?;
             cmd.env.push((

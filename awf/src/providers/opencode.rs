@@ -80,13 +80,22 @@ impl CliProvider for OpenCode {
                 .push(("XDG_CONFIG_HOME".into(), xdg.to_string_lossy().into_owned()));
             // Its data (sessions, logs, logins) in the step's private dir; a login made
             // with `opencode auth login` is handed over by copy.
-            let data = proxy.cli_state_dir(
-                "opencode-data",
-                &[(
-                    super::cli_home("XDG_DATA_HOME", ".local/share").join("opencode/auth.json"),
-                    "opencode/auth.json",
-                )],
-            )?;
+            let login = (
+                super::cli_home("XDG_DATA_HOME", ".local/share").join("opencode/auth.json"),
+                "opencode/auth.json",
+            );
+            let data = match req.conversation {
+                // A conversation's states share their data (their sessions live there).
+                Some(c) => {
+                    if let Ok(bytes) = std::fs::read(&login.0)
+                        && !c.state_dir.join(login.1).exists()
+                    {
+                        crate::private_files::write_private(&c.state_dir.join(login.1), &bytes)?;
+                    }
+                    c.state_dir.clone()
+                }
+                None => proxy.cli_state_dir("opencode-data", &[login])?,
+            };
             cmd.env
                 .push(("XDG_DATA_HOME".into(), data.to_string_lossy().into_owned()));
         } else {
@@ -119,8 +128,23 @@ impl CliProvider for OpenCode {
             cmd.args.extend(["-m".to_string(), m]);
         }
         cmd.args.extend(extra_args(req.options, name)?);
+        let prompt = match req.conversation {
+            // A continued session: `-s ID` (the id OpenCode reported).
+            Some(c) if c.resume => {
+                cmd.args
+                    .extend(["--session".to_string(), c.session_id.clone()]);
+                req.prompt.to_string()
+            }
+            // OpenCode has no system prompt of a session: it leads the first prompt, as AWF
+            // gives it.
+            Some(c) => match &c.system_prompt {
+                Some(s) => format!("{s}\n\n{}", req.prompt),
+                None => req.prompt.to_string(),
+            },
+            None => req.prompt.to_string(),
+        };
         cmd.args.push("--".to_string());
-        cmd.args.push(req.prompt.to_string());
+        cmd.args.push(prompt);
         Ok(cmd)
     }
 
@@ -137,8 +161,15 @@ impl CliProvider for OpenCode {
         let mut tokens: Option<Value> = None;
         let mut failure = None;
         let mut seen = false;
+        let mut session_id = None;
         for ev in json_lines(stdout) {
             seen = true;
+            if session_id.is_none() {
+                session_id = ev["sessionID"]
+                    .as_str()
+                    .or_else(|| ev["part"]["sessionID"].as_str())
+                    .map(String::from);
+            }
             match ev["type"].as_str() {
                 Some("text") => {
                     if let Some(t) = ev["part"]["text"].as_str() {
@@ -190,7 +221,7 @@ impl CliProvider for OpenCode {
             text,
             usage: tokens,
             cost_usd: cost,
-            session_id: None,
+            session_id,
         })
     }
 }

@@ -478,8 +478,11 @@ impl Runner<'_> {
             (Some((id, true)), _) => (id, true),
             (Some((id, false)), None) => (id, false),
             (None, None) if a.conversation.is_none() => return Ok(None),
-            // Claude Code takes the id awf chooses; Codex names its own (reported at its end).
-            (None, None) if a.provider == "claude" => (super::state::new_session_uuid(), false),
+            // Claude Code and Gemini CLI take the id awf chooses; Codex and OpenCode name their
+            // own (reported at their end).
+            (None, None) if !matches!(a.provider.as_str(), "codex" | "opencode") => {
+                (super::state::new_session_uuid(), false)
+            }
             (None, None) => (String::new(), false),
             (_, Some(from)) => {
                 let found = self.results.iter().rev().find(|x| x.state == from);

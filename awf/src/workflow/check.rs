@@ -108,17 +108,20 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                     );
                 }
                 if let Some(c) = &a.conversation {
-                    if !matches!(a.provider.as_str(), "claude" | "codex" | "") {
+                    if !matches!(
+                        a.provider.as_str(),
+                        "claude" | "codex" | "gemini" | "opencode" | ""
+                    ) {
                         push(
                             codes::UNSUPPORTED_PROVIDER,
                             join(&path, "conversation"),
                             s.line_of("conversation"),
                             format!(
                                 "state {:?}: conversation (a session kept across states) works \
-                                 with providers claude and codex in this awf, not {}",
+                                 with the agent CLIs (claude, codex, gemini, opencode), not {}",
                                 s.name, a.provider
                             ),
-                            "remove `conversation`, or use provider claude or codex".into(),
+                            "remove `conversation`, or use an agent CLI".into(),
                         );
                     }
                     if let Some(from) = &c.continue_from {
