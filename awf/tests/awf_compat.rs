@@ -566,7 +566,7 @@ fn validate_compat_awf_describes_a_directory_of_mixed_workflows_one_line_each() 
     .unwrap();
     std::fs::write(
         dir.join("chat.yaml"),
-        "name: chat\nstates:\n  initial: talk\n  talk:\n    type: agent\n    provider: claude\n    mode: conversation\n    prompt: hi\n    on_success: done\n  done:\n    type: terminal\n",
+        "name: chat\nstates:\n  initial: talk\n  talk:\n    type: agent\n    provider: claude\n    mode: conversation\n    use_template: review\n    prompt: hi\n    on_success: done\n  done:\n    type: terminal\n",
     )
     .unwrap();
     let mut files: Vec<String> = std::fs::read_dir(&dir)
@@ -602,7 +602,8 @@ fn validate_compat_awf_describes_a_directory_of_mixed_workflows_one_line_each() 
     let chat = line("chat.yaml");
     assert!(
         chat.contains("does not validate here")
-            && chat.contains("agent mode: conversation (not supported)"),
+            && chat.contains("agent mode: conversation (supported)")
+            && chat.contains("step templates (use_template) (not supported)"),
         "{chat}"
     );
     // JSON, for scripts.
@@ -1059,5 +1060,82 @@ states:
     assert!(
         last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
         "the follow state's request does not hold the seed's turn: {last}"
+    );
+}
+
+#[test]
+fn mode_conversation_takes_each_line_of_input_as_the_next_turn_until_an_empty_line() {
+    let Some(claude) = agent_cli("claude") else {
+        return;
+    };
+    let c = Case::new("mode-conversation");
+    let model = fake_model::FakeModel::start(fake_model::Script::new());
+    let wf = c.file(
+        "wf.yaml",
+        &format!(
+            r#"name: chat
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: claude
+    mode: conversation
+    prompt: Remember the word PELICAN.
+    options: {{command: "{}", model: claude-sonnet-4-5, base_url: "{}", api_key_env: AWF_TEST_FAKE_KEY}}
+    mcp_proxy: {{enable: true}}
+    on_success: done
+  done:
+    type: terminal
+"#,
+            claude.display(),
+            model.base_url()
+        ),
+    );
+    let run = |input: &str| {
+        use std::io::Write;
+        let mut child = Command::new(AWF)
+            .args(["run", wf.to_str().unwrap(), "--output", "json"])
+            .current_dir(&c.dir)
+            .env("XDG_STATE_HOME", c.base.join("state"))
+            .env("TMPDIR", c.base.join("tmp"))
+            .env("HOME", c.base.join("home"))
+            .env("AWF_PLUGINS_PATH", "")
+            .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run("Which word did I ask you to remember?\n\n");
+    let s = run_summary(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let main = model.main_requests();
+    assert_eq!(main.len(), 2, "two turns");
+    let second = main[1].body.to_string();
+    assert!(
+        second.contains("Remember the word PELICAN") && second.contains("Which word did I ask"),
+        "the second turn does not hold the first: {second}"
+    );
+    // As AWF: the input ending before the empty line fails the state.
+    let out = run("one more\n");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the input ended before the empty line"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -135,6 +135,9 @@ impl Runner<'_> {
         a: &workflow::AgentState,
         t0: Instant,
     ) -> StateResult {
+        if a.interactive {
+            return self.run_conversation_mode(name, seq, a, t0);
+        }
         let Some(retry) = &a.retry else {
             let mut r = self.agent_attempt(name, seq, a);
             r.duration_ms = t0.elapsed().as_millis() as u64;
@@ -282,6 +285,60 @@ impl Runner<'_> {
     }
 
     /// One run of the agent (step id `seq`): its result, without a duration.
+    /// `mode: conversation` (AWF's): the first turn with the state's prompt, then each line
+    /// read on awf's standard input is the next turn of the same CLI session, until an
+    /// empty line; the end of input before it fails the state, as AWF's does. The state's
+    /// output is the last turn's answer.
+    fn run_conversation_mode(
+        &mut self,
+        name: &str,
+        seq: usize,
+        a: &workflow::AgentState,
+        t0: Instant,
+    ) -> StateResult {
+        use std::io::BufRead;
+        // A session of its own unless it continues another state's.
+        let mut turn = a.clone();
+        if turn.conversation.is_none() {
+            turn.conversation = Some(workflow::Conversation::default());
+        }
+        let mut r = self.agent_attempt(name, seq, &turn);
+        let mut turns = 1;
+        while r.status == Status::Success {
+            eprint!("awf: [{name}] > ");
+            let mut line = String::new();
+            match std::io::stdin().lock().read_line(&mut line) {
+                Ok(0) | Err(_) => {
+                    r.status = Status::Failure;
+                    r.error = Some(super::report::ErrorJson {
+                        code: codes::AGENT_FAILED,
+                        message: format!(
+                            "agent state {name:?} (mode: conversation): the input ended before \
+                             the empty line that ends the conversation, after {turns} turn(s)"
+                        ),
+                    });
+                    break;
+                }
+                Ok(_) if line.trim().is_empty() => break,
+                Ok(_) => {}
+            }
+            let Some(session) = r.session_id.clone() else {
+                break;
+            };
+            eprintln!();
+            // The next turn: the line, in the same session (not a template).
+            let mut next = turn.clone();
+            next.prompt = Prompt::Inline(line.trim_end().replace("{{", "{ {"));
+            next.system_prompt = None;
+            self.session_plan = Some((session, true));
+            let id = self.next_id();
+            r = self.agent_attempt(name, id, &next);
+            turns += 1;
+        }
+        r.duration_ms = t0.elapsed().as_millis() as u64;
+        r
+    }
+
     fn agent_attempt(&mut self, name: &str, seq: usize, a: &workflow::AgentState) -> StateResult {
         let mut r = StateResult::new(name, "agent");
         r.provider = Some(a.provider.clone());

@@ -45,7 +45,7 @@ const STATE_KEY_FEATURES: &[(&str, &str, Support)] = &[
     ("script_file", "script_file", Support::Supported),
     ("capture", "capture", Support::NoEffect),
     ("depends_on", "depends_on", Support::NoEffect),
-    ("mode", "agent mode: conversation", Support::Unsupported),
+    ("mode", "agent mode: conversation", Support::Supported),
     (
         "resume",
         "agent resume: continue (claude)",
@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(get("top-level env"), Some(Support::NoEffect));
         assert_eq!(get("type: while"), Some(Support::Supported));
         assert_eq!(get("capture"), Some(Support::NoEffect));
-        assert_eq!(get("agent mode: conversation"), Some(Support::Unsupported));
+        assert_eq!(get("agent mode: conversation"), Some(Support::Supported));
         assert_eq!(get("transitions"), Some(Support::Supported));
         assert_eq!(
             get("templates without the leading dot"),

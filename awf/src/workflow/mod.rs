@@ -307,6 +307,9 @@ pub struct AgentState {
     /// it, the CLI continues its interrupted session (Claude Code here) rather than starting
     /// afresh (`resume: restart`, the default).
     pub resume_continue: bool,
+    /// `mode: conversation`: after the first turn, each line awf reads on its standard
+    /// input is the next turn of the same session, until an empty line (AWF's).
+    pub interactive: bool,
     pub on_success: Option<String>,
     pub on_failure: Option<String>,
 }

@@ -322,29 +322,37 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                     }
                 }
             };
-            if let Some(m) = get("mode") {
-                match m.as_str() {
-                    Some("single") | Some("SINGLE") | Some("Single") => {}
-                    Some(v) if v.eq_ignore_ascii_case("conversation") => cx.push(
-                        codes::INVALID_VALUE,
-                        &join(path, "mode"),
-                        m.line,
-                        format!(
-                            "agent state {name:?} asks for mode: conversation, a session typed at \
-                             the terminal; awf runs agents without a terminal"
-                        ),
-                        "use `conversation: {continue_from: STATE}` on the next agent state to go \
-                         on with the same session",
-                    ),
-                    _ => cx.push(
-                        codes::INVALID_VALUE,
-                        &join(path, "mode"),
-                        m.line,
-                        format!("mode {} is not known", m.describe()),
-                        "use single (the default)",
-                    ),
-                }
-            }
+            let interactive = match get("mode") {
+                None => false,
+                Some(m) => match m.as_str().map(str::to_ascii_lowercase).as_deref() {
+                    Some("single") => false,
+                    Some("conversation") => {
+                        if get("prompt_file").is_some() {
+                            cx.push(
+                                codes::INVALID_VALUE,
+                                &join(path, "prompt_file"),
+                                m.line,
+                                format!(
+                                    "agent state {name:?} in mode: conversation takes `prompt`, \
+                                     not `prompt_file` (as AWF)"
+                                ),
+                                "write the first turn in `prompt`",
+                            );
+                        }
+                        true
+                    }
+                    _ => {
+                        cx.push(
+                            codes::INVALID_VALUE,
+                            &join(path, "mode"),
+                            m.line,
+                            format!("mode {} is not known", m.describe()),
+                            "use single (the default) or conversation",
+                        );
+                        false
+                    }
+                },
+            };
             let budget = get("budget").and_then(|b| parse_budget(cx, b, &join(path, "budget")));
             let model_content = get("telemetry").is_some_and(|t| {
                 let tpath = join(path, "telemetry");
@@ -380,6 +388,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
                     }
                 }),
                 system_prompt: str_field(cx, "system_prompt"),
+                interactive,
                 resume_continue: match get("resume") {
                     None => false,
                     Some(v) => match v.as_str() {
