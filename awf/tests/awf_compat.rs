@@ -1139,3 +1139,43 @@ states:
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_nested_call_workflow_block_of_awf_s_docs_and_keys_awf_ignores_on_states_are_taken() {
+    let c = Case::new("nested-call");
+    c.file(
+        "child.yaml",
+        "name: child\ninputs:\n  - name: n\nstates:\n  initial: done\n  done:\n    type: terminal\n    message: \"child got {{inputs.n}}\"\n",
+    );
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: nested-call
+states:
+  initial: call
+  call:
+    type: call_workflow
+    call_workflow:
+      workflow: child.yaml
+      inputs: {n: "7"}
+      outputs: [{name: x, from: done}]
+      timeout: 30s
+    pre_hook: echo ignored
+    when: 'true'
+    on_success: done
+  done:
+    type: terminal
+    message: "{{states.call.Output}}"
+"#,
+    );
+    let (code, text) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{text}");
+    for key in ["pre_hook", "when"] {
+        assert!(
+            text.contains(&format!("`{key}` of state \"call\" has no effect")),
+            "{key}: {text}"
+        );
+    }
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(summary_state(&s, "done")["output"], "child got 7");
+}

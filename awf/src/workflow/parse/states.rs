@@ -136,6 +136,7 @@ const CALL_KEYS: &[&str] = &[
     "capture",
     "depends_on",
     "env",
+    "call_workflow",
 ];
 const OPERATION_KEYS: &[&str] = &[
     "type",
@@ -152,6 +153,31 @@ const OPERATION_KEYS: &[&str] = &[
     "capture",
     "depends_on",
     "env",
+];
+/// State keys AWF's docs and workflows write and AWF ignores (it reads states leniently),
+/// with the way to get what they meant.
+const AWF_IGNORED_STATE_KEYS: &[(&str, &str)] = &[
+    (
+        "pre_hook",
+        "AWF ignores it too: write `hooks: {pre: [{command: ...}]}`",
+    ),
+    (
+        "post_hook",
+        "AWF ignores it too: write `hooks: {post: [{command: ...}]}`",
+    ),
+    (
+        "when",
+        "AWF ignores a state's `when` too: choose the next state with `transitions: [{when: \
+         EXPR, goto: STATE}]` on the state before",
+    ),
+    (
+        "outputs",
+        "AWF ignores a state's `outputs` too; read its output with {{.states.NAME.Output}}",
+    ),
+    (
+        "operation",
+        "AWF ignores `operation` on this type of state too: use `type: operation`",
+    ),
 ];
 const TERMINAL_KEYS: &[&str] = &["type", "description", "status", "message", "mcp_proxy"];
 
@@ -242,7 +268,36 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
             return None;
         }
     };
-    let fields = cx.fields(node, path, allowed, codes::UNKNOWN_KEY)?;
+    // Keys AWF's docs and workflows write on states that AWF itself ignores: accepted, with
+    // a warning (below), so that such a workflow runs here too.
+    let ty_name = ty.as_str().unwrap_or("");
+    let ignored: Vec<&str> = AWF_IGNORED_STATE_KEYS
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| ty_name != "terminal" && !allowed.contains(k))
+        .filter(|k| !(*k == "operation" && ty_name == "operation"))
+        .filter(|k| !(*k == "outputs" && ty_name == "call_workflow"))
+        .collect();
+    let allowed: Vec<&str> = allowed
+        .iter()
+        .copied()
+        .chain(ignored.iter().copied())
+        .collect();
+    let fields = cx.fields(node, path, &allowed, codes::UNKNOWN_KEY)?;
+    for (key, hint) in AWF_IGNORED_STATE_KEYS {
+        if !ignored.contains(key) {
+            continue;
+        }
+        if let Some((_, v)) = fields.iter().find(|(k, _)| k == key) {
+            cx.warn(
+                codes::NO_EFFECT,
+                &join(path, key),
+                v.line,
+                format!("`{key}` of state {name:?} has no effect"),
+                *hint,
+            );
+        }
+    }
     let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
     let str_field = |cx: &mut Ctx, k: &str| get(k).and_then(|v| cx.string(v, &join(path, k)));
     let require = |cx: &mut Ctx, k: &str, hint: &str| -> Option<String> {
@@ -674,11 +729,43 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
             })
         }
         Some("call_workflow") => {
-            let workflow = require(
-                cx,
-                "workflow",
-                "add `workflow: child.yaml` (a path from this workflow's directory)",
-            )
+            // AWF's docs nest the keys in a `call_workflow:` block (its code reads them flat
+            // on the state): both are taken.
+            let nested: Vec<(&str, &Node)> = get("call_workflow")
+                .and_then(|b| {
+                    cx.fields(
+                        b,
+                        &join(path, "call_workflow"),
+                        &["workflow", "inputs", "outputs", "timeout"],
+                        codes::UNKNOWN_KEY,
+                    )
+                })
+                .unwrap_or_default();
+            let get = |k: &str| {
+                nested
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| *v)
+                    .or_else(|| get(k))
+            };
+            let timeout = nested
+                .iter()
+                .find(|(n, _)| *n == "timeout")
+                .and_then(|(_, v)| cx.timeout(v, &join(path, "call_workflow.timeout")))
+                .or(timeout);
+            let workflow = match get("workflow") {
+                Some(v) => cx.string(v, &join(path, "workflow")),
+                None => {
+                    cx.push(
+                        codes::MISSING_FIELD,
+                        &join(path, "workflow"),
+                        node.line,
+                        format!("call_workflow state {name:?} has no `workflow`"),
+                        "add `workflow: child.yaml` (a path from this workflow's directory)",
+                    );
+                    None
+                }
+            }
             .unwrap_or_default();
             let mut inputs = Vec::new();
             if let Some(n) = get("inputs") {
