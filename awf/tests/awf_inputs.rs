@@ -247,8 +247,6 @@ fn bad_rules_are_refused_by_validate_with_their_path() {
         "bad-rules",
         r#"name: bad
 inputs:
-  - name: a
-    type: number
   - name: b
     validation: {pattern: '([a-z]+', min: 1}
   - name: c
@@ -279,39 +277,30 @@ states:
     assert_eq!(
         got,
         [
-            ("WORKFLOW.PARSE.INVALID_VALUE", "inputs[0].type", 4),
             (
                 "WORKFLOW.PARSE.INVALID_VALUE",
-                "inputs[1].validation.pattern",
-                6
+                "inputs[0].validation.pattern",
+                4
+            ),
+            (
+                "WORKFLOW.PARSE.INVALID_VALUE",
+                "inputs[0].validation.min",
+                4
             ),
             (
                 "WORKFLOW.PARSE.INVALID_VALUE",
                 "inputs[1].validation.min",
-                6
+                7
             ),
+            ("WORKFLOW.PARSE.WRONG_TYPE", "inputs[2].validation.enum", 9),
             (
                 "WORKFLOW.PARSE.INVALID_VALUE",
-                "inputs[2].validation.min",
+                "inputs[2].validation.file_extension[1]",
                 9
-            ),
-            ("WORKFLOW.PARSE.WRONG_TYPE", "inputs[3].validation.enum", 11),
-            (
-                "WORKFLOW.PARSE.INVALID_VALUE",
-                "inputs[3].validation.file_extension[1]",
-                11
             ),
         ]
     );
-    let type_problem = &problems[0];
-    assert!(
-        type_problem["message"]
-            .as_str()
-            .unwrap()
-            .contains("string, integer, boolean"),
-        "{type_problem:#}"
-    );
-    let ext = &problems[5];
+    let ext = &problems[4];
     assert!(ext["hint"].as_str().unwrap().contains("\".md\""), "{ext:#}");
     // `awf run` refuses it too, before anything runs.
     let out = c.run(&[]);
@@ -396,4 +385,32 @@ states:
     let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
     assert!(!all.contains("hunter2-secret"), "{all}");
     assert!(all.contains("saw pw=***"), "{all}");
+}
+
+#[test]
+fn an_unknown_type_is_refused_only_when_the_run_gives_the_input_a_value() {
+    let c = Case::new(
+        "unknown-type",
+        "name: t\ninputs:\n  - name: a\n    type: number\nstates:\n  initial: done\n  done:\n    type: terminal\n",
+    );
+    let (code, problems) = c.validate();
+    assert_eq!(code, 0, "{problems:#?}");
+    assert_eq!(problems[0]["severity"], "warning");
+    assert!(
+        problems[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("string, integer, boolean"),
+        "{:#}",
+        problems[0]
+    );
+    let out = c.run(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = c.run(&["a=1.5"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("inputs.a: unknown type \"number\""),
+        "{}",
+        stderr(&out)
+    );
 }

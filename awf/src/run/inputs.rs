@@ -100,6 +100,10 @@ pub fn resolve_inputs(
 /// rules apply to string inputs, `min`/`max` to integer ones.
 fn check_value(def: &InputDef, value: &str, errors: &mut Vec<String>) {
     let name = &def.name;
+    if let Some(t) = &def.unknown_type {
+        errors.push(format!("inputs.{name}: unknown type {t:?}"));
+        return;
+    }
     let int = match def.kind {
         InputType::String => None,
         InputType::Integer => match value.parse::<i64>() {
@@ -222,6 +226,7 @@ mod tests {
             description: None,
             validation: rules,
             line: 1,
+            unknown_type: None,
         }
     }
 

@@ -185,6 +185,9 @@ pub struct InputDef {
     pub validation: Option<InputValidation>,
     /// Line of the input, for messages.
     pub line: usize,
+    /// A `type:` that is none of AWF's three: AWF refuses it only when a run gives the input
+    /// a value, and so does this awf (validate warns).
+    pub unknown_type: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -76,8 +76,8 @@ pub(super) fn parse_inputs(cx: &mut Ctx, node: &Node) -> Vec<InputDef> {
                 continue;
             }
         };
-        let kind = match get("type") {
-            None => InputType::String,
+        let (kind, unknown_type) = match get("type") {
+            None => (InputType::String, None),
             Some(t) => input_type(cx, t, &join(&path, "type")),
         };
         let required = get("required")
@@ -109,42 +109,44 @@ pub(super) fn parse_inputs(cx: &mut Ctx, node: &Node) -> Vec<InputDef> {
             description,
             validation,
             line: n.line,
+            unknown_type,
         });
     }
     out
 }
 
-/// `type:`, one of string, integer, boolean (AWF refuses any other name only when a run
-/// gets a value for the input; here it is refused at once).
-fn input_type(cx: &mut Ctx, t: &Node, path: &str) -> InputType {
-    let kind = match t.as_str() {
-        Some("string") => Some(InputType::String),
-        Some("integer") => Some(InputType::Integer),
-        Some("boolean") => Some(InputType::Boolean),
-        _ => None,
-    };
-    kind.unwrap_or_else(|| {
-        let hint = match t.as_str() {
-            Some("int" | "number" | "float") => {
-                "use integer (whole numbers; AWF has no \
-                                                 decimal type: use string with a pattern)"
-            }
-            Some("bool") => "use boolean",
-            _ => "use string, integer or boolean (a list or an object is passed as string)",
-        };
-        cx.push(
-            codes::INVALID_VALUE,
-            path,
-            t.line,
-            format!(
-                "input type {} is not one of {}: AWF refuses it when a run gets a value",
-                t.describe(),
-                InputType::NAMES.join(", ")
-            ),
-            hint,
-        );
-        InputType::String
-    })
+/// `type:`, one of string, integer, boolean. Any other name is what AWF does with it: a
+/// run that gives the input a value is refused (`inputs.X: unknown type "T"`), one that
+/// does not runs; validate warns.
+fn input_type(cx: &mut Ctx, t: &Node, path: &str) -> (InputType, Option<String>) {
+    match t.as_str() {
+        Some("string") => (InputType::String, None),
+        Some("integer") => (InputType::Integer, None),
+        Some("boolean") => (InputType::Boolean, None),
+        other => {
+            let hint = match other {
+                Some("int" | "number" | "float") => {
+                    "use integer (whole numbers; AWF has no decimal type: use string with a \
+                     pattern)"
+                }
+                Some("bool") => "use boolean",
+                _ => "use string, integer or boolean (a list or an object is passed as string)",
+            };
+            cx.warn(
+                codes::INVALID_VALUE,
+                path,
+                t.line,
+                format!(
+                    "input type {} is not one of {}: as in AWF, a run that gives this input a \
+                     value is refused",
+                    t.describe(),
+                    InputType::NAMES.join(", ")
+                ),
+                hint,
+            );
+            (InputType::String, Some(other.unwrap_or("").to_string()))
+        }
+    }
 }
 
 /// A default that the run would refuse for the input's type: a warning, since AWF only
@@ -367,12 +369,14 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_type_names_the_three() {
-        let (_, d) = parsed("  - name: n\n    type: number\n");
+    fn an_unknown_type_names_the_three_and_is_refused_only_with_a_value() {
+        let (wf, d) = parsed("  - name: n\n    type: number\n");
         let p = only(&d);
         assert_eq!(p.path, "inputs[0].type");
         assert!(p.message.contains("string, integer, boolean"), "{p:?}");
-        assert!(p.is_error());
+        // As AWF: a warning now, a refusal when a run gives the input a value.
+        assert!(!p.is_error());
+        assert_eq!(wf.inputs[0].unknown_type.as_deref(), Some("number"));
     }
 
     #[test]
