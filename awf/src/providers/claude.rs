@@ -73,16 +73,7 @@ impl CliProvider for Claude {
             };
             let config_dir = match req.conversation {
                 // Where the run's states find each other's sessions.
-                Some(c) => {
-                    for (from, to) in &logins {
-                        if let Ok(bytes) = std::fs::read(from)
-                            && !c.state_dir.join(to).exists()
-                        {
-                            crate::private_files::write_private(&c.state_dir.join(to), &bytes)?;
-                        }
-                    }
-                    c.state_dir.clone()
-                }
+                Some(c) => c.home(&logins)?,
                 None => proxy.cli_state_dir("claude-config", &logins)?,
             };
             cmd.env.push((

@@ -59,16 +59,7 @@ impl CliProvider for Codex {
             };
             let home = match req.conversation {
                 // Its sessions where the run's later states find them.
-                Some(c) => {
-                    for (from, to) in &logins {
-                        if let Ok(bytes) = std::fs::read(from)
-                            && !c.state_dir.join(to).exists()
-                        {
-                            crate::private_files::write_private(&c.state_dir.join(to), &bytes)?;
-                        }
-                    }
-                    c.state_dir.clone()
-                }
+                Some(c) => c.home(&logins)?,
                 None => proxy.cli_state_dir("codex-home", &logins)?,
             };
             cmd.env

@@ -48,6 +48,21 @@ pub struct ConversationRequest {
     pub system_prompt: Option<String>,
 }
 
+impl ConversationRequest {
+    /// The CLI's home for the states of a conversation (their sessions live there), with
+    /// the user's logins copied in the first time (`(from, to)` as for a step's home).
+    pub fn home(&self, logins: &[(PathBuf, &str)]) -> Result<PathBuf, AwfError> {
+        for (from, to) in logins {
+            if let Ok(bytes) = std::fs::read(from)
+                && !self.state_dir.join(to).exists()
+            {
+                crate::private_files::write_private(&self.state_dir.join(to), &bytes)?;
+            }
+        }
+        Ok(self.state_dir.clone())
+    }
+}
+
 /// What the model relay gives a step's CLI in place of the endpoint and the key.
 #[derive(Debug, Clone)]
 pub struct RelayRoute {

@@ -86,14 +86,7 @@ impl CliProvider for OpenCode {
             );
             let data = match req.conversation {
                 // A conversation's states share their data (their sessions live there).
-                Some(c) => {
-                    if let Ok(bytes) = std::fs::read(&login.0)
-                        && !c.state_dir.join(login.1).exists()
-                    {
-                        crate::private_files::write_private(&c.state_dir.join(login.1), &bytes)?;
-                    }
-                    c.state_dir.clone()
-                }
+                Some(c) => c.home(&[login])?,
                 None => proxy.cli_state_dir("opencode-data", &[login])?,
             };
             cmd.env

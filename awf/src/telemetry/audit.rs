@@ -614,7 +614,8 @@ pub fn now_rfc3339() -> String {
     format_rfc3339(d.as_secs() as i64, d.subsec_millis())
 }
 
-fn format_rfc3339(secs: i64, millis: u32) -> String {
+/// Seconds since the epoch (and milliseconds) as RFC 3339 UTC.
+pub fn format_rfc3339(secs: i64, millis: u32) -> String {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
     // Days since 1970-01-01 to a civil date (proleptic Gregorian), by 400-year eras.
