@@ -799,3 +799,91 @@ states:
     );
     assert_eq!(agent_ran(), 1, "{}", model.describe());
 }
+
+#[test]
+fn a_gemini_step_with_resume_continue_goes_on_in_its_session_after_a_kill() {
+    let Some(gemini) = agent_cli("gemini") else {
+        return;
+    };
+    let c = Case::new("gemini-continue");
+    let count = c.dir.join("agent-count.txt");
+    let go = c.dir.join("agent-go");
+    let model = fake_model::FakeModel::start(fake_model::Script::new().call(
+        "Bash",
+        serde_json::json!({"command": format!(
+            "echo agent >> {}; while [ ! -e {} ]; do sleep 0.02; done; echo released",
+            count.display(), go.display())}),
+    ));
+    let wf = c.workflow(&format!(
+        r#"name: gemini-continue
+states:
+  initial: work
+  work:
+    type: agent
+    provider: gemini
+    prompt: Wait for the go file, then say done.
+    timeout: 120s
+    resume: continue
+    options: {{command: "{program}", model: gemini-2.5-flash, base_url: "{base}", api_key_env: AWF_TEST_FAKE_KEY}}
+    mcp_proxy:
+      enable: true
+    on_success: done
+  done:
+    type: terminal
+"#,
+        program = gemini.display(),
+        base = model.base_url()
+    ));
+    let (mut child, id) = c.spawn_run(&wf);
+    let agent_ran = || {
+        std::fs::read_to_string(&count)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert!(eventually(|| agent_ran() == 1), "{}", model.describe());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The session was named before the CLI started: the run state has it.
+    let before = c.status(&id);
+    let session = before["states"][0]["session_id"].clone();
+    assert!(session.is_string(), "{before:#}");
+    let asked_before = model.main_requests().len();
+    std::fs::write(&go, "").unwrap();
+    let out = c.awf(&["resume", &id, "--output", "json"]);
+    let s = run_summary(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(summary_state(&s, "work")["session_id"], session);
+    // The model got the interrupted conversation back (its Bash call was in it), so it did
+    // not call Bash a second time: the session went on rather than starting afresh.
+    let after = model.main_requests();
+    let resumed = after[asked_before].body.to_string();
+    assert!(
+        resumed.contains("Wait for the go file") && resumed.contains("functionCall"),
+        "the resumed request does not hold the interrupted turn: {resumed}"
+    );
+    assert_eq!(agent_ran(), 1, "{}", model.describe());
+}
+
+/// A pinned agent CLI that `.ci/run` installs (skipped where it is not, outside CI).
+fn agent_cli(name: &str) -> Option<PathBuf> {
+    let tools = std::env::var_os("AWF_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
+    let path = tools.join("agents/node_modules/.bin").join(name);
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{name} is not installed at {}; .ci/run installs it",
+        path.display()
+    );
+    eprintln!("SKIP: {name} is not installed at {}", path.display());
+    None
+}

@@ -94,14 +94,14 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
         let mut targets: Vec<(&str, &Option<String>)> = Vec::new();
         match &s.kind {
             StateKind::Agent(a) => {
-                if a.resume_continue && a.provider != "claude" && !a.provider.is_empty() {
+                if a.resume_continue && !matches!(a.provider.as_str(), "claude" | "gemini" | "") {
                     push(
                         codes::UNSUPPORTED_PROVIDER,
                         join(&path, "resume"),
                         s.line_of("resume"),
                         format!(
-                            "state {:?}: resume: continue works with provider claude in this \
-                             awf, not {}",
+                            "state {:?}: resume: continue works with providers claude and \
+                             gemini in this awf (their session is named before they start), not {}",
                             s.name, a.provider
                         ),
                         "remove it (the state then starts afresh on awf resume)".into(),

@@ -48,7 +48,7 @@ const STATE_KEY_FEATURES: &[(&str, &str, Support)] = &[
     ("mode", "agent mode: conversation", Support::Supported),
     (
         "resume",
-        "agent resume: continue (claude)",
+        "agent resume: continue (claude, gemini)",
         Support::Supported,
     ),
     (
