@@ -37,10 +37,15 @@ impl Case {
     }
 
     fn awf(&self, args: &[&str]) -> Output {
+        // awf's TMPDIR beside the state directory, never above it: awf refuses a state or
+        // audit directory beneath the temp dir, and the checkout may lie under /tmp.
+        let tmp = self.state.with_file_name("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
         Command::new(AWF)
             .args(args)
             .current_dir(&self.dir)
             .env("XDG_STATE_HOME", &self.state)
+            .env("TMPDIR", &tmp)
             .env("AWF_PLUGINS_PATH", "")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .output()
