@@ -8,8 +8,8 @@
 mod common;
 #[path = "fake_model/mod.rs"]
 mod fake_model;
-#[path = "../../plugin-sdk/tests/support/examples.rs"]
-mod plugin_examples;
+#[path = "fake_model/agent_harness.rs"]
+mod harness;
 
 use common::{run_summary, summary_state};
 use serde_json::Value;
@@ -685,83 +685,9 @@ fn the_offline_examples_of_awf_s_user_guide_run_with_the_outcome_it_describes() 
 }
 
 #[test]
-fn continue_from_resumes_the_claude_session_of_an_earlier_state() {
-    let Some(claude) = agent_cli("claude") else {
-        return;
-    };
-    let c = Case::new("continue");
-    let model = fake_model::FakeModel::start(fake_model::Script::new());
-    let options = format!(
-        "{{command: \"{}\", model: claude-sonnet-4-5, base_url: \"{}\", api_key_env: AWF_TEST_FAKE_KEY}}",
-        claude.display(),
-        model.base_url()
-    );
-    let wf = c.file(
-        "wf.yaml",
-        &format!(
-            r#"name: conversation
-states:
-  initial: seed
-  seed:
-    type: agent
-    provider: claude
-    system_prompt: You answer in one word.
-    prompt: Remember the word PELICAN.
-    options: {options}
-    mcp_proxy: {{enable: true}}
-    conversation: {{}}
-    on_success: follow
-  follow:
-    type: agent
-    provider: claude
-    prompt: Which word did I ask you to remember?
-    options: {options}
-    mcp_proxy: {{enable: true}}
-    conversation:
-      continue_from: seed
-    on_success: done
-  done:
-    type: terminal
-"#
-        ),
-    );
-    let (code, s, err) = c.run(&wf, &[]);
-    assert_eq!(code, Some(0), "{s:#}\n{err}");
-    let seed = summary_state(&s, "seed")["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
-    // The second conversation holds the first: the session was resumed, not started anew.
-    let main = model.main_requests();
-    let last = main
-        .last()
-        .expect("a request of the follow state")
-        .body
-        .to_string();
-    assert!(
-        last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
-        "the follow state's request does not hold the seed's turn: {last}"
-    );
-    // The system prompt went with the session's start.
-    let first = main.first().unwrap().body.to_string();
-    assert!(first.contains("You answer in one word."), "{first}");
-    // A continue_from of a state that kept no session is refused by validate.
-    let bad = c.file(
-        "bad.yaml",
-        &format!(
-            "name: bad\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    prompt: x\n    options: {options}\n    on_success: b\n  b:\n    type: agent\n    provider: claude\n    prompt: y\n    options: {options}\n    conversation: {{continue_from: a}}\n    on_success: done\n  done:\n    type: terminal\n"
-        ),
-    );
-    let (code, text) = c.validate(&bad);
-    assert_eq!(code, Some(2), "{text}");
-    assert!(text.contains("keeps none"), "{text}");
-}
-
-#[test]
 fn an_operation_state_calls_a_plugin_through_the_plugin_host_audited() {
     let c = Case::new("operation");
-    plugin_examples::install("notes", &c.base.join("plugins"));
+    harness::install_notes_plugin(&c.base.join("plugins"));
     let wf = c.file(
         "wf.yaml",
         r#"name: operation
@@ -868,204 +794,8 @@ states:
 }
 
 #[test]
-fn continue_from_resumes_the_codex_session_of_an_earlier_state() {
-    let Some(codex) = agent_cli("codex") else {
-        return;
-    };
-    let c = Case::new("continue-codex");
-    let model = fake_model::FakeModel::start(fake_model::Script::new());
-    let options = format!(
-        "{{command: \"{}\", model: gpt-5-codex, base_url: \"{}/v1\", api_key_env: AWF_TEST_FAKE_KEY}}",
-        codex.display(),
-        model.base_url()
-    );
-    let wf = c.file(
-        "wf.yaml",
-        &format!(
-            r#"name: codex-conversation
-states:
-  initial: seed
-  seed:
-    type: agent
-    provider: codex
-    prompt: Remember the word PELICAN.
-    options: {options}
-    mcp_proxy: {{enable: true}}
-    conversation: {{}}
-    on_success: follow
-  follow:
-    type: agent
-    provider: codex
-    prompt: Which word did I ask you to remember?
-    options: {options}
-    mcp_proxy: {{enable: true}}
-    conversation:
-      continue_from: seed
-    on_success: done
-  done:
-    type: terminal
-"#
-        ),
-    );
-    let (code, s, err) = c.run(&wf, &[]);
-    assert_eq!(code, Some(0), "{s:#}\n{err}");
-    let seed = summary_state(&s, "seed")["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(!seed.is_empty());
-    assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
-    let main = model.main_requests();
-    let last = main
-        .last()
-        .expect("a request of the follow state")
-        .body
-        .to_string();
-    assert!(
-        last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
-        "the follow state's request does not hold the seed's turn: {last}"
-    );
-}
-
-/// A pinned agent CLI that `.ci/run` installs (skipped where it is not, outside CI).
-fn agent_cli(name: &str) -> Option<PathBuf> {
-    let tools = std::env::var_os("AWF_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
-    let path = tools.join("agents/node_modules/.bin").join(name);
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{name} is not installed at {}; .ci/run installs it",
-        path.display()
-    );
-    eprintln!("SKIP: {name} is not installed at {}", path.display());
-    None
-}
-
-#[test]
-fn continue_from_resumes_the_gemini_session_of_an_earlier_state() {
-    let Some(gemini) = agent_cli("gemini") else {
-        return;
-    };
-    let c = Case::new("continue-gemini");
-    let model = fake_model::FakeModel::start(fake_model::Script::new());
-    let options = format!(
-        "{{command: \"{}\", model: gemini-2.5-flash, base_url: \"{}\", api_key_env: AWF_TEST_FAKE_KEY}}",
-        gemini.display(),
-        model.base_url()
-    );
-    let wf = c.file(
-        "wf.yaml",
-        &format!(
-            r#"name: gemini-conversation
-states:
-  initial: seed
-  seed:
-    type: agent
-    provider: gemini
-    prompt: Remember the word PELICAN.
-    options: {options}
-    mcp_proxy: {{enable: true}}
-    conversation: {{}}
-    on_success: follow
-  follow:
-    type: agent
-    provider: gemini
-    prompt: Which word did I ask you to remember?
-    options: {options}
-    mcp_proxy: {{enable: true}}
-    conversation:
-      continue_from: seed
-    on_success: done
-  done:
-    type: terminal
-"#
-        ),
-    );
-    let (code, s, err) = c.run(&wf, &[]);
-    assert_eq!(code, Some(0), "{s:#}\n{err}");
-    let seed = summary_state(&s, "seed")["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
-    let main = model.main_requests();
-    let last = main
-        .last()
-        .expect("a request of the follow state")
-        .body
-        .to_string();
-    assert!(
-        last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
-        "the follow state's request does not hold the seed's turn: {last}"
-    );
-}
-
-#[test]
-fn continue_from_resumes_the_opencode_session_of_an_earlier_state() {
-    let Some(opencode) = agent_cli("opencode") else {
-        return;
-    };
-    let c = Case::new("continue-opencode");
-    let model = fake_model::FakeModel::start(fake_model::Script::new());
-    let options = format!(
-        "{{command: \"{}\", model: fake-model, base_url: \"{}/v1\", api_key_env: AWF_TEST_FAKE_KEY}}",
-        opencode.display(),
-        model.base_url()
-    );
-    let wf = c.file(
-        "wf.yaml",
-        &format!(
-            r#"name: opencode-conversation
-states:
-  initial: seed
-  seed:
-    type: agent
-    provider: opencode
-    prompt: Remember the word PELICAN.
-    options: {options}
-    mcp_proxy: {{enable: true}}
-    conversation: {{}}
-    on_success: follow
-  follow:
-    type: agent
-    provider: opencode
-    prompt: Which word did I ask you to remember?
-    options: {options}
-    mcp_proxy: {{enable: true}}
-    conversation:
-      continue_from: seed
-    on_success: done
-  done:
-    type: terminal
-"#
-        ),
-    );
-    let (code, s, err) = c.run(&wf, &[]);
-    assert_eq!(code, Some(0), "{s:#}\n{err}");
-    let seed = summary_state(&s, "seed")["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
-    let main = model.main_requests();
-    let last = main
-        .last()
-        .expect("a request of the follow state")
-        .body
-        .to_string();
-    assert!(
-        last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
-        "the follow state's request does not hold the seed's turn: {last}"
-    );
-}
-
-#[test]
 fn mode_conversation_takes_each_line_of_input_as_the_next_turn_until_an_empty_line() {
-    let Some(claude) = agent_cli("claude") else {
+    let Some(claude) = harness::agent_cli("claude") else {
         return;
     };
     let c = Case::new("mode-conversation");
@@ -1178,4 +908,108 @@ states:
     let (code, s, err) = c.run(&wf, &[]);
     assert_eq!(code, Some(0), "{s:#}\n{err}");
     assert_eq!(summary_state(&s, "done")["output"], "child got 7");
+}
+
+/// Two states of `provider` in one conversation (`model` and `base_url` as its options
+/// want them): the second continues the first's session. The summary names one session for
+/// both, and the second state's request holds the first state's turn (a session started
+/// anew would not). Returns the case, its fake model and the options, for more checks.
+fn continue_from_holds_the_earlier_turn(
+    provider: &str,
+    model_name: &str,
+    url_suffix: &str,
+) -> Option<(Case, fake_model::FakeModel, String)> {
+    let program = harness::agent_cli(provider)?;
+    let c = Case::new(&format!("continue-{provider}"));
+    let model = fake_model::FakeModel::start(fake_model::Script::new());
+    let options = format!(
+        "{{command: \"{}\", model: {model_name}, base_url: \"{}{url_suffix}\", api_key_env: AWF_TEST_FAKE_KEY}}",
+        program.display(),
+        model.base_url()
+    );
+    let wf = c.file(
+        "wf.yaml",
+        &format!(
+            r#"name: conversation
+states:
+  initial: seed
+  seed:
+    type: agent
+    provider: {provider}
+    system_prompt: You answer in one word.
+    prompt: Remember the word PELICAN.
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation: {{}}
+    on_success: follow
+  follow:
+    type: agent
+    provider: {provider}
+    prompt: Which word did I ask you to remember?
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation:
+      continue_from: seed
+    on_success: done
+  done:
+    type: terminal
+"#
+        ),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let seed = summary_state(&s, "seed")["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!seed.is_empty());
+    assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
+    let last = model
+        .main_requests()
+        .last()
+        .expect("a request of the follow state")
+        .body
+        .to_string();
+    assert!(
+        last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
+        "the follow state's request does not hold the seed's turn: {last}"
+    );
+    Some((c, model, options))
+}
+
+#[test]
+fn continue_from_resumes_the_claude_session_of_an_earlier_state() {
+    let Some((c, model, options)) =
+        continue_from_holds_the_earlier_turn("claude", "claude-sonnet-4-5", "")
+    else {
+        return;
+    };
+    // The system prompt went with the session's start.
+    let first = model.main_requests().first().unwrap().body.to_string();
+    assert!(first.contains("You answer in one word."), "{first}");
+    // A continue_from of a state that kept no session is refused by validate.
+    let bad = c.file(
+        "bad.yaml",
+        &format!(
+            "name: bad\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    prompt: x\n    options: {options}\n    on_success: b\n  b:\n    type: agent\n    provider: claude\n    prompt: y\n    options: {options}\n    conversation: {{continue_from: a}}\n    on_success: done\n  done:\n    type: terminal\n"
+        ),
+    );
+    let (code, text) = c.validate(&bad);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("keeps none"), "{text}");
+}
+
+#[test]
+fn continue_from_resumes_the_codex_session_of_an_earlier_state() {
+    continue_from_holds_the_earlier_turn("codex", "gpt-5-codex", "/v1");
+}
+
+#[test]
+fn continue_from_resumes_the_gemini_session_of_an_earlier_state() {
+    continue_from_holds_the_earlier_turn("gemini", "gemini-2.5-flash", "");
+}
+
+#[test]
+fn continue_from_resumes_the_opencode_session_of_an_earlier_state() {
+    continue_from_holds_the_earlier_turn("opencode", "fake-model", "/v1");
 }

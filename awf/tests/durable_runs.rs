@@ -6,6 +6,8 @@
 mod common;
 #[path = "fake_model/mod.rs"]
 mod fake_model;
+#[path = "fake_model/agent_harness.rs"]
+mod harness;
 
 use common::{eventually, run_summary, summary_state};
 use serde_json::Value;
@@ -618,27 +620,11 @@ fn three_shards_of_a_for_each_run_each_item_once_and_gather_in_item_order() {
     );
 }
 
-/// The pinned Claude Code that `.ci/run` installs (skipped where it is not, outside CI).
-fn claude_cli() -> Option<PathBuf> {
-    let tools = std::env::var_os("AWF_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
-    let path = tools.join("agents/node_modules/.bin/claude");
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "claude is not installed at {}; .ci/run installs it",
-        path.display()
-    );
-    eprintln!("SKIP: claude is not installed at {}", path.display());
-    None
-}
-
 #[test]
 fn a_claude_step_killed_mid_tool_call_runs_again_on_resume() {
-    let Some(claude) = claude_cli() else { return };
+    let Some(claude) = harness::agent_cli("claude") else {
+        return;
+    };
     let c = Case::new("claude");
     let count = c.dir.join("agent-count.txt");
     let go = c.dir.join("agent-go");
@@ -732,10 +718,15 @@ fn processes_naming(needle: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_claude_step_with_resume_continue_goes_on_in_its_session_after_a_kill() {
-    let Some(claude) = claude_cli() else { return };
-    let c = Case::new("claude-continue");
+/// A `provider` state with `resume: continue` killed while its Bash call waits: the session
+/// was named before the CLI started (the run state has it), and `awf resume` continues it:
+/// the model gets the interrupted turn back (its tool call, in the wire's `tool_call` form),
+/// so Bash is not called again.
+fn resume_continue_goes_on_in_the_session(provider: &str, model_name: &str, tool_call: &str) {
+    let Some(program) = harness::agent_cli(provider) else {
+        return;
+    };
+    let c = Case::new(&format!("{provider}-continue"));
     let count = c.dir.join("agent-count.txt");
     let go = c.dir.join("agent-go");
     let model = fake_model::FakeModel::start(fake_model::Script::new().call(
@@ -745,23 +736,23 @@ fn a_claude_step_with_resume_continue_goes_on_in_its_session_after_a_kill() {
             count.display(), go.display())}),
     ));
     let wf = c.workflow(&format!(
-        r#"name: claude-continue
+        r#"name: {provider}-continue
 states:
   initial: work
   work:
     type: agent
-    provider: claude
+    provider: {provider}
     prompt: Wait for the go file, then say done.
     timeout: 120s
     resume: continue
-    options: {{command: "{program}", model: claude-sonnet-4-5, base_url: "{base}", api_key_env: AWF_TEST_FAKE_KEY}}
+    options: {{command: "{program}", model: {model_name}, base_url: "{base}", api_key_env: AWF_TEST_FAKE_KEY}}
     mcp_proxy:
       enable: true
     on_success: done
   done:
     type: terminal
 "#,
-        program = claude.display(),
+        program = program.display(),
         base = model.base_url()
     ));
     let (mut child, id) = c.spawn_run(&wf);
@@ -794,96 +785,18 @@ states:
     let after = model.main_requests();
     let resumed = after[asked_before].body.to_string();
     assert!(
-        resumed.contains("Wait for the go file") && resumed.contains("tool_use"),
+        resumed.contains("Wait for the go file") && resumed.contains(tool_call),
         "the resumed request does not hold the interrupted turn: {resumed}"
     );
     assert_eq!(agent_ran(), 1, "{}", model.describe());
+}
+
+#[test]
+fn a_claude_step_with_resume_continue_goes_on_in_its_session_after_a_kill() {
+    resume_continue_goes_on_in_the_session("claude", "claude-sonnet-4-5", "tool_use");
 }
 
 #[test]
 fn a_gemini_step_with_resume_continue_goes_on_in_its_session_after_a_kill() {
-    let Some(gemini) = agent_cli("gemini") else {
-        return;
-    };
-    let c = Case::new("gemini-continue");
-    let count = c.dir.join("agent-count.txt");
-    let go = c.dir.join("agent-go");
-    let model = fake_model::FakeModel::start(fake_model::Script::new().call(
-        "Bash",
-        serde_json::json!({"command": format!(
-            "echo agent >> {}; while [ ! -e {} ]; do sleep 0.02; done; echo released",
-            count.display(), go.display())}),
-    ));
-    let wf = c.workflow(&format!(
-        r#"name: gemini-continue
-states:
-  initial: work
-  work:
-    type: agent
-    provider: gemini
-    prompt: Wait for the go file, then say done.
-    timeout: 120s
-    resume: continue
-    options: {{command: "{program}", model: gemini-2.5-flash, base_url: "{base}", api_key_env: AWF_TEST_FAKE_KEY}}
-    mcp_proxy:
-      enable: true
-    on_success: done
-  done:
-    type: terminal
-"#,
-        program = gemini.display(),
-        base = model.base_url()
-    ));
-    let (mut child, id) = c.spawn_run(&wf);
-    let agent_ran = || {
-        std::fs::read_to_string(&count)
-            .unwrap_or_default()
-            .lines()
-            .count()
-    };
-    assert!(eventually(|| agent_ran() == 1), "{}", model.describe());
-    child.kill().unwrap();
-    child.wait().unwrap();
-    // The session was named before the CLI started: the run state has it.
-    let before = c.status(&id);
-    let session = before["states"][0]["session_id"].clone();
-    assert!(session.is_string(), "{before:#}");
-    let asked_before = model.main_requests().len();
-    std::fs::write(&go, "").unwrap();
-    let out = c.awf(&["resume", &id, "--output", "json"]);
-    let s = run_summary(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{s:#}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(summary_state(&s, "work")["session_id"], session);
-    // The model got the interrupted conversation back (its Bash call was in it), so it did
-    // not call Bash a second time: the session went on rather than starting afresh.
-    let after = model.main_requests();
-    let resumed = after[asked_before].body.to_string();
-    assert!(
-        resumed.contains("Wait for the go file") && resumed.contains("functionCall"),
-        "the resumed request does not hold the interrupted turn: {resumed}"
-    );
-    assert_eq!(agent_ran(), 1, "{}", model.describe());
-}
-
-/// A pinned agent CLI that `.ci/run` installs (skipped where it is not, outside CI).
-fn agent_cli(name: &str) -> Option<PathBuf> {
-    let tools = std::env::var_os("AWF_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools"));
-    let path = tools.join("agents/node_modules/.bin").join(name);
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{name} is not installed at {}; .ci/run installs it",
-        path.display()
-    );
-    eprintln!("SKIP: {name} is not installed at {}", path.display());
-    None
+    resume_continue_goes_on_in_the_session("gemini", "gemini-2.5-flash", "functionCall");
 }

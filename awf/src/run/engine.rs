@@ -391,13 +391,12 @@ impl Runner<'_> {
             _ => r.status == Status::Success,
         };
         if evaluated && !state.transitions.is_empty() {
-            let env = self.expr_env();
             for (i, t) in state.transitions.iter().enumerate() {
                 let Some(when) = &t.when else {
                     return Ok(Some(t.goto.clone()));
                 };
                 let holds = crate::workflow::expr::Expr::parse(when)
-                    .and_then(|e| e.eval_bool(&env))
+                    .and_then(|e| e.eval_bool(&self.expr_env(&e)))
                     .map_err(|e| {
                         AwfError::new(
                             codes::EXPRESSION_FAILED,
@@ -415,37 +414,53 @@ impl Runner<'_> {
         Ok(default)
     }
 
-    /// What `when`, `while` and `break_when` read, as AWF gives it: `inputs` (string values
-    /// read as booleans and numbers where they are ones), `states.S` (the latest result of
-    /// each), `env`, `workflow`, `context` and, in a loop, `loop`.
-    pub(super) fn expr_env(&self) -> serde_json::Value {
+    /// What `expr` (a `when`, `while` or `break_when`) reads, as AWF gives it: `inputs`
+    /// (string values read as booleans and numbers where they are ones), `states.S` (the
+    /// latest result of each), `env`, `workflow`, `context` and, in a loop, `loop`. Only the
+    /// states and variables the expression names are looked up (each from the end of the
+    /// results), so that a loop's conditions do not cost more as its results grow.
+    pub(super) fn expr_env(&self, expr: &crate::workflow::expr::Expr) -> serde_json::Value {
         use crate::workflow::expr::coerce_input;
         use serde_json::{Map, Value, json};
+        let refs = expr.references();
+        // The names a namespace is read by; None: all of it (a computed index).
+        let named = |ns: &str| -> Option<Vec<&str>> {
+            let mut names = Vec::new();
+            for r in refs.iter().filter(|r| r[0] == ns) {
+                names.push(r.get(1)?.as_str());
+            }
+            Some(names)
+        };
         let inputs: Map<String, Value> = self
             .inputs
             .iter()
             .map(|(k, v)| (k.clone(), coerce_input(v)))
             .collect();
         let mut states = Map::new();
-        for r in &self.results {
-            states.insert(
-                r.state.clone(),
-                json!({
-                    "Output": r.output,
-                    "Stderr": "",
-                    "ExitCode": r.exit_code.unwrap_or(if r.status == Status::Success { 0 } else { -1 }),
-                    "Status": awf_status(r.status),
-                    "Response": Value::Null,
-                    "TokensUsed": r.usage.as_ref().map_or(0, |u| {
-                        u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0)
-                            + u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0)
-                    }),
-                }),
-            );
+        let mut add = |r: &StateResult| {
+            states
+                .entry(r.state.clone())
+                .or_insert_with(|| state_fields(r));
+        };
+        match named("states") {
+            Some(names) => {
+                for name in names {
+                    if let Some(r) = self.results.iter().rev().find(|r| r.state == name) {
+                        add(r);
+                    }
+                }
+            }
+            None => self.results.iter().rev().for_each(&mut add),
         }
-        let env: Map<String, Value> = std::env::vars()
-            .map(|(k, v)| (k, Value::String(v)))
-            .collect();
+        let env: Map<String, Value> = match named("env") {
+            Some(names) => names
+                .into_iter()
+                .filter_map(|n| Some((n.to_string(), Value::String(std::env::var(n).ok()?))))
+                .collect(),
+            None => std::env::vars()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect(),
+        };
         let mut out = json!({
             "inputs": inputs,
             "states": states,
@@ -580,6 +595,22 @@ fn json_text(v: &serde_json::Value) -> String {
         serde_json::Value::Null => String::new(),
         other => other.to_string(),
     }
+}
+
+/// `states.S` of expressions: a state's result as AWF's expressions see it.
+pub(super) fn state_fields(r: &StateResult) -> serde_json::Value {
+    use serde_json::Value;
+    serde_json::json!({
+        "Output": r.output,
+        "Stderr": "",
+        "ExitCode": r.exit_code.unwrap_or(if r.status == Status::Success { 0 } else { -1 }),
+        "Status": awf_status(r.status),
+        "Response": Value::Null,
+        "TokensUsed": r.usage.as_ref().map_or(0, |u| {
+            u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0)
+                + u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0)
+        }),
+    })
 }
 
 /// A state's status as AWF names it in expressions.

@@ -324,14 +324,17 @@ impl Runner<'_> {
             .map(crate::workflow::expr::Expr::parse);
         let broke = std::cell::Cell::new(false);
         let breaks = |results: &[StateResult]| -> bool {
-            let Some(b) = &breaker else { return false };
-            let mut env = self.expr_env();
+            let expr = match &breaker {
+                None => return false,
+                Some(Ok(expr)) => expr,
+                Some(Err(e)) => {
+                    eprintln!("awf: WARN for_each {name:?}: break_when cannot be evaluated: {e}");
+                    return false;
+                }
+            };
+            let mut env = self.expr_env(expr);
             for r in results {
-                env["states"][r.state.as_str()] = serde_json::json!({
-                    "Output": r.output,
-                    "ExitCode": r.exit_code.unwrap_or(if r.status == Status::Success { 0 } else { -1 }),
-                    "Status": if r.status == Status::Success { "completed" } else { "failed" },
-                });
+                env["states"][r.state.as_str()] = super::engine::state_fields(r);
             }
             if let Some(i) = results.first().and_then(|r| r.iteration) {
                 env["loop"] = serde_json::json!({
@@ -339,11 +342,7 @@ impl Runner<'_> {
                     "First": i == 0, "Last": i + 1 == length, "Parent": null,
                 });
             }
-            match b
-                .as_ref()
-                .map_err(Clone::clone)
-                .and_then(|b| b.eval_bool(&env))
-            {
+            match expr.eval_bool(&env) {
                 Ok(true) => {
                     broke.set(true);
                     true

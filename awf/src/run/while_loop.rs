@@ -81,7 +81,7 @@ impl Runner<'_> {
                 index1: i + 1,
                 length: -1,
             });
-            match condition.eval_bool(&self.expr_env()) {
+            match condition.eval_bool(&self.expr_env(&condition)) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
@@ -199,7 +199,7 @@ impl Runner<'_> {
                 match b
                     .as_ref()
                     .map_err(Clone::clone)
-                    .and_then(|b| b.eval_bool(&self.expr_env()))
+                    .and_then(|b| b.eval_bool(&self.expr_env(b)))
                 {
                     Ok(true) => {
                         broke = true;
