@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::CallContext;
+use crate::era::Revisions;
 use crate::hooks::Hooks;
 use crate::server::Server;
 use crate::state::{Gate, Inner, StopSignal};
@@ -28,6 +29,7 @@ pub struct ServerBuilder {
     end_of_input_grace: Option<std::time::Duration>,
     page_size: Option<usize>,
     accept_newer: bool,
+    revisions: Option<Vec<String>>,
     hooks: Option<Box<dyn Hooks>>,
     tools: Vec<(Tool, Handler)>,
     withheld: Vec<(String, String)>,
@@ -66,6 +68,7 @@ impl ServerBuilder {
             end_of_input_grace: None,
             page_size: None,
             accept_newer: false,
+            revisions: None,
             hooks: None,
             tools: Vec::new(),
             withheld: Vec::new(),
@@ -104,10 +107,54 @@ impl ServerBuilder {
     }
 
     /// Also accept protocol revisions 2025-06-18 and 2025-11-25 when a client asks for
-    /// them (tool titles, annotations, output schemas, structured content). Off by
-    /// default: 2024-11-05 is the contract.
+    /// them in `initialize` (tool titles, annotations, output schemas, structured
+    /// content). Off by default: 2024-11-05 is the contract of the handshake era.
+    /// [`ServerBuilder::revisions`], when given, decides instead.
     pub fn accept_newer_revisions(mut self, accept: bool) -> ServerBuilder {
         self.accept_newer = accept;
+        self
+    }
+
+    /// Narrows the protocol revisions served to these (any of
+    /// [`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION),
+    /// [`REVISION_2025_06_18`](crate::REVISION_2025_06_18),
+    /// [`REVISION_2025_11_25`](crate::REVISION_2025_11_25),
+    /// [`REVISION_2026_07_28`](crate::REVISION_2026_07_28)); an unknown name or an
+    /// empty list is a [`BuildError`].
+    ///
+    /// By default a server serves both eras: `initialize` agrees 2024-11-05 (or a
+    /// newer handshake revision with
+    /// [`accept_newer_revisions`](ServerBuilder::accept_newer_revisions)), and a
+    /// request whose `_meta` names 2026-07-28 is served statelessly, with or without an
+    /// `initialize` before it. With a list:
+    ///
+    /// - `initialize` agrees the revision the client asks for when it is listed, else
+    ///   the oldest listed handshake revision; with none listed it is refused with
+    ///   -32022, naming the revisions served;
+    /// - without 2026-07-28, `_meta` is not read for a revision at all: the server is
+    ///   the handshake-era server to the byte (`server/discover` is an unknown method,
+    ///   requests before `initialize` are refused with -32002).
+    ///
+    /// ```
+    /// use mcpserver::{PROTOCOL_VERSION, Server};
+    /// // ADR 017's wire contract to the letter: 2024-11-05 only.
+    /// let legacy = Server::builder("t", "1").revisions([PROTOCOL_VERSION]).build().unwrap();
+    /// let mut session = legacy.dispatcher();
+    /// let answer = session.dispatch(br#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#);
+    /// assert!(answer.contains("-32601"), "{answer}");
+    /// assert!(Server::builder("t", "1").revisions(["2025-03-26"]).build().is_err());
+    /// ```
+    pub fn revisions<I, S>(mut self, revisions: I) -> ServerBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.revisions = Some(
+            revisions
+                .into_iter()
+                .map(|r| r.as_ref().to_owned())
+                .collect(),
+        );
         self
     }
 
@@ -222,11 +269,26 @@ impl ServerBuilder {
                 ));
             }
         }
+        let revisions = match &self.revisions {
+            None => Ok(Revisions::default_with(self.accept_newer)),
+            Some(names) => Revisions::named(names),
+        };
+        let revisions = revisions.unwrap_or_else(|problem| {
+            problems.push(problem);
+            Revisions::default_with(false)
+        });
         if !problems.is_empty() {
             return Err(BuildError { problems });
         }
         let (tools, handlers): (Vec<Tool>, Vec<Handler>) = self.tools.into_iter().unzip();
-        let list_json = tool::list_results(tools.iter());
+        let stateless = Stateless::new(
+            &self.name,
+            &self.version,
+            self.instructions.as_deref(),
+            self.notify_list_changed,
+            &revisions,
+        );
+        let list_json = tool::list_results(tools.iter(), &stateless.list_tail);
         let gate = Gate::new(tools.len());
         Ok(Server {
             inner: Arc::new(Inner {
@@ -237,18 +299,78 @@ impl ServerBuilder {
                 max_concurrency: self.max_concurrency,
                 end_of_input_grace: self.end_of_input_grace,
                 page_size: self.page_size,
-                accept_newer: self.accept_newer,
+                revisions,
                 hooks: self.hooks,
                 tool_names: tools.iter().map(|t| Arc::from(t.name.as_str())).collect(),
                 tools,
                 handlers,
                 list_json,
+                server_meta: stateless.server_meta,
+                list_tail: stateless.list_tail,
+                discover_json: stateless.discover_json,
                 withheld: self.withheld,
                 notify_list_changed: self.notify_list_changed,
                 gate,
                 stop: Arc::new(StopSignal::default()),
             }),
         })
+    }
+}
+
+/// How long a stateless client may keep a `tools/list` answer: 0, "ask again". The
+/// tools are fixed when the server is built, but its [`ToolGate`](crate::ToolGate) may
+/// withhold one at any moment, and a client that opened no `subscriptions/listen`
+/// would not hear of it: 0 is the one value that stays true. A listening client is told
+/// at once, and a call to a withheld tool is refused with the reason.
+const LIST_TTL_MS: u64 = 0;
+/// How long a stateless client may keep the `server/discover` answer: what it says
+/// (revisions, capabilities, identity) is fixed for the life of the server process,
+/// and a stdio client discovers again when it starts the server again.
+const DISCOVER_TTL_MS: u64 = 3_600_000;
+/// Who may keep those answers: `private`, never shared across callers. A host's tool
+/// descriptions may name its own paths or policy (awf's do), which a cache shared
+/// between users must not hand on; the library cannot know, so it says the safe thing.
+const CACHE_SCOPE: &str = "private";
+
+/// The stateless era's precomputed texts.
+struct Stateless {
+    server_meta: Box<serde_json::value::RawValue>,
+    list_tail: String,
+    discover_json: String,
+}
+
+impl Stateless {
+    fn new(
+        name: &str,
+        version: &str,
+        instructions: Option<&str>,
+        notify_list_changed: bool,
+        revisions: &Revisions,
+    ) -> Stateless {
+        let meta = serde_json::json!({
+            "io.modelcontextprotocol/serverInfo": {"name": name, "version": version}
+        })
+        .to_string();
+        let list_tail = format!(
+            ",\"resultType\":\"complete\",\"ttlMs\":{LIST_TTL_MS},\"cacheScope\":\"{CACHE_SCOPE}\",\"_meta\":{meta}"
+        );
+        let mut discover = serde_json::json!({
+            "resultType": "complete",
+            "supportedVersions": revisions.supported(),
+            "capabilities": {"tools": {"listChanged": notify_list_changed}},
+            "ttlMs": DISCOVER_TTL_MS,
+            "cacheScope": CACHE_SCOPE,
+        });
+        if let Some(text) = instructions {
+            discover["instructions"] = Value::String(text.to_owned());
+        }
+        let discover_json = tool::with_tail(&discover.to_string(), &format!(",\"_meta\":{meta}"));
+        Stateless {
+            server_meta: serde_json::value::RawValue::from_string(meta)
+                .expect("serverInfo is JSON"),
+            list_tail,
+            discover_json,
+        }
     }
 }
 

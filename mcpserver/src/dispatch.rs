@@ -4,10 +4,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use crate::gate::LIST_CHANGED;
+use crate::gate::write_change;
 use crate::methods::{Flow, Link, Protocol};
 use crate::state::{Inner, Listener, StopReason};
 
@@ -55,9 +54,6 @@ pub struct Dispatcher<'s> {
 struct Output {
     lines: RefCell<Vec<u8>>,
     stopped: Cell<Option<StopReason>>,
-    /// What the gate tells (registered with `notify_list_changed` only).
-    listener: Arc<Listener>,
-    notify: bool,
 }
 
 impl Link for Output {
@@ -84,12 +80,6 @@ impl Link for Output {
     fn shut_down(&self) {
         self.stop(StopReason::Shutdown);
     }
-
-    fn initialized(&self) {
-        if self.notify {
-            self.listener.ready.store(true, Ordering::SeqCst);
-        }
-    }
 }
 
 impl Output {
@@ -99,12 +89,13 @@ impl Output {
         }
     }
 
-    /// Puts `notifications/tools/list_changed` in the output if the gate told of a
-    /// change since the last one.
-    fn take_list_change(&self) {
-        let pending = &self.listener.pending;
+    /// Puts `notifications/tools/list_changed` in the output (for the handshake and for
+    /// each subscription told) if the gate told of a change since the last one.
+    fn take_list_change(&self, listener: &Listener) {
+        let pending = &listener.pending;
         if pending.load(Ordering::Relaxed) && pending.swap(false, Ordering::AcqRel) {
-            self.lines.borrow_mut().extend_from_slice(LIST_CHANGED);
+            // Writing into a Vec does not fail.
+            let _ = write_change(listener, &mut *self.lines.borrow_mut());
         }
     }
 
@@ -122,12 +113,6 @@ impl<'s> Dispatcher<'s> {
             output: Output {
                 lines: RefCell::new(Vec::new()),
                 stopped: Cell::new(None),
-                listener: if inner.notify_list_changed {
-                    inner.gate.listen()
-                } else {
-                    Arc::new(Listener::new())
-                },
-                notify: inner.notify_list_changed,
             },
         }
     }
@@ -149,7 +134,7 @@ impl<'s> Dispatcher<'s> {
         if self.output.stopped.get().is_some() {
             return String::new();
         }
-        self.output.take_list_change();
+        self.output.take_list_change(&self.protocol.listener);
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.len() > self.protocol.inner.max_message_size {
@@ -171,7 +156,7 @@ impl<'s> Dispatcher<'s> {
         if self.output.stopped.get().is_some() {
             return String::new();
         }
-        self.output.take_list_change();
+        self.output.take_list_change(&self.protocol.listener);
         self.output.take_lines()
     }
 

@@ -9,6 +9,7 @@
 //! sessions' monitors.
 
 use std::fmt;
+use std::io::{self, Write};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -16,9 +17,29 @@ use crate::methods::lock;
 use crate::state::{Gate, Inner, Listener};
 use crate::tool;
 
-/// The notification a session writes when its tool list changed.
+/// The notification a session of the handshake era writes when its tool list changed.
 pub(crate) const LIST_CHANGED: &[u8] =
     b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n";
+
+/// Writes what the listener's session is to be told of a change: the handshake era's
+/// notification, and one tagged with its subscription id for each open
+/// `subscriptions/listen` that asked for `toolsListChanged`.
+pub(crate) fn write_change(listener: &Listener, out: &mut impl Write) -> io::Result<()> {
+    if listener.handshake.load(Ordering::SeqCst) {
+        out.write_all(LIST_CHANGED)?;
+    }
+    for (id, _) in lock(&listener.subscriptions)
+        .iter()
+        .filter(|(_, told)| *told)
+    {
+        out.write_all(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":",
+        )?;
+        id.write_json(out)?;
+        out.write_all(b"}}}\n")?;
+    }
+    Ok(())
+}
 
 /// Withholds tools of a [`Server`](crate::Server) while it serves, from another thread
 /// (the one that watches what a tool has become, say). Take it with
@@ -88,7 +109,9 @@ impl ToolGate {
     /// [`CallStatus::Rejected`](crate::CallStatus::Rejected). A call already running
     /// runs to its end. With
     /// [`notify_list_changed`](crate::ServerBuilder::notify_list_changed), every session
-    /// that has answered `initialize` writes `notifications/tools/list_changed`.
+    /// that has answered `initialize` writes `notifications/tools/list_changed`, and
+    /// every open `subscriptions/listen` (revision 2026-07-28) that asked for
+    /// `toolsListChanged` gets it tagged with its subscription id.
     pub fn withhold(&self, name: &str, why: impl Into<String>) -> bool {
         let inner = &*self.inner;
         let gate = &inner.gate;
@@ -106,12 +129,12 @@ impl ToolGate {
                 .zip(&gate.reasons)
                 .filter(|(_, why)| why.get().is_none())
                 .map(|(t, _)| t);
-            *lists = Some(Arc::new(tool::list_results(offered)));
+            *lists = Some(Arc::new(tool::list_results(offered, &inner.list_tail)));
             // Under the lock: whoever sees the count finds the list without the tool.
             gate.withheld.fetch_add(1, Ordering::Release);
         }
         for listener in lock(&gate.listeners).iter().filter_map(Weak::upgrade) {
-            if listener.ready.load(Ordering::SeqCst) {
+            if listener.wants_changes() {
                 listener.pending.store(true, Ordering::SeqCst);
                 listener.doorbell.ring();
             }
@@ -153,7 +176,7 @@ impl Gate {
     }
 
     /// The whole `tools/list` results without the withheld tools, once one is.
-    pub(crate) fn lists(&self) -> Option<Arc<[String; 2]>> {
+    pub(crate) fn lists(&self) -> Option<Arc<[String; 3]>> {
         lock(&self.lists).clone()
     }
 }

@@ -24,6 +24,14 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub const SERVER_NOT_INITIALIZED: i64 = -32002;
 /// A tool call came while `max_concurrency` calls were running; retry it later.
 pub const SERVER_BUSY: i64 = -32001;
+/// As [`SERVER_BUSY`], for a request of revision 2026-07-28, which keeps
+/// implementation-defined codes out of the JSON-RPC reserved range.
+pub const SERVER_BUSY_STATELESS: i64 = -31001;
+/// The revision a request names is not served (revision 2026-07-28); `data` has
+/// `supported` (every revision served) and `requested`.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// A request needs a client capability it did not declare (revision 2026-07-28).
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 
 /// The id of a request, echoed with its type in the answer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -142,6 +150,8 @@ pub(crate) struct ErrorAnswer {
     pub id: Option<RequestId>,
     pub code: i64,
     pub message: String,
+    /// The error's `data`, as JSON text.
+    pub data: Option<String>,
 }
 
 impl ErrorAnswer {
@@ -150,7 +160,14 @@ impl ErrorAnswer {
             id,
             code,
             message: message.into(),
+            data: None,
         }
+    }
+
+    /// The same error with `data` (JSON text).
+    pub(crate) fn with_data(mut self, data: String) -> Self {
+        self.data = Some(data);
+        self
     }
 }
 
@@ -349,15 +366,23 @@ pub(crate) fn write_result_head(out: &mut impl Write, id: &RequestId) -> io::Res
 }
 
 pub(crate) fn write_error(out: &mut impl Write, err: &ErrorAnswer) -> io::Result<()> {
-    write_error_parts(out, err.id.as_ref(), err.code, &err.message)
+    write_error_parts(
+        out,
+        err.id.as_ref(),
+        err.code,
+        &err.message,
+        err.data.as_deref(),
+    )
 }
 
-/// Writes `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…}}` and its `\n`.
+/// Writes `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…,"data":…}}` and its
+/// `\n` (`data`, JSON text, when given).
 pub(crate) fn write_error_parts(
     out: &mut impl Write,
     id: Option<&RequestId>,
     code: i64,
     message: &str,
+    data: Option<&str>,
 ) -> io::Result<()> {
     out.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":")?;
     match id {
@@ -366,6 +391,10 @@ pub(crate) fn write_error_parts(
     }
     write!(out, ",\"error\":{{\"code\":{code},\"message\":")?;
     serde_json::to_writer(&mut *out, message)?;
+    if let Some(data) = data {
+        out.write_all(b",\"data\":")?;
+        out.write_all(data.as_bytes())?;
+    }
     out.write_all(b"}}\n")
 }
 

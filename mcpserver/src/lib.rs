@@ -82,6 +82,7 @@ mod builder;
 mod context;
 mod dispatch;
 mod doorbell;
+mod era;
 mod framing;
 mod gate;
 mod hooks;
@@ -116,8 +117,9 @@ pub use jsonrpc::RequestId;
 /// [`wire`] reads and answers with.
 pub mod codes {
     pub use crate::jsonrpc::{
-        INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
-        SERVER_BUSY, SERVER_NOT_INITIALIZED,
+        INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+        MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR, SERVER_BUSY, SERVER_BUSY_STATELESS,
+        SERVER_NOT_INITIALIZED, UNSUPPORTED_PROTOCOL_VERSION,
     };
 }
 pub use server::{Server, StopHandle};
@@ -134,5 +136,13 @@ pub const REVISION_2025_06_18: &str = "2025-06-18";
 /// with an `isError` result the model can read, instead of -32602.
 pub const REVISION_2025_11_25: &str = "2025-11-25";
 
-/// Newer revisions a server may opt in to with [`ServerBuilder::accept_newer_revisions`].
+/// Newer revisions of the handshake era a server may opt in to with
+/// [`ServerBuilder::accept_newer_revisions`].
 pub const NEWER_PROTOCOL_VERSIONS: [&str; 2] = [REVISION_2025_06_18, REVISION_2025_11_25];
+
+/// Revision 2026-07-28, the stateless era: no `initialize`; each request names its
+/// revision in `_meta`, `server/discover` tells what the server serves, every result
+/// carries `resultType`, list results carry cache hints, and list changes reach the
+/// clients that opened `subscriptions/listen`. Served by default beside the handshake
+/// era (see [`ServerBuilder::revisions`]).
+pub const REVISION_2026_07_28: &str = "2026-07-28";

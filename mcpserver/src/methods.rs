@@ -1,6 +1,8 @@
 //! The MCP methods: what a line means and what to answer. `initialize`, `ping`,
-//! `tools/list`, `tools/call`, `shutdown`, `notifications/cancelled`, and the error
-//! answers, whoever reads the lines and whichever thread runs the calls.
+//! `tools/list`, `tools/call`, `shutdown`, `notifications/cancelled` (the handshake
+//! era), `server/discover` and `subscriptions/listen` (the stateless era, judged per
+//! request by `era.rs`), and the error answers, whoever reads the lines and whichever
+//! thread runs the calls.
 //!
 //! A session over a transport (`session.rs`) and the single-threaded
 //! [`Dispatcher`](crate::Dispatcher) both hand each line to [`Protocol::handle_line`],
@@ -18,12 +20,13 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::PROTOCOL_VERSION;
 use crate::context::{CallContext, CancellationToken, ClientInfo};
+use crate::era::{self, Judged, Stateless};
 use crate::hooks::{CallOutcome, CallStatus};
 use crate::jsonrpc::{self, Call, CallParams, ErrorAnswer, Message, RequestId};
-use crate::state::Inner;
-use crate::tool::{Outcome, Tool, ToolPage, ToolResult};
-use crate::{NEWER_PROTOCOL_VERSIONS, PROTOCOL_VERSION, REVISION_2025_11_25};
+use crate::state::{Inner, Listener};
+use crate::tool::{Outcome, Shape, Tool, ToolPage, ToolResult, with_tail};
 
 /// Whether the session goes on reading after a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,15 +55,21 @@ pub(crate) trait Link {
     /// `shutdown` was answered: read nothing more, finish the calls in flight.
     fn shut_down(&self);
 
-    /// `initialize` was answered: from now on the session may be told that the tool
-    /// list changed.
-    fn initialized(&self) {}
+    /// The session now has someone to tell of tool list changes (it answered
+    /// `initialize`, or acknowledged a `subscriptions/listen`): a thread must be there
+    /// to write them while the reader waits for input.
+    fn listening(&self) {}
 }
 
-/// The protocol state of one session: what `initialize` agreed, and the calls running.
+/// The protocol state of one session: what `initialize` agreed, the calls running, and
+/// who is to be told of tool list changes.
 pub(crate) struct Protocol<'s> {
     pub inner: &'s Inner,
     init: OnceLock<Agreement>,
+    /// Registered with the gate with `notify_list_changed` only.
+    pub listener: Arc<Listener>,
+    /// The client a stateless request last named (one allocation per client).
+    last_client: Mutex<Option<Arc<ClientInfo>>>,
     /// Calls running, with their cancellation flags (a few at most: a list beats a map).
     inflight: Mutex<Vec<(RequestId, CancellationToken)>>,
     /// Set when the calls were cancelled at end of input: they are still answered (every
@@ -107,11 +116,29 @@ struct CancelParams {
     request_id: Value,
 }
 
+#[derive(Deserialize, Default)]
+struct ListenParams {
+    #[serde(default)]
+    notifications: ListenFilter,
+}
+
+#[derive(Deserialize, Default)]
+struct ListenFilter {
+    #[serde(default, rename = "toolsListChanged")]
+    tools_list_changed: bool,
+}
+
 impl<'s> Protocol<'s> {
     pub(crate) fn new(inner: &'s Inner) -> Protocol<'s> {
         Protocol {
             inner,
             init: OnceLock::new(),
+            listener: if inner.notify_list_changed {
+                inner.gate.listen()
+            } else {
+                Arc::new(Listener::new())
+            },
+            last_client: Mutex::new(None),
             inflight: Mutex::new(Vec::new()),
             cancelled_at_end: std::sync::atomic::AtomicBool::new(false),
         }
@@ -139,22 +166,38 @@ impl<'s> Protocol<'s> {
                 if let Some(hooks) = &self.inner.hooks {
                     hooks.request_received("tools/call", Some(&id));
                 }
-                if self.init.get().is_none() {
-                    let message = not_initialized_message("tools/call");
-                    return self.reject_call(
-                        link,
-                        id,
-                        &call,
-                        jsonrpc::SERVER_NOT_INITIALIZED,
-                        message,
-                    );
-                }
-                return self.run_call(link, id, call);
+                return match self.judge(&id, call.meta) {
+                    Judged::Handshake if self.init.get().is_none() => {
+                        let message = not_initialized_message("tools/call");
+                        self.reject_call(link, id, &call, jsonrpc::SERVER_NOT_INITIALIZED, message)
+                    }
+                    Judged::Handshake => self.run_call(link, id, call, None),
+                    Judged::Stateless(request) => self.run_call(link, id, call, Some(request)),
+                    Judged::Refused(e) => self.refuse_call(link, &call, e),
+                };
             }
             Message::Request { id, method, params } => (id, method, params),
         };
         if let Some(hooks) = &self.inner.hooks {
             hooks.request_received(&method, Some(&id));
+        }
+        // `initialize` is the handshake era's whatever its `_meta` says.
+        if method != "initialize" {
+            match self.judge(&id, era::params_meta(params)) {
+                Judged::Handshake => {}
+                Judged::Stateless(request) => {
+                    return self.stateless(link, id, &method, params, request);
+                }
+                Judged::Refused(e) => {
+                    if method == "tools/call"
+                        && let Some(call) = params
+                            .and_then(|p| serde_json::from_str::<CallParams<'_>>(p.get()).ok())
+                    {
+                        return self.refuse_call(link, &call.into(), e);
+                    }
+                    return answer_error(link, &e);
+                }
+            }
         }
         let initialized = self.init.get().is_some();
         match &*method {
@@ -173,9 +216,10 @@ impl<'s> Protocol<'s> {
                 }
             }
             "tools/list" | "shutdown" if !initialized => not_initialized(link, id, &method),
-            "tools/list" => self.list(link, id, params),
-            "tools/call" => self.call(link, id, params),
+            "tools/list" => self.list(link, id, params, self.shape()),
+            "tools/call" => self.call(link, id, params, None),
             "shutdown" => {
+                self.close_subscriptions(link);
                 answer(link, &id, |w| w.write_all(b"{}"));
                 link.shut_down();
                 Flow::Finished
@@ -208,6 +252,115 @@ impl<'s> Protocol<'s> {
         )
     }
 
+    /// Which era a request is in, by its `_meta` text.
+    #[inline]
+    fn judge<'a>(&self, id: &RequestId, meta: Option<&'a str>) -> Judged<'a> {
+        // A handshake request without `_meta` pays this one test.
+        if meta.is_none() {
+            return Judged::Handshake;
+        }
+        let agreed = self.init.get().map(|a| a.version);
+        era::judge(&self.inner.revisions, id, meta, agreed)
+    }
+
+    /// Answers a request of the stateless era (revision 2026-07-28 and later).
+    fn stateless(
+        &self,
+        link: &impl Link,
+        id: RequestId,
+        method: &str,
+        params: Option<&RawValue>,
+        request: Stateless<'_>,
+    ) -> Flow {
+        match method {
+            "server/discover" => answer(link, &id, |w| {
+                w.write_all(self.inner.discover_json.as_bytes())
+            }),
+            "tools/list" => self.list(link, id, params, Shape::Stateless),
+            "tools/call" => self.call(link, id, params, Some(request)),
+            "subscriptions/listen" => self.listen(link, id, params),
+            _ => answer_error(
+                link,
+                &ErrorAnswer::new(
+                    Some(id),
+                    jsonrpc::METHOD_NOT_FOUND,
+                    format!(
+                        "method not found: \"{method}\" (under revision {} this server offers server/discover, tools/list, tools/call, subscriptions/listen)",
+                        request.version
+                    ),
+                ),
+            ),
+        }
+    }
+
+    /// `subscriptions/listen`: acknowledges the filter it honours (`toolsListChanged`
+    /// when the server notifies list changes) and keeps the request open; it is
+    /// answered when the session ends, and never after the client cancels it.
+    fn listen(&self, link: &impl Link, id: RequestId, params: Option<&RawValue>) -> Flow {
+        let params: ListenParams = match params.map(|p| serde_json::from_str(p.get())) {
+            None => ListenParams::default(),
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                return answer_error(
+                    link,
+                    &ErrorAnswer::new(
+                        Some(id),
+                        jsonrpc::INVALID_PARAMS,
+                        format!("invalid subscriptions/listen params: {e}"),
+                    ),
+                );
+            }
+        };
+        if lock(&self.listener.subscriptions)
+            .iter()
+            .any(|(open, _)| *open == id)
+        {
+            return answer_error(
+                link,
+                &ErrorAnswer::new(
+                    Some(id),
+                    jsonrpc::INVALID_REQUEST,
+                    "a subscriptions/listen with this id is open: use a new id for each request",
+                ),
+            );
+        }
+        let told = params.notifications.tools_list_changed && self.inner.notify_list_changed;
+        let flow = link.write(|w| {
+            w.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":")?;
+            id.write_json(w)?;
+            w.write_all(if told {
+                b"},\"notifications\":{\"toolsListChanged\":true}}}\n"
+            } else {
+                b"},\"notifications\":{}}}\n"
+            })?;
+            // Registered before the acknowledgement leaves (the writer is flushed after
+            // this, under the same lock): no change after it goes untold, and none is
+            // written before it.
+            lock(&self.listener.subscriptions).push((id.clone(), told));
+            Ok(())
+        });
+        if told && flow == Flow::Continue {
+            link.listening();
+        }
+        flow
+    }
+
+    /// Answers every open `subscriptions/listen`: the session ends, and so do they.
+    pub(crate) fn close_subscriptions(&self, link: &impl Link) {
+        let open = std::mem::take(&mut *lock(&self.listener.subscriptions));
+        for (id, _) in open {
+            answer(link, &id, |w| {
+                w.write_all(b"{\"resultType\":\"complete\",\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":")?;
+                id.write_json(w)?;
+                let server = self.inner.server_meta.get();
+                // `,"io.modelcontextprotocol/serverInfo":{…}}}` from `{"…serverInfo":{…}}`.
+                w.write_all(b",")?;
+                w.write_all(&server.as_bytes()[1..])?;
+                w.write_all(b"}")
+            });
+        }
+    }
+
     fn initialize(&self, link: &impl Link, id: RequestId, params: Option<&RawValue>) -> Flow {
         if self.init.get().is_some() {
             return answer_error(
@@ -226,9 +379,15 @@ impl<'s> Protocol<'s> {
             .protocol_version
             .as_deref()
             .unwrap_or(PROTOCOL_VERSION);
-        let version = match NEWER_PROTOCOL_VERSIONS.iter().find(|v| **v == asked) {
-            Some(v) if self.inner.accept_newer => v,
-            _ => PROTOCOL_VERSION,
+        let Some(version) = self.inner.revisions.agree(asked) else {
+            // A server of the stateless era only: the client learns what it serves.
+            let mut e = era::unsupported(&self.inner.revisions, Some(id), asked);
+            e.message = format!(
+                "{}; it has no initialize: send each request with \"_meta\".\"{}\"",
+                e.message,
+                era::VERSION_KEY
+            );
+            return answer_error(link, &e);
         };
         let client = params.client_info.map(|c| {
             Arc::new(ClientInfo {
@@ -245,23 +404,40 @@ impl<'s> Protocol<'s> {
         if let Some(text) = &self.inner.instructions {
             result["instructions"] = Value::String(text.clone());
         }
+        let notify = self.inner.notify_list_changed;
         let flow = answer(link, &id, |w| {
-            serde_json::to_writer(w, &result).map_err(io::Error::from)
+            serde_json::to_writer(&mut *w, &result).map_err(io::Error::from)?;
+            // Told of changes from before the answer leaves (the writer is flushed after
+            // this, under the same lock): a change the client makes as soon as it reads
+            // the answer is told, and no notification comes before the answer.
+            if notify {
+                self.listener
+                    .handshake
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(())
         });
-        if flow == Flow::Continue {
-            link.initialized();
+        if notify && flow == Flow::Continue {
+            link.listening();
         }
         flow
     }
 
-    fn newer(&self) -> bool {
+    /// The shape of a handshake-era result in this session.
+    fn shape(&self) -> Shape {
         self.init
             .get()
-            .is_some_and(|a| a.version != PROTOCOL_VERSION)
+            .map_or(Shape::Legacy, |a| Shape::of(a.version))
     }
 
-    fn list(&self, link: &impl Link, id: RequestId, params: Option<&RawValue>) -> Flow {
-        let newer = self.newer();
+    fn list(
+        &self,
+        link: &impl Link,
+        id: RequestId,
+        params: Option<&RawValue>,
+        shape: Shape,
+    ) -> Flow {
+        let newer = shape != Shape::Legacy;
         let params: ListParams = match params.map(|p| serde_json::from_str(p.get())) {
             None => ListParams::default(),
             Some(Ok(p)) => p,
@@ -313,9 +489,9 @@ impl<'s> Protocol<'s> {
         };
         if self.inner.page_size.is_none() {
             if withheld && let Some(lists) = gate.lists() {
-                return answer(link, &id, |w| w.write_all(lists[newer as usize].as_bytes()));
+                return answer(link, &id, |w| w.write_all(lists[shape as usize].as_bytes()));
             }
-            let body = &self.inner.list_json[newer as usize];
+            let body = &self.inner.list_json[shape as usize];
             return answer(link, &id, |w| w.write_all(body.as_bytes()));
         }
         let end = (start + size).min(total);
@@ -323,9 +499,11 @@ impl<'s> Protocol<'s> {
             tools: tools[start..end].iter().map(|t| t.listed(newer)).collect(),
             next_cursor: (end < total).then(|| format!("page:{end}")),
         };
-        answer(link, &id, |w| {
-            serde_json::to_writer(w, &page).map_err(io::Error::from)
-        })
+        let mut body = serde_json::to_string(&page).expect("a tool list serializes");
+        if shape == Shape::Stateless {
+            body = with_tail(&body, &self.inner.list_tail);
+        }
+        answer(link, &id, |w| w.write_all(body.as_bytes()))
     }
 
     /// True while a call runs.
@@ -357,11 +535,20 @@ impl<'s> Protocol<'s> {
         };
         if let Some((_, token)) = lock(&self.inflight).iter().find(|(i, _)| *i == id) {
             token.cancel();
+            return;
         }
+        // A `subscriptions/listen` the client ends: it is not answered.
+        lock(&self.listener.subscriptions).retain(|(open, _)| *open != id);
     }
 
     /// A `tools/call` the fast path did not read: its params, read carefully.
-    fn call(&self, link: &impl Link, id: RequestId, params: Option<&RawValue>) -> Flow {
+    fn call(
+        &self,
+        link: &impl Link,
+        id: RequestId,
+        params: Option<&RawValue>,
+        stateless: Option<Stateless<'_>>,
+    ) -> Flow {
         let bad =
             |message: String| ErrorAnswer::new(Some(id.clone()), jsonrpc::INVALID_PARAMS, message);
         let params: CallParams<'_> = match params.map(|p| serde_json::from_str(p.get())) {
@@ -379,20 +566,34 @@ impl<'s> Protocol<'s> {
                 );
             }
         };
-        self.run_call(link, id, params.into())
+        self.run_call(link, id, params.into(), stateless)
     }
 
     /// Runs a call whose params are read: finds the tool, checks the arguments' shape,
     /// runs the handler through the link and answers (unless the call was cancelled).
+    /// `stateless` is the request's revision and client when `_meta` named them.
     #[inline]
-    fn run_call(&self, link: &impl Link, id: RequestId, params: Call<'_>) -> Flow {
+    fn run_call(
+        &self,
+        link: &impl Link,
+        id: RequestId,
+        params: Call<'_>,
+        stateless: Option<Stateless<'_>>,
+    ) -> Flow {
         let found = self.inner.find_tool(&params.name).and_then(|index| {
             object_arguments(&params.name, params.arguments).map(|args| (index, args))
         });
         let (index, arguments) = match found {
             Ok(found) => found,
             Err(message) => {
-                return self.reject_call(link, id, &params, jsonrpc::INVALID_PARAMS, message);
+                return self.reject_call_as(
+                    link,
+                    id,
+                    &params,
+                    jsonrpc::INVALID_PARAMS,
+                    message,
+                    stateless,
+                );
             }
         };
         if let Some(running) = link.busy() {
@@ -400,9 +601,19 @@ impl<'s> Protocol<'s> {
                 "server busy: {running} tool calls are running, the most this server runs at \
                  once (max_concurrency); retry when one has answered"
             );
-            return self.reject_call(link, id, &params, jsonrpc::SERVER_BUSY, message);
+            // The stateless era keeps implementation codes out of JSON-RPC's range.
+            let code = match stateless {
+                None => jsonrpc::SERVER_BUSY,
+                Some(_) => jsonrpc::SERVER_BUSY_STATELESS,
+            };
+            return self.reject_call_as(link, id, &params, code, message, stateless);
         }
-        let ctx = self.context(id, self.inner.tool_names[index].clone(), params.meta);
+        let ctx = self.context_as(
+            id,
+            self.inner.tool_names[index].clone(),
+            params.meta,
+            stateless,
+        );
         lock(&self.inflight).push((ctx.request_id.clone(), ctx.cancellation.clone()));
         let ran = link.run(|| self.inner.run_handler(index, &ctx, arguments));
         {
@@ -420,8 +631,9 @@ impl<'s> Protocol<'s> {
         }
         match &ran.answer {
             Ok(result) => {
-                let newer = ctx.protocol_version != PROTOCOL_VERSION;
-                answer(link, &ctx.request_id, |w| result.write_json(w, newer))
+                let shape = Shape::of(ctx.protocol_version);
+                let meta = &*self.inner.server_meta;
+                answer(link, &ctx.request_id, |w| result.write_json(w, shape, meta))
             }
             Err(text) => answer_error(
                 link,
@@ -444,23 +656,67 @@ impl<'s> Protocol<'s> {
         code: i64,
         message: String,
     ) -> Flow {
+        self.reject_call_as(link, id, call, code, message, None)
+    }
+
+    /// [`Protocol::reject_call`] for a call of either era.
+    fn reject_call_as(
+        &self,
+        link: &impl Link,
+        id: RequestId,
+        call: &Call<'_>,
+        code: i64,
+        message: String,
+        stateless: Option<Stateless<'_>>,
+    ) -> Flow {
         if self.inner.hooks.is_some() {
-            let ctx = self.context(id.clone(), Arc::from(&*call.name), call.meta);
+            let ctx = self.context_as(id.clone(), Arc::from(&*call.name), call.meta, stateless);
             self.inner.reject(&ctx, call.arguments, &message);
         }
         answer_error(link, &ErrorAnswer::new(Some(id), code, message))
     }
 
-    /// The context of a call to `tool` in this session.
+    /// Answers a call refused before any method (an unsupported revision, a missing
+    /// `_meta` field), and tells the hooks, as every call that names a tool.
+    fn refuse_call(&self, link: &impl Link, call: &Call<'_>, e: ErrorAnswer) -> Flow {
+        if self.inner.hooks.is_some()
+            && let Some(id) = e.id.clone()
+        {
+            let ctx = self.context_as(id, Arc::from(&*call.name), call.meta, None);
+            self.inner.reject(&ctx, call.arguments, &e.message);
+        }
+        answer_error(link, &e)
+    }
+
+    /// The context of a call to `tool` in this session: of the revision its `_meta`
+    /// named (`stateless`), else of what `initialize` agreed.
     #[inline]
-    fn context(&self, id: RequestId, tool: Arc<str>, meta: Option<&str>) -> CallContext {
+    fn context_as(
+        &self,
+        id: RequestId,
+        tool: Arc<str>,
+        meta: Option<&str>,
+        stateless: Option<Stateless<'_>>,
+    ) -> CallContext {
         let agreement = self.init.get();
+        let (client, protocol_version) = match stateless {
+            None => (
+                agreement.and_then(|a| a.client.clone()),
+                agreement.map_or(PROTOCOL_VERSION, |a| a.version),
+            ),
+            Some(request) => (
+                request
+                    .client
+                    .map(|c| c.share(&mut lock(&self.last_client))),
+                request.version,
+            ),
+        };
         CallContext {
             request_id: id,
             tool,
             cancellation: CancellationToken::new(),
-            client: agreement.and_then(|a| a.client.clone()),
-            protocol_version: agreement.map_or(PROTOCOL_VERSION, |a| a.version),
+            client,
+            protocol_version,
             // Checked JSON: it reads as a Value.
             meta: meta
                 .filter(|m| *m != "null")
@@ -574,7 +830,7 @@ impl Inner {
             Ok(Outcome::BadArguments(e)) => {
                 let text = format!("invalid arguments for tool \"{tool}\": {e}");
                 // From 2025-11-25 on, the model gets to read (and fix) its mistake.
-                if ctx.protocol_version == REVISION_2025_11_25 {
+                if era::misfit_arguments_are_results(ctx.protocol_version) {
                     (Ok(ToolResult::error(text)), CallStatus::InvalidArguments)
                 } else {
                     (Err(text), CallStatus::InvalidArguments)

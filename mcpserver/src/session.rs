@@ -20,20 +20,22 @@
 //! `notifications/tools/list_changed` (with `notify_list_changed`) is written by the
 //! monitor: the gate rings its doorbell, and it writes the line under the same lock and
 //! flushes, while the leader may be blocked reading. So that it is there to do so, a
-//! session that notifies starts its monitor when it answers `initialize`.
+//! session that notifies starts its monitor when it answers `initialize` or
+//! acknowledges a `subscriptions/listen`. When the session ends, every open
+//! `subscriptions/listen` is answered before the last flush.
 
 use std::cell::Cell;
 use std::io::{self, BufWriter, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::thread::{self, Scope};
 use std::time::Duration;
 
 use crate::doorbell::Doorbell;
 use crate::framing::{Frame, LineReader};
-use crate::gate::LIST_CHANGED;
+use crate::gate::write_change;
 use crate::methods::{Flow, Link, Protocol, lock};
-use crate::state::{Inner, Listener, StopReason};
+use crate::state::{Inner, StopReason};
 
 /// How long a call may keep the leadership before another thread takes over reading,
 /// at first. While no call outlives a tick the monitor looks less often (up to
@@ -67,8 +69,6 @@ pub(crate) struct Session<'s, R, W: Write> {
     next_seq: AtomicU64,
     /// The monitor thread was started (only the leader starts it).
     monitor: AtomicBool,
-    /// Where the monitor sleeps between ticks (its doorbell), and what the gate tells.
-    listener: Arc<Listener>,
     monitor_sleeping: AtomicBool,
     /// Another complete line waits in the reader: the leader may leave its answer in
     /// the buffer (set by the leader after each read).
@@ -129,15 +129,12 @@ impl<R: Read + Send, W: Write + Send> Link for Leading<'_, '_, '_, R, W> {
         (running >= self.session.inner.max_concurrency).then_some(running)
     }
 
-    fn initialized(&self) {
+    fn listening(&self) {
         let s = self.session;
-        if s.inner.notify_list_changed {
-            s.listener.ready.store(true, Ordering::SeqCst);
-            // Without a monitor (no thread to be had), the notification waits for the
-            // first call, which tries again to start one.
-            if !s.monitor.load(Ordering::Relaxed) {
-                s.start_monitor(self.scope);
-            }
+        // Without a monitor (no thread to be had), the notification waits for the
+        // first call, which tries again to start one.
+        if !s.monitor.load(Ordering::Relaxed) {
+            s.start_monitor(self.scope);
         }
     }
 }
@@ -161,11 +158,6 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             leader_call: AtomicU64::new(0),
             next_seq: AtomicU64::new(1),
             monitor: AtomicBool::new(false),
-            listener: if inner.notify_list_changed {
-                inner.gate.listen()
-            } else {
-                Arc::new(Listener::new())
-            },
             monitor_sleeping: AtomicBool::new(false),
             more_buffered: AtomicBool::new(false),
             unflushed: AtomicBool::new(false),
@@ -177,6 +169,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
     /// read has been answered and the writer flushed.
     pub(crate) fn run(self) -> io::Result<StopReason> {
         thread::scope(|scope| self.worker(scope));
+        self.protocol.close_subscriptions(&Closing(&self));
         let mut coord = lock(&self.coord);
         let flushed = lock(&self.out).flush();
         if let Some(e) = coord.error.take() {
@@ -296,7 +289,7 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
     }
 
     fn doorbell(&self) -> &Doorbell {
-        &self.listener.doorbell
+        &self.protocol.listener.doorbell
     }
 
     /// Makes sure a monitor watches the call the leader just started.
@@ -401,12 +394,13 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
     /// change since the last one (the gate tells only once `initialize` was answered).
     /// True when it wrote.
     fn announce_list_change(&self) -> bool {
-        let pending = &self.listener.pending;
+        let listener = &self.protocol.listener;
+        let pending = &listener.pending;
         if !pending.load(Ordering::Relaxed) || !pending.swap(false, Ordering::AcqRel) {
             return false;
         }
         let mut out = lock(&self.out);
-        let result = out.write_all(LIST_CHANGED).and_then(|()| out.flush());
+        let result = write_change(listener, &mut *out).and_then(|()| out.flush());
         // The flush took whatever answers the leader had left in the buffer.
         self.unflushed.store(false, Ordering::Release);
         drop(out);
@@ -443,4 +437,26 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
             }
         }
     }
+}
+
+/// The link of a session that has stopped reading: what is still written at its end
+/// (the answers of open subscriptions) goes to the output, flushed by `run`.
+struct Closing<'a, 's, R, W: Write>(&'a Session<'s, R, W>);
+
+impl<R: Read + Send, W: Write + Send> Link for Closing<'_, '_, R, W> {
+    type Out = BufWriter<W>;
+
+    fn write(&self, body: impl FnOnce(&mut BufWriter<W>) -> io::Result<()>) -> Flow {
+        let mut out = lock(&self.0.out);
+        match body(&mut out) {
+            Ok(()) => Flow::Continue,
+            Err(_) => Flow::Finished,
+        }
+    }
+
+    fn run<T>(&self, handler: impl FnOnce() -> T) -> T {
+        handler()
+    }
+
+    fn shut_down(&self) {}
 }

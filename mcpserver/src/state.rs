@@ -8,8 +8,13 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use serde_json::value::RawValue;
+
 use crate::doorbell::Doorbell;
+use crate::era::Revisions;
 use crate::hooks::Hooks;
+use crate::jsonrpc::RequestId;
+use crate::methods::lock;
 use crate::tool::{Handler, Tool};
 
 /// Why [`Server::serve`](crate::Server::serve) returned (or a
@@ -45,15 +50,24 @@ pub(crate) struct Inner {
     /// How long calls may still run after end of input before they are cancelled.
     pub end_of_input_grace: Option<std::time::Duration>,
     pub page_size: Option<usize>,
-    pub accept_newer: bool,
+    /// The revisions served, of either era.
+    pub revisions: Revisions,
     /// None when the host set none: the call path then skips the clock too.
     pub hooks: Option<Box<dyn Hooks>>,
     pub tools: Vec<Tool>,
     /// The tools' names, shared with every call's context.
     pub tool_names: Vec<Arc<str>>,
     pub handlers: Vec<Handler>,
-    /// The whole `tools/list` result, for 2024-11-05 and for newer revisions.
-    pub list_json: [String; 2],
+    /// The whole `tools/list` result, for 2024-11-05, for the newer revisions of the
+    /// handshake era, and for the stateless era ([`Shape`](crate::tool::Shape)).
+    pub list_json: [String; 3],
+    /// `{"io.modelcontextprotocol/serverInfo":{…}}`: every stateless result's `_meta`.
+    pub server_meta: Box<RawValue>,
+    /// What a stateless `tools/list` result ends with: `resultType`, the cache hints
+    /// and `_meta`.
+    pub list_tail: String,
+    /// The whole `server/discover` result.
+    pub discover_json: String,
     /// Tools the host keeps from this client, with why: a call to one is rejected
     /// with the reason instead of "unknown tool".
     pub withheld: Vec<(String, String)>,
@@ -74,15 +88,21 @@ pub(crate) struct Gate {
     pub reasons: Box<[OnceLock<String>]>,
     /// The whole `tools/list` results (as `Inner::list_json`) without the withheld
     /// tools, once one is.
-    pub lists: Mutex<Option<Arc<[String; 2]>>>,
+    pub lists: Mutex<Option<Arc<[String; 3]>>>,
     /// The sessions to tell (with `notify_list_changed` only).
     pub listeners: Mutex<Vec<Weak<Listener>>>,
 }
 
-/// A session's ear for changes of the tool list.
+/// A session's ear for changes of the tool list: who in the session is to be told.
 pub(crate) struct Listener {
-    /// The session has answered `initialize`: changes from now on are notified.
-    pub ready: AtomicBool,
+    /// The session answered `initialize` (with `notify_list_changed`): changes from
+    /// now on are notified the handshake way. Set while the answer is written, before
+    /// it is flushed, so that no change after the client read it goes untold.
+    pub handshake: AtomicBool,
+    /// The open `subscriptions/listen` requests (stateless era), by id, and whether
+    /// each asked for `toolsListChanged` (and is told). Registered as their
+    /// acknowledgement is written, as `handshake` is.
+    pub subscriptions: Mutex<Vec<(RequestId, bool)>>,
     /// A change waits to be notified.
     pub pending: AtomicBool,
     /// Wakes the session's thread that writes the notification (its monitor).
@@ -92,10 +112,17 @@ pub(crate) struct Listener {
 impl Listener {
     pub(crate) fn new() -> Listener {
         Listener {
-            ready: AtomicBool::new(false),
+            handshake: AtomicBool::new(false),
+            subscriptions: Mutex::new(Vec::new()),
             pending: AtomicBool::new(false),
             doorbell: Doorbell::new(),
         }
+    }
+
+    /// True when someone in the session is to be told of a change.
+    pub(crate) fn wants_changes(&self) -> bool {
+        self.handshake.load(std::sync::atomic::Ordering::SeqCst)
+            || lock(&self.subscriptions).iter().any(|(_, told)| *told)
     }
 }
 

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::context::CallContext;
 
@@ -118,16 +119,57 @@ pub(crate) struct ToolPage<'a> {
     pub next_cursor: Option<String>,
 }
 
-/// The whole `tools/list` result of `tools` on one page, for 2024-11-05 and for newer
-/// revisions.
-pub(crate) fn list_results<'a>(tools: impl Iterator<Item = &'a Tool> + Clone) -> [String; 2] {
-    [false, true].map(|newer| {
+/// The shape of a result: what the revision a request was served under puts in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// 2024-11-05: content and `isError`; tools with name, description, input schema.
+    Legacy = 0,
+    /// 2025-06-18 and 2025-11-25: also structured content, tool titles, annotations and
+    /// output schemas.
+    Newer = 1,
+    /// 2026-07-28: as `Newer`, and every result ends with `resultType` and `_meta`
+    /// (and a list with its cache hints): the tail the server keeps.
+    Stateless = 2,
+}
+
+impl Shape {
+    /// The shape of a request served under `version`.
+    pub(crate) fn of(version: &str) -> Shape {
+        if version == crate::PROTOCOL_VERSION {
+            Shape::Legacy
+        } else if version == crate::REVISION_2026_07_28 {
+            Shape::Stateless
+        } else {
+            Shape::Newer
+        }
+    }
+}
+
+/// The whole `tools/list` result of `tools` on one page, in each [`Shape`]; `tail` is
+/// what a stateless result ends with.
+pub(crate) fn list_results<'a>(
+    tools: impl Iterator<Item = &'a Tool> + Clone,
+    tail: &str,
+) -> [String; 3] {
+    let [legacy, newer] = [false, true].map(|newer| {
         let page = ToolPage {
             tools: tools.clone().map(|t| t.listed(newer)).collect(),
             next_cursor: None,
         };
         serde_json::to_string(&page).expect("a tool list serializes")
-    })
+    });
+    let stateless = with_tail(&newer, tail);
+    [legacy, newer, stateless]
+}
+
+/// A JSON object's text with `tail` (`,"key":value…`) put before its closing brace.
+pub(crate) fn with_tail(object: &str, tail: &str) -> String {
+    let open = object.strip_suffix('}').unwrap_or(object);
+    let mut text = String::with_capacity(open.len() + tail.len() + 1);
+    text.push_str(open);
+    text.push_str(tail);
+    text.push('}');
+    text
 }
 
 /// One item of a tool result's `content`.
@@ -249,12 +291,15 @@ impl ToolResult {
         })
     }
 
+    /// Writes the result as `shape` has it; `server_meta` is a stateless result's
+    /// `_meta`.
     pub(crate) fn write_json(
         &self,
         out: &mut impl std::io::Write,
-        newer: bool,
+        shape: Shape,
+        server_meta: &RawValue,
     ) -> std::io::Result<()> {
-        struct Wire<'a>(&'a ToolResult, bool);
+        struct Wire<'a>(&'a ToolResult, Shape, &'a RawValue);
         impl Serialize for Wire<'_> {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut map = s.serialize_map(None)?;
@@ -262,14 +307,19 @@ impl ToolResult {
                 if self.0.is_error {
                     map.serialize_entry("isError", &true)?;
                 }
-                if self.1
+                if self.1 != Shape::Legacy
                     && let Some(v) = &self.0.structured_content
                 {
                     map.serialize_entry("structuredContent", v)?;
                 }
+                if self.1 == Shape::Stateless {
+                    map.serialize_entry("resultType", "complete")?;
+                    map.serialize_entry("_meta", self.2)?;
+                }
                 map.end()
             }
         }
+        let newer = shape != Shape::Legacy;
         if self
             .content
             .iter()
@@ -291,9 +341,13 @@ impl ToolResult {
             if self.is_error {
                 out.write_all(b",\"isError\":true")?;
             }
+            if shape == Shape::Stateless {
+                out.write_all(b",\"resultType\":\"complete\",\"_meta\":")?;
+                out.write_all(server_meta.get().as_bytes())?;
+            }
             return out.write_all(b"}");
         }
-        serde_json::to_writer(out, &Wire(self, newer)).map_err(std::io::Error::from)
+        serde_json::to_writer(out, &Wire(self, shape, server_meta)).map_err(std::io::Error::from)
     }
 }
 
@@ -536,18 +590,25 @@ mod tests {
             ToolResult::new(vec![]),
             ToolResult::text("s").with_structured(serde_json::json!({"k": 1})),
         ] {
-            for newer in [false, true] {
+            let meta = RawValue::from_string(r#"{"k":"v"}"#.into()).unwrap();
+            for shape in [Shape::Legacy, Shape::Newer, Shape::Stateless] {
                 let mut fast = Vec::new();
-                result.write_json(&mut fast, newer).unwrap();
+                result.write_json(&mut fast, shape, &meta).unwrap();
                 let v: Value = serde_json::from_slice(&fast).unwrap();
                 let mut want = serde_json::json!({"content": result.content});
                 if result.is_error {
                     want["isError"] = true.into();
                 }
-                if newer && let Some(s) = &result.structured_content {
+                if shape != Shape::Legacy
+                    && let Some(s) = &result.structured_content
+                {
                     want["structuredContent"] = s.clone();
                 }
-                assert_eq!(v, want);
+                if shape == Shape::Stateless {
+                    want["resultType"] = "complete".into();
+                    want["_meta"] = serde_json::json!({"k": "v"});
+                }
+                assert_eq!(v, want, "{shape:?}");
             }
         }
     }

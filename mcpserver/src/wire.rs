@@ -329,7 +329,7 @@ where
     W: Write + ?Sized,
 {
     let mut line = Vec::with_capacity(64 + message.len());
-    jsonrpc::write_error_parts(&mut line, id, code, message)?;
+    jsonrpc::write_error_parts(&mut line, id, code, message, None)?;
     out.write_all(&line)
 }
 
