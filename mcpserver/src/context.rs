@@ -118,7 +118,8 @@ impl CallContext {
         self.client.as_deref()
     }
 
-    /// The protocol revision agreed in `initialize`.
+    /// The protocol revision the call was served under: the one its `_meta` named
+    /// (2026-07-28), else the one agreed in `initialize`.
     pub fn protocol_version(&self) -> &str {
         self.protocol_version
     }
@@ -127,5 +128,21 @@ impl CallContext {
     /// `traceparent`).
     pub fn meta(&self) -> Option<&Value> {
         self.meta.as_ref()
+    }
+
+    /// The client's W3C trace context: `_meta.traceparent`, when it sent one (the
+    /// span of the client's own call; a host may link or parent its span to it). Its
+    /// form is the host's to check.
+    pub fn trace_parent(&self) -> Option<&str> {
+        self.meta_str("traceparent")
+    }
+
+    /// `_meta.tracestate`, the vendor part of the client's trace context.
+    pub fn trace_state(&self) -> Option<&str> {
+        self.meta_str("tracestate")
+    }
+
+    fn meta_str(&self, key: &str) -> Option<&str> {
+        self.meta.as_ref()?.get(key)?.as_str()
     }
 }
