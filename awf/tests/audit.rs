@@ -402,3 +402,29 @@ fn secrets_in_error_texts_are_masked_in_the_audit_and_the_log_lines() {
         }
     }
 }
+
+#[test]
+fn each_call_s_record_names_the_revision_it_came_in() {
+    let (root, audit, cfg) = audited("audit-revision");
+    std::fs::write(root.join("f.txt"), "x\n").unwrap();
+    let mut s = Server::start(&["mcp-serve", "--config", cfg.to_str().unwrap()], &[]);
+    // A stateless call first (no initialize needed), then a handshake session's.
+    let modern = s.request(
+        "tools/call",
+        json!({"name": "Read", "arguments": {"path": "f.txt"}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }}),
+    );
+    assert_eq!(modern["result"]["resultType"], "complete", "{modern}");
+    s.initialize();
+    s.ok("Read", json!({"path": "f.txt"}));
+    let (status, _, stderr) = s.finish();
+    assert!(status.success(), "{stderr}");
+    let records = records_after(&audit, 0);
+    let revisions: Vec<&Value> = of_type(&records, "tool.call")
+        .iter()
+        .map(|r| &r["protocol_version"])
+        .collect();
+    assert_eq!(revisions, [&json!("2026-07-28"), &json!("2024-11-05")]);
+}

@@ -1,7 +1,8 @@
 //! Spans reach a real OTLP/gRPC receiver (a tonic server implementing the OTLP
 //! TraceService from `opentelemetry-proto`), with the MCP semantic-convention name, kind
-//! and attributes, parented by `params._meta.traceparent` when sent, else by the step's
-//! TRACEPARENT; and they are flushed before the server exits.
+//! and attributes, parented by the step's TRACEPARENT with the client's
+//! `params._meta.traceparent` as a link (its parent when there is no step); and they are
+//! flushed before the server exits.
 
 mod common;
 mod otlp_receiver;
@@ -31,11 +32,17 @@ fn tool_spans_reach_an_otlp_receiver_with_the_right_parent() {
     );
     s.initialize();
     s.ok("Read", json!({"path": "f.txt"}));
+    // A call of revision 2026-07-28 (its `_meta` names it), with the client's span.
     let a = s.request(
         "tools/call",
         json!({"name": "Grep", "arguments": {"pattern": "x"},
-               "_meta": {"traceparent": format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")}}),
+        "_meta": {
+            "traceparent": format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"),
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }}),
     );
+    assert_eq!(a["result"]["resultType"], "complete", "{a}");
     assert!(
         a["result"]["content"].is_array() && a["result"]["isError"] != true,
         "{a}"
@@ -71,21 +78,34 @@ fn tool_spans_reach_an_otlp_receiver_with_the_right_parent() {
         assert_eq!(span.kind, 2, "SPAN_KIND_SERVER");
         assert_eq!(attr(span, "mcp.method.name").as_deref(), Some("tools/call"));
         assert_eq!(attr(span, "network.transport").as_deref(), Some("pipe"));
-        assert_eq!(
-            attr(span, "mcp.protocol.version").as_deref(),
-            Some("2024-11-05")
-        );
         assert!(attr(span, "jsonrpc.request.id").is_some());
     }
+    for read in &reads {
+        assert_eq!(
+            attr(read, "mcp.protocol.version").as_deref(),
+            Some("2024-11-05")
+        );
+    }
+    assert_eq!(
+        attr(&greps[0], "mcp.protocol.version").as_deref(),
+        Some("2026-07-28")
+    );
     assert_eq!(attr(&reads[0], "gen_ai.tool.name").as_deref(), Some("Read"));
     // Parent: the step's TRACEPARENT when the client sent none...
     for r in &reads {
         assert_eq!(hex(&r.trace_id), STEP_TRACE);
         assert_eq!(hex(&r.parent_span_id), STEP_SPAN);
     }
-    // ...and the client's params._meta.traceparent when it did.
-    assert_eq!(hex(&greps[0].trace_id), CLIENT_TRACE);
-    assert_eq!(hex(&greps[0].parent_span_id), CLIENT_SPAN);
+    // ...and when it sent its own: the step stays the parent, the client's span is a link.
+    assert_eq!(hex(&greps[0].trace_id), STEP_TRACE);
+    assert_eq!(hex(&greps[0].parent_span_id), STEP_SPAN);
+    let links: Vec<(String, String)> = greps[0]
+        .links
+        .iter()
+        .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
+        .collect();
+    assert_eq!(links, [(CLIENT_TRACE.to_string(), CLIENT_SPAN.to_string())]);
+    assert!(reads.iter().all(|r| r.links.is_empty()));
     // error.type only on the failed call.
     let failed: Vec<_> = reads
         .iter()
@@ -99,6 +119,30 @@ fn tool_spans_reach_an_otlp_receiver_with_the_right_parent() {
         "STATUS_CODE_ERROR"
     );
     assert!(attr(&greps[0], "error.type").is_none());
+}
+
+#[test]
+fn without_a_step_the_client_s_span_is_the_parent() {
+    let receiver = Receiver::start();
+    let (_b, root, _o) = workspace("otlp-gateway");
+    let mut s = Server::start(
+        &["mcp-serve", "--root", root.to_str().unwrap()],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)],
+    );
+    s.initialize();
+    let a = s.request(
+        "tools/call",
+        json!({"name": "Glob", "arguments": {"pattern": "*"},
+               "_meta": {"traceparent": format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01")}}),
+    );
+    assert!(a["result"]["content"].is_array(), "{a}");
+    let (status, _, stderr) = s.finish();
+    assert!(status.success(), "{stderr}");
+    let spans = receiver.spans();
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    assert_eq!(hex(&spans[0].trace_id), CLIENT_TRACE);
+    assert_eq!(hex(&spans[0].parent_span_id), CLIENT_SPAN);
+    assert!(spans[0].links.is_empty());
 }
 
 #[test]

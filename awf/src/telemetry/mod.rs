@@ -437,13 +437,15 @@ impl CallHooks {
         if !t.otel_on {
             return None;
         }
-        // The client's traceparent (`params._meta`) wins over the step's.
-        let parent = ctx
-            .meta()
-            .and_then(|m| m.get("traceparent"))
-            .and_then(Value::as_str)
-            .and_then(otel::parse_traceparent);
-        let parent = parent.as_ref().or(t.parent.as_ref());
+        // The step's span is the parent; the client's own span (`_meta.traceparent`)
+        // is a link, so a tool call is found both from the step and from the client's
+        // trace. Without a step (a gateway), the client's span is the parent.
+        let client = ctx.trace_parent().and_then(otel::parse_traceparent);
+        let (parent, link) = match t.parent.as_ref() {
+            Some(step) => (Some(step.clone()), client),
+            None => (client, None),
+        };
+        let parent = parent.as_ref();
         // The client names the tool (an unknown one too) and the request.
         let tool = t.masker.mask_text(ctx.tool());
         let mut attrs = vec![
@@ -480,7 +482,7 @@ impl CallHooks {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map(|o| o.start_call_span(&tool, parent, attrs))
+            .map(|o| o.start_call_span(&tool, parent, link, attrs))
     }
 }
 
@@ -497,6 +499,12 @@ impl Hooks for CallHooks {
             r.insert("tool".into(), ctx.tool().into());
             r.insert("source".into(), self.source(ctx.tool()).into());
             r.insert("request_id".into(), ctx.request_id().to_string().into());
+            // The revision the call came in: what `initialize` agreed, or what the
+            // request's `_meta` named (2026-07-28).
+            r.insert(
+                "protocol_version".into(),
+                ctx.protocol_version().to_string().into(),
+            );
             r.insert("arguments".into(), t.masker.mask(&arguments));
             t.write(r);
         }

@@ -63,14 +63,24 @@ impl OtelExporter {
         &self,
         tool: &str,
         parent: Option<&SpanContext>,
+        link: Option<SpanContext>,
         attributes: Vec<KeyValue>,
     ) -> CallSpan {
-        CallSpan(self.start_span(
-            format!("tools/call {tool}"),
-            SpanKind::Server,
-            parent,
-            attributes,
-        ))
+        let cx = match parent {
+            Some(p) => Context::new().with_remote_span_context(p.clone()),
+            None => Context::new(),
+        };
+        let links = link
+            .map(|l| vec![opentelemetry::trace::Link::with_context(l)])
+            .unwrap_or_default();
+        CallSpan(
+            self.tracer
+                .span_builder(format!("tools/call {tool}"))
+                .with_kind(SpanKind::Server)
+                .with_attributes(attributes)
+                .with_links(links)
+                .start_with_context(&self.tracer, &cx),
+        )
     }
 
     /// Starts a span, child of a remote `parent` when given (a step span, a call span).
