@@ -174,9 +174,16 @@ fn builtin_servers() -> io::Result<Vec<ServerSpec>> {
         program: path,
         args: Vec::new(),
         raw,
+        stateless: false,
     };
+    let echo = dir.join("examples").join("echo");
     Ok(vec![
-        spec("mcpserver", dir.join("examples").join("echo"), false),
+        spec("mcpserver", echo.clone(), false),
+        // The same server, each call of revision 2026-07-28 (`_meta` names it).
+        ServerSpec {
+            stateless: true,
+            ..spec("mcpserver-2026", echo, false)
+        },
         spec("floor", dir.join("floor_echo"), false),
         spec("mcport", dir.join("mcport_echo"), false),
         spec("rmcp", dir.join("rmcp_echo"), false),
@@ -200,6 +207,7 @@ fn resolve_servers(cli: &Cli) -> Result<Vec<ServerSpec>, String> {
             program: program.into(),
             args: words.collect(),
             raw: false,
+            stateless: false,
         };
         match servers.iter_mut().find(|x| x.name == name) {
             Some(x) => *x = spec,
@@ -222,7 +230,9 @@ fn resolve_servers(cli: &Cli) -> Result<Vec<ServerSpec>, String> {
         let is_path = s.program.components().count() > 1;
         if is_path && !s.program.exists() {
             let hint = match s.name.as_str() {
-                "mcpserver" => "build it: cargo build --release -p mcpserver --example echo",
+                "mcpserver" | "mcpserver-2026" => {
+                    "build it: cargo build --release -p mcpserver --example echo"
+                }
                 "floor" | "mcport" | "rmcp" | "pipe" => {
                     "build it: cargo build --release -p mcp-bench --bins"
                 }
@@ -396,10 +406,14 @@ fn run(cli: &Cli) -> Result<(), String> {
     let big_args = (is_echo && cli.big_runs > 0)
         .then(|| serde_json::json!({ "text": "x".repeat(cli.big_size) }).to_string());
     let big = big_args.as_deref().map(|a| (a, cli.big_runs));
-    let mut batch = Vec::with_capacity(cli.flood * (work.args.len() + 100));
-    for id in 1..=cli.flood as u64 {
-        work.call_line(&mut batch, 1_000_000 + id, &work.args);
-    }
+    // The flood's calls, of each era.
+    let batches = [false, true].map(|stateless| {
+        let mut batch = Vec::with_capacity(cli.flood * (work.args.len() + 300));
+        for id in 1..=cli.flood as u64 {
+            work.call_line(&mut batch, 1_000_000 + id, &work.args, stateless);
+        }
+        batch
+    });
 
     if cfg!(debug_assertions) {
         eprintln!(
@@ -443,7 +457,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                     s,
                     &work,
                     None,
-                    &batch,
+                    &batches[s.stateless as usize],
                     cli.flood,
                     big,
                     figs.get_mut(s.name.as_str()).unwrap(),
@@ -457,7 +471,7 @@ fn run(cli: &Cli) -> Result<(), String> {
                         s,
                         &work,
                         Some(cli.cpu),
-                        &batch,
+                        &batches[s.stateless as usize],
                         cli.flood,
                         None,
                         figs.get_mut(s.name.as_str()).unwrap(),
@@ -814,6 +828,21 @@ fn print_targets(ours: &str, rounds: &BTreeMap<String, Vec<Figures>>) {
                     fmt(a),
                     fmt(b),
                     if ok { "met" } else { "MISSED" }
+                );
+            }
+        }
+    }
+    // The stateless era's call costs at most 10% more than the handshake era's.
+    if ours == "mcpserver" && rounds.contains_key("mcpserver-2026") {
+        for f in [Fig::P50, Fig::P99] {
+            if let Some(p) = paired(&rounds["mcpserver-2026"], &rounds[ours], f) {
+                println!(
+                    "  {:<34} 2026-07-28 / 2024-11-05 per round {:.3} (middle half {:.3}–{:.3}) ≤ 1.1: {}",
+                    f.label(),
+                    p.median,
+                    p.q1,
+                    p.q3,
+                    if p.median <= 1.1 { "met" } else { "MISSED" }
                 );
             }
         }

@@ -24,6 +24,9 @@ pub struct ServerSpec {
     pub args: Vec<String>,
     /// Echoes bytes back instead of speaking MCP: its answers are not checked.
     pub raw: bool,
+    /// Spoken to as revision 2026-07-28: no `initialize` (startup is spawn →
+    /// `server/discover` answer), and every request names the revision in `_meta`.
+    pub stateless: bool,
 }
 
 impl ServerSpec {
@@ -49,15 +52,24 @@ pub struct Workload {
     pub exit_timeout: Duration,
 }
 
+/// What a 2026-07-28 client puts in every request's `_meta`, as the official
+/// TypeScript SDK's client sends it.
+pub const STATELESS_META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"mcp-bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+
 impl Workload {
-    /// Appends one `tools/call` line with `id` and `args` to `out`.
-    pub fn call_line(&self, out: &mut Vec<u8>, id: u64, args: &str) {
+    /// Appends one `tools/call` line with `id` and `args` to `out` (with the
+    /// revision's `_meta` when `stateless`).
+    pub fn call_line(&self, out: &mut Vec<u8>, id: u64, args: &str, stateless: bool) {
         out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         out.extend_from_slice(id.to_string().as_bytes());
         out.extend_from_slice(b",\"method\":\"tools/call\",\"params\":{\"name\":");
         out.extend_from_slice(serde_json::to_string(&self.tool).unwrap().as_bytes());
         out.extend_from_slice(b",\"arguments\":");
         out.extend_from_slice(args.as_bytes());
+        if stateless {
+            out.push(b',');
+            out.extend_from_slice(STATELESS_META.as_bytes());
+        }
         out.extend_from_slice(b"}}\n");
     }
 }
@@ -133,29 +145,43 @@ impl<'w> Session<'w> {
             next_id: 1,
             startup: Duration::ZERO,
         };
-        let init = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{{\"protocolVersion\":{},\"capabilities\":{{}},\"clientInfo\":{{\"name\":\"mcp-bench\",\"version\":\"{}\"}}}}}}\n",
-            serde_json::to_string(&work.protocol).unwrap(),
-            env!("CARGO_PKG_VERSION")
-        );
+        let init = if spec.stateless {
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"server/discover\",\"params\":{{{STATELESS_META}}}}}\n"
+            )
+        } else {
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{{\"protocolVersion\":{},\"capabilities\":{{}},\"clientInfo\":{{\"name\":\"mcp-bench\",\"version\":\"{}\"}}}}}}\n",
+                serde_json::to_string(&work.protocol).unwrap(),
+                env!("CARGO_PKG_VERSION")
+            )
+        };
         let answer = s.round_trip_bytes(init.as_bytes())?.to_vec();
         s.startup = t0.elapsed();
         if !spec.raw {
+            let what = if spec.stateless {
+                "server/discover"
+            } else {
+                "initialize"
+            };
             let v: Value = serde_json::from_slice(&answer).map_err(|e| {
                 fail(
                     spec,
-                    format_args!("initialize answer is not JSON ({e}): {}", shorten(&answer)),
+                    format_args!("{what} answer is not JSON ({e}): {}", shorten(&answer)),
                 )
             })?;
             if v.get("result").is_none() {
                 s.kill();
                 return Err(fail(
                     spec,
-                    format_args!("initialize failed: {}", shorten(&answer)),
+                    format_args!("{what} failed: {}", shorten(&answer)),
                 ));
             }
-            s.stdin
-                .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")?;
+            if !spec.stateless {
+                s.stdin.write_all(
+                    b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+                )?;
+            }
         }
         Ok(s)
     }
@@ -216,8 +242,12 @@ impl<'w> Session<'w> {
         self.next_id += 1;
         let mut request = std::mem::take(&mut self.request);
         request.clear();
-        self.work
-            .call_line(&mut request, id, args.unwrap_or(&self.work.args));
+        self.work.call_line(
+            &mut request,
+            id,
+            args.unwrap_or(&self.work.args),
+            self.spec.stateless,
+        );
         let t0 = Instant::now();
         let raw = self.spec.raw;
         let answer = self.round_trip_bytes(&request)?;

@@ -1,5 +1,6 @@
-//! A small, fast server library for the Model Context Protocol (MCP), revision
-//! 2024-11-05: register tools with typed handlers, then serve them over blocking
+//! A small, fast server library for the Model Context Protocol (MCP), both eras of it —
+//! the 2024-11-05 handshake and the stateless revision 2026-07-28, from one server
+//! with no setting: register tools with typed handlers, then serve them over blocking
 //! stdio — no async runtime, no macros, two dependencies (`serde`, `serde_json`).
 //!
 //! A complete server:
@@ -36,6 +37,12 @@
 //!   unless [`ServerBuilder::accept_newer_revisions`]), `ping` at any time, an immediate
 //!   error for other requests before `initialize`, `shutdown` and end of input both
 //!   drain: every request read is answered before [`Server::serve`] returns.
+//! - **The stateless era** ([`REVISION_2026_07_28`]): a request whose `_meta` names the
+//!   revision is served by itself, before or after any `initialize`:
+//!   `server/discover`, `tools/list` and `tools/call` with `resultType` and serverInfo,
+//!   cache hints on the list, -32022 for a revision not served, and
+//!   `subscriptions/listen` for list changes. A handshake client never sees any of it;
+//!   [`ServerBuilder::revisions`] narrows what is served.
 //! - **Errors**: -32700 for bad JSON or UTF-8 (and serving goes on), -32600 for
 //!   messages that are not requests, -32601 for unknown methods, -32602 for unknown
 //!   tools or arguments that do not fit. A handler's `Err` or panic becomes a result
