@@ -125,7 +125,10 @@ impl CallContext {
     }
 
     /// `params._meta` of the request, when the client sent one (for example a W3C
-    /// `traceparent`).
+    /// `traceparent`). Of a request of revision 2026-07-28, without the members the
+    /// library reads itself (`io.modelcontextprotocol/protocolVersion`,
+    /// `…/clientCapabilities`, `…/clientInfo`: see [`CallContext::protocol_version`] and
+    /// [`CallContext::client_info`]), and `None` when nothing else was in it.
     pub fn meta(&self) -> Option<&Value> {
         self.meta.as_ref()
     }

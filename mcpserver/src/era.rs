@@ -117,6 +117,8 @@ impl Revisions {
 pub(crate) struct Stateless<'a> {
     pub version: &'static str,
     pub client: Option<NamedClient<'a>>,
+    /// `_meta` has members beyond the revision, capabilities and client.
+    pub other_meta: bool,
 }
 
 /// The client as a request's `_meta` names it, borrowed from the line.
@@ -160,14 +162,69 @@ pub(crate) enum Judged<'a> {
     Refused(ErrorAnswer),
 }
 
-#[derive(Deserialize)]
+/// A request's `_meta` as the era is judged by it, borrowed from the line: read in one
+/// pass without allocating (a stateless call pays no allocation for it).
+#[derive(Default)]
 struct MetaWire<'a> {
-    #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
     version: Option<Cow<'a, str>>,
-    #[serde(borrow, default, rename = "io.modelcontextprotocol/clientCapabilities")]
     capabilities: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "io.modelcontextprotocol/clientInfo")]
     client_info: Option<NamedClient<'a>>,
+    /// It has members other than these three (a `traceparent`, a vendor's key).
+    others: bool,
+}
+
+/// A string, borrowed from the line unless it has escapes.
+#[derive(Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+
+impl<'de> Deserialize<'de> for MetaWire<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = MetaWire<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut meta = MetaWire::default();
+                while let Some(Text(key)) = map.next_key()? {
+                    match &*key {
+                        VERSION_KEY => meta.version = Some(map.next_value::<Text<'de>>()?.0),
+                        CAPABILITIES_KEY => meta.capabilities = Some(map.next_value()?),
+                        CLIENT_INFO_KEY => meta.client_info = map.next_value()?,
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            meta.others = true;
+                        }
+                    }
+                }
+                Ok(meta)
+            }
+        }
+        d.deserialize_map(Members)
+    }
+}
+
+/// `_meta` without the members a stateless request's revision, capabilities and client
+/// are read from ([`CallContext::meta`](crate::CallContext::meta) of such a call), or
+/// `None` when nothing else is in it.
+pub(crate) fn meta_beyond_protocol(text: &str, others: bool) -> Option<serde_json::Value> {
+    if !others {
+        return None;
+    }
+    let mut meta: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).ok()?;
+    for key in [VERSION_KEY, CAPABILITIES_KEY, CLIENT_INFO_KEY] {
+        meta.remove(key);
+    }
+    Some(serde_json::Value::Object(meta))
 }
 
 #[derive(Deserialize)]
@@ -227,6 +284,7 @@ pub(crate) fn judge<'a>(
     Judged::Stateless(Stateless {
         version,
         client: wire.client_info,
+        other_meta: wire.others,
     })
 }
 

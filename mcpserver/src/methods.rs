@@ -699,16 +699,20 @@ impl<'s> Protocol<'s> {
         stateless: Option<Stateless<'_>>,
     ) -> CallContext {
         let agreement = self.init.get();
-        let (client, protocol_version) = match stateless {
+        let (client, protocol_version, meta) = match stateless {
             None => (
                 agreement.and_then(|a| a.client.clone()),
                 agreement.map_or(PROTOCOL_VERSION, |a| a.version),
+                // Checked JSON: it reads as a Value.
+                meta.filter(|m| *m != "null")
+                    .and_then(|m| serde_json::from_str(m).ok()),
             ),
             Some(request) => (
                 request
                     .client
                     .map(|c| c.share(&mut lock(&self.last_client))),
                 request.version,
+                meta.and_then(|m| era::meta_beyond_protocol(m, request.other_meta)),
             ),
         };
         CallContext {
@@ -717,10 +721,7 @@ impl<'s> Protocol<'s> {
             cancellation: CancellationToken::new(),
             client,
             protocol_version,
-            // Checked JSON: it reads as a Value.
-            meta: meta
-                .filter(|m| *m != "null")
-                .and_then(|m| serde_json::from_str(m).ok()),
+            meta,
         }
     }
 }
