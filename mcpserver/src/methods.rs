@@ -181,9 +181,27 @@ impl<'s> Protocol<'s> {
         if let Some(hooks) = &self.inner.hooks {
             hooks.request_received(&method, Some(&id));
         }
-        // `initialize` is the handshake era's whatever its `_meta` says.
-        if method != "initialize" {
+        {
             match self.judge(&id, era::params_meta(params)) {
+                // `server/discover` exists in the stateless era only: without a revision
+                // in its `_meta` it is a malformed request of that era.
+                Judged::Handshake
+                    if method == "server/discover"
+                        && !self.inner.revisions.stateless.is_empty() =>
+                {
+                    return answer_error(
+                        link,
+                        &ErrorAnswer::new(
+                            Some(id),
+                            jsonrpc::INVALID_PARAMS,
+                            format!(
+                                "invalid params: server/discover is a request of revision {}: its \"_meta\" needs \"{}\" and \"io.modelcontextprotocol/clientCapabilities\"",
+                                self.inner.revisions.supported().join(", "),
+                                era::VERSION_KEY
+                            ),
+                        ),
+                    );
+                }
                 Judged::Handshake => {}
                 Judged::Stateless(request) => {
                     return self.stateless(link, id, &method, params, request);

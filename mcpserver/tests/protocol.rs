@@ -113,8 +113,14 @@ fn requests_before_initialize_get_an_immediate_error() {
     }
     // A probe for an unknown method is answered too, as unknown.
     assert_eq!(
-        c.request(9, "server/discover", json!({}))["error"]["code"],
+        c.request(9, "resources/list", json!({}))["error"]["code"],
         -32601
+    );
+    // `server/discover` without a revision in `_meta` is a malformed request of
+    // revision 2026-07-28 (a dual-era client's probe falls back on this as on -32601).
+    assert_eq!(
+        c.request(10, "server/discover", json!({}))["error"]["code"],
+        -32602
     );
 }
 

@@ -198,7 +198,30 @@ fn revisions_not_served_and_required_meta_are_refused_with_the_modern_codes() {
             .contains("clientCapabilities"),
         "{e}"
     );
-    // `ping` is gone from 2026-07-28; a handshake `ping` is still answered at any time.
+    // `server/discover` without the revision or the capabilities in `_meta`: -32602
+    // (a handshake client never sends it; a dual-era client's probe falls back on it).
+    for params in [
+        json!({}),
+        json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}}),
+        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+    ] {
+        let e =
+            ask(json!({"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": params}));
+        assert_eq!(e["error"]["code"], codes::INVALID_PARAMS, "{params}: {e}");
+        assert_eq!(e["id"], 9);
+    }
+    // A narrowed server that does not serve 2026-07-28 knows no such method.
+    let legacy = builder().revisions([PROTOCOL_VERSION]).build().unwrap();
+    let e = legacy
+        .dispatcher()
+        .dispatch(br#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#);
+    assert!(e.contains("-32601"), "{e}");
+    // `initialize` and `ping` are not methods of 2026-07-28; a handshake `ping` is still
+    // answered at any time.
+    let e = ask(
+        json!({"jsonrpc": "2.0", "id": 8, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "_meta": meta()}}),
+    );
+    assert_eq!(e["error"]["code"], codes::METHOD_NOT_FOUND, "{e}");
     let e = ask(json!({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"_meta": meta()}}));
     assert_eq!(e["error"]["code"], codes::METHOD_NOT_FOUND, "{e}");
     let pong = ask(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
@@ -211,14 +234,12 @@ fn a_handshake_client_sees_the_server_it_always_saw() {
     // narrowed to 2024-11-05: every answer byte for byte the same.
     let lines = [
         json!({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}),
-        json!({"jsonrpc": "2.0", "id": "d", "method": "server/discover"}),
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "clientInfo": {"name": "c", "version": "1"}}}),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}),
         json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo", "arguments": {}}}),
         json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
-        json!({"jsonrpc": "2.0", "id": 6, "method": "server/discover"}),
         json!({"jsonrpc": "2.0", "id": 7, "method": "shutdown"}),
     ];
     let both = builder().build().unwrap();
