@@ -4,12 +4,15 @@
 # stateless era (2026-07-28) through bridge.mjs. One line per scenario; exit 1 on any failure.
 #
 # usage: conformance/official/run.sh [--era handshake|stateless] [--suite 0.1|0.2]
-#                                     [--without-fixture-tools] -- CMD [ARG...]
+#                                     [--without-diagnostic-tools] [--without-fixture-tools]
+#                                     [--skip S1,S2] -- CMD [ARG...]
 #   (the `--` may be left out when CMD does not start with `-`)
-#   --without-fixture-tools: for a server without the scenarios' fixture tools (test_simple_text
-#     and the like; our echo example, awf mcp-serve): the scenarios that call them are SKIP, and
-#     server-stateless's checks that need its diagnostic tools are excused
-#     (expected-failures-no-fixture-tools.yml).
+#   --without-diagnostic-tools: server-stateless's checks that need its diagnostic tools
+#     (test_missing_capability, test_streaming_elicitation, test_logging_tool) are excused
+#     (expected-failures-no-fixture-tools.yml)
+#   --without-fixture-tools: for a server without any of the scenarios' tools (our echo example,
+#     awf mcp-serve): as --without-diagnostic-tools, and the scenarios that call the tools are SKIP
+#   --skip: these scenarios are SKIP (say why where you call it)
 # env:   AWF_TOOLS_DIR   where .ci/run installed the pinned tools (default: <repo>/.tools)
 #        RESULTS_DIR     where checks.json of every scenario and the logs go (default: a new temp dir)
 #        SCENARIO_TIMEOUT seconds per scenario before it is killed and counted failed (default 120)
@@ -28,13 +31,17 @@ timeout_s="${SCENARIO_TIMEOUT:-120}"
 era_filter=""
 suite_filter=""
 fixture_tools=1
+diagnostic_tools=1
+skip_list=" "
 while [ $# -gt 0 ]; do
   case "$1" in
     --era) era_filter="$2"; shift 2 ;;
     --suite) suite_filter="$2"; shift 2 ;;
-    --without-fixture-tools) fixture_tools=0; shift ;;
+    --without-fixture-tools) fixture_tools=0; diagnostic_tools=0; shift ;;
+    --without-diagnostic-tools) diagnostic_tools=0; shift ;;
+    --skip) skip_list+="${2//,/ } "; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -114,9 +121,15 @@ want() { [ -z "$1" ] || [ "$1" = "$2" ]; }
 
 # run_scenario, unless the scenario calls fixture tools the server does not have.
 maybe_run() { # suite era url scenario [extra args...]
+  local why=""
   if [ "$fixture_tools" = 0 ] && [[ "$FIXTURE_SCENARIOS" == *" $4 "* ]]; then
+    why="calls the fixture's tools (--without-fixture-tools)"
+  elif [[ "$skip_list" == *" $4 "* ]]; then
+    why="--skip"
+  fi
+  if [ -n "$why" ]; then
     skipped=$((skipped + 1))
-    printf 'SKIP  %s  %-9s  %-45s %s\n' "$1" "$2" "$4" "calls the fixture's tools (--without-fixture-tools)"
+    printf 'SKIP  %s  %-9s  %-45s %s\n' "$1" "$2" "$4" "$why"
     return
   fi
   run_scenario "$@"
@@ -150,7 +163,7 @@ if want "$era_filter" stateless && want "$suite_filter" 0.2; then
     for s in "${STATELESS_0_2[@]}"; do
       case "$s" in
         caching) run_scenario 0.2 stateless "$url" "$s" --expected-failures "$here/expected-failures-tools-only.yml" ;;
-        server-stateless) if [ "$fixture_tools" = 0 ]; then
+        server-stateless) if [ "$diagnostic_tools" = 0 ]; then
             run_scenario 0.2 stateless "$url" "$s" --expected-failures "$here/expected-failures-no-fixture-tools.yml"
           else run_scenario 0.2 stateless "$url" "$s"; fi ;;
         *) maybe_run 0.2 stateless "$url" "$s" ;;

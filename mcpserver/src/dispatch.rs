@@ -4,6 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::gate::write_change;
@@ -54,12 +55,16 @@ pub struct Dispatcher<'s> {
 struct Output {
     lines: RefCell<Vec<u8>>,
     stopped: Cell<Option<StopReason>>,
+    /// The protocol's, for the changes to tell before an answer.
+    listener: Arc<Listener>,
 }
 
 impl Link for Output {
     type Out = Vec<u8>;
 
     fn write(&self, body: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> Flow {
+        // A change not yet told goes before the answer, as over a transport.
+        self.take_list_change();
         let mut lines = self.lines.borrow_mut();
         let before = lines.len();
         match body(&mut lines) {
@@ -91,7 +96,8 @@ impl Output {
 
     /// Puts `notifications/tools/list_changed` in the output (for the handshake and for
     /// each subscription told) if the gate told of a change since the last one.
-    fn take_list_change(&self, listener: &Listener) {
+    fn take_list_change(&self) {
+        let listener = &*self.listener;
         let pending = &listener.pending;
         if pending.load(Ordering::Relaxed) && pending.swap(false, Ordering::AcqRel) {
             // Writing into a Vec does not fail.
@@ -108,11 +114,14 @@ impl Output {
 
 impl<'s> Dispatcher<'s> {
     pub(crate) fn new(inner: &'s Inner) -> Dispatcher<'s> {
+        let protocol = Protocol::new(inner);
+        let listener = protocol.listener.clone();
         Dispatcher {
-            protocol: Protocol::new(inner),
+            protocol,
             output: Output {
                 lines: RefCell::new(Vec::new()),
                 stopped: Cell::new(None),
+                listener,
             },
         }
     }
@@ -134,7 +143,7 @@ impl<'s> Dispatcher<'s> {
         if self.output.stopped.get().is_some() {
             return String::new();
         }
-        self.output.take_list_change(&self.protocol.listener);
+        self.output.take_list_change();
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.len() > self.protocol.inner.max_message_size {
@@ -156,7 +165,7 @@ impl<'s> Dispatcher<'s> {
         if self.output.stopped.get().is_some() {
             return String::new();
         }
-        self.output.take_list_change(&self.protocol.listener);
+        self.output.take_list_change();
         self.output.take_lines()
     }
 

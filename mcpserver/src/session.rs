@@ -425,7 +425,19 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
     fn write(&self, f: impl FnOnce(&mut BufWriter<W>) -> io::Result<()>, flush: bool) -> Flow {
         let flush = flush || !self.more_buffered.load(Ordering::Relaxed);
         let mut out = lock(&self.out);
-        let result = f(&mut out).and_then(|()| if flush { out.flush() } else { Ok(()) });
+        // A change not yet told goes first: a call that changed the tool list (through
+        // the gate, on this thread) has its answer after the notification, as the cause
+        // before the effect. One load while nothing changed.
+        let listener = &self.protocol.listener;
+        let told = match listener.pending.load(Ordering::Relaxed)
+            && listener.pending.swap(false, Ordering::AcqRel)
+        {
+            true => write_change(listener, &mut *out),
+            false => Ok(()),
+        };
+        let result = told
+            .and_then(|()| f(&mut out))
+            .and_then(|()| if flush { out.flush() } else { Ok(()) });
         self.unflushed.store(!flush, Ordering::Release);
         drop(out);
         match result {

@@ -193,6 +193,14 @@ pub enum Content {
         /// The resource object.
         resource: Value,
     },
+    /// Base64-encoded audio (revision 2025-03-26 and later: a client of 2024-11-05 may
+    /// not know it).
+    Audio {
+        /// Base64 data.
+        data: String,
+        /// For example `audio/wav`.
+        mime_type: String,
+    },
 }
 
 impl Content {
@@ -213,6 +221,14 @@ impl Content {
     pub fn resource(resource: Value) -> Content {
         Content::Resource { resource }
     }
+
+    /// Base64-encoded audio, `mime_type` such as `audio/wav`.
+    pub fn audio(data: impl Into<String>, mime_type: impl Into<String>) -> Content {
+        Content::Audio {
+            data: data.into(),
+            mime_type: mime_type.into(),
+        }
+    }
 }
 
 impl Serialize for Content {
@@ -231,6 +247,11 @@ impl Serialize for Content {
             Content::Resource { resource } => {
                 map.serialize_entry("type", "resource")?;
                 map.serialize_entry("resource", resource)?;
+            }
+            Content::Audio { data, mime_type } => {
+                map.serialize_entry("type", "audio")?;
+                map.serialize_entry("data", data)?;
+                map.serialize_entry("mimeType", mime_type)?;
             }
         }
         map.end()

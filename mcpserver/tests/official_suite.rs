@@ -1,9 +1,11 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`, 0.1.16 and
 //! 0.2.0-alpha.12, pinned in .ci/) judges the echo example in both eras: the handshake era
 //! through supergateway, revision 2026-07-28 through `conformance/official/bridge.mjs`, which
-//! passes each HTTP body to the server as one stdio line. The bridge itself is checked with
-//! the official TypeScript SDK v2 server restricted to 2026-07-28. Which scenarios run and
-//! why the others do not: conformance/official/README.md.
+//! passes each HTTP body to the server as one stdio line; and the suite's own tool scenarios
+//! (text, image, audio, resources, errors, a JSON Schema 2020-12 input, a tool list that
+//! changes under a listening client) against `examples/suite_tools.rs`. The bridge itself is
+//! checked with the official TypeScript SDK v2 server restricted to 2026-07-28. Which
+//! scenarios run and why the others do not: conformance/official/README.md.
 
 mod common;
 
@@ -70,6 +72,53 @@ fn the_echo_example_passes_the_official_suite_in_both_eras() {
         "PASS  0.2  stateless  tools-list",
         "PASS  0.2  stateless  caching",
         "PASS  0.2  stateless  http-header-validation",
+    ] {
+        assert!(text.contains(line), "{line} did not run:\n{text}");
+    }
+}
+
+/// Builds an example of this crate (with the cargo that runs the tests).
+fn example(name: &str) -> String {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-p",
+            "mcpserver",
+            "--example",
+            name,
+            "--message-format=json",
+        ])
+        .output()
+        .expect("run cargo build");
+    assert!(out.status.success(), "building the {name} example failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .and_then(|m| m["executable"].as_str().map(str::to_owned))
+        .expect("cargo names the executable")
+}
+
+#[test]
+fn the_suite_s_tool_scenarios_pass_on_a_server_of_this_library() {
+    if node().is_none() {
+        return;
+    }
+    // Progress notifications are not the library's (and the diagnostic tools of
+    // server-stateless need error -32021 from a tool, which a handler cannot raise).
+    let text = suite(
+        &[
+            "--without-diagnostic-tools",
+            "--skip",
+            "tools-call-with-progress",
+        ],
+        &[example("suite_tools")],
+    );
+    for line in [
+        "PASS  0.2  handshake  tools-call-mixed-content",
+        "PASS  0.2  stateless  tools-call-audio",
+        "PASS  0.2  stateless  json-schema-2020-12",
+        "PASS  0.2  stateless  server-stateless",
     ] {
         assert!(text.contains(line), "{line} did not run:\n{text}");
     }

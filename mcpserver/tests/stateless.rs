@@ -517,3 +517,45 @@ fn a_change_made_as_the_listen_acknowledgement_is_read_is_told_after_it() {
         TAGGED,
     );
 }
+
+#[test]
+fn a_change_a_call_makes_is_told_before_the_call_s_answer() {
+    // A tool that withholds another through the gate while it runs: the client reads the
+    // change before the result that caused it, over a transport and through a dispatcher.
+    let gate = Arc::new(std::sync::OnceLock::<ToolGate>::new());
+    let in_handler = gate.clone();
+    let server = Arc::new(
+        builder()
+            .notify_list_changed(true)
+            .tool_raw(
+                Tool::new("change", "Withholds fetch", json!({"type": "object"})),
+                move |_, _| {
+                    assert!(
+                        in_handler
+                            .get()
+                            .unwrap()
+                            .withhold("fetch", "changed by a call")
+                    );
+                    Ok::<_, String>(ToolResult::text("changed"))
+                },
+            )
+            .build()
+            .unwrap(),
+    );
+    gate.set(server.tool_gate()).unwrap();
+    let mut c = Client::start(server.clone());
+    c.send_request(
+        "L1",
+        "subscriptions/listen",
+        modern(json!({"notifications": {"toolsListChanged": true}})),
+    );
+    c.recv();
+    c.send_request(
+        2,
+        "tools/call",
+        modern(json!({"name": "change", "arguments": {}})),
+    );
+    assert_eq!(c.recv_line(), TAGGED, "the change first");
+    assert_eq!(c.recv()["id"], 2, "then the call's answer");
+    c.finish();
+}
