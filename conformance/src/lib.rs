@@ -1,5 +1,6 @@
-//! An independent MCP 2024-11-05 client over a child process's stdio, and a suite of
-//! conformance checks that runs against any stdio server command.
+//! An independent MCP client over a child process's stdio, and a suite of conformance
+//! checks, revision by revision (2024-11-05 to 2026-07-28), that runs against any stdio
+//! server command.
 //!
 //! It deliberately shares no code with the `mcpserver` crate: the point is a second,
 //! independent reading of the specification, so that a misunderstanding baked into a
@@ -9,16 +10,25 @@
 //!   receives answers against a deadline; it never hangs (the child is killed when the
 //!   deadline passes or the session is dropped) and it keeps everything the server wrote
 //!   to stdout and stderr.
-//! - [`checks`] holds the checks and [`checks::run`] runs them, each in a fresh server
-//!   process.
+//!   It speaks the handshake revisions, and 2026-07-28 with `_meta` on every request
+//!   ([`session::ServerProcess::speak_modern`]).
+//! - [`checks`] holds the checks of each [`checks::Revision`] and [`checks::run`] runs
+//!   the selected ones, each in a fresh server process.
+//! - [`schema`] validates structured tool output against a tool's output schema (the subset
+//!   of JSON Schema that output schemas use).
 //!
 //! ```no_run
 //! use conformance::checks::{self, Config};
 //! let config = Config::new(vec!["my-server".into(), "--stdio".into()]);
-//! for result in checks::run(&config, &checks::Selection::default()) {
+//! let every_revision = checks::Selection {
+//!     revisions: checks::Revision::ALL.to_vec(),
+//!     ..checks::Selection::default()
+//! };
+//! for result in checks::run(&config, &every_revision) {
 //!     println!("{}", result.line());
 //! }
 //! ```
 
 pub mod checks;
+pub mod schema;
 pub mod session;

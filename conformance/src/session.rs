@@ -14,8 +14,28 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// The protocol revision this client speaks.
+/// The protocol revision this client speaks in its handshake by default.
 pub const PROTOCOL_VERSION: &str = "2024-11-05";
+
+/// The stateless revision: no handshake, every request names its version in `_meta`.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// The `_meta` keys of a 2026-07-28 request and result.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// What a 2026-07-28 request carries in `params._meta`: the version, no client
+/// capabilities, and who we are.
+pub fn modern_meta() -> Value {
+    json!({
+        META_PROTOCOL_VERSION: MODERN_VERSION,
+        META_CLIENT_CAPABILITIES: {},
+        META_CLIENT_INFO: {"name": "mcp-conformance", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
 
 /// Why an exchange with the server did not produce what the caller waited for.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +96,9 @@ pub struct ServerProcess {
     deadline: Instant,
     next_id: i64,
     exit: Option<ExitStatus>,
+    /// When set, every request sent with [`ServerProcess::request`] carries these keys in
+    /// `params._meta` (see [`ServerProcess::speak_modern`]).
+    request_meta: Option<Value>,
 }
 
 impl ServerProcess {
@@ -159,6 +182,7 @@ impl ServerProcess {
             deadline,
             next_id: 1,
             exit: None,
+            request_meta: None,
         })
     }
 
@@ -201,7 +225,9 @@ impl ServerProcess {
         Ok(id)
     }
 
-    /// Sends a request with the given id (any JSON value, valid or not).
+    /// Sends a request with the given id (any JSON value, valid or not). After
+    /// [`ServerProcess::speak_modern`] its params carry the 2026-07-28 `_meta` keys (keys
+    /// the caller put in `params._meta` win).
     pub fn request_with_id(
         &mut self,
         id: Value,
@@ -209,10 +235,25 @@ impl ServerProcess {
         params: Option<Value>,
     ) -> Result<(), SessionError> {
         let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        let params = match (&self.request_meta, params) {
+            (Some(meta), params) => Some(with_meta(params.unwrap_or_else(|| json!({})), meta)),
+            (None, params) => params,
+        };
         if let Some(params) = params {
             message["params"] = params;
         }
         self.send(&message)
+    }
+
+    /// From now on every request is a 2026-07-28 request: its params carry
+    /// [`modern_meta`]. There is no handshake in that revision.
+    pub fn speak_modern(&mut self) {
+        self.request_meta = Some(modern_meta());
+    }
+
+    /// Back to requests without `_meta` (the handshake revisions).
+    pub fn speak_legacy(&mut self) {
+        self.request_meta = None;
     }
 
     /// Sends a notification (no id).
@@ -247,7 +288,13 @@ impl ServerProcess {
     /// so a stray answer to the notification cannot be mistaken for an answer to what a
     /// check sends next. Fails unless initialize is answered with a result.
     pub fn handshake(&mut self) -> Result<Value, SessionError> {
-        let response = self.initialize(PROTOCOL_VERSION)?;
+        self.handshake_as(PROTOCOL_VERSION)
+    }
+
+    /// [`ServerProcess::handshake`] asking for `version`; returns the whole initialize
+    /// response (whose `protocolVersion` may name another version the server supports).
+    pub fn handshake_as(&mut self, version: &str) -> Result<Value, SessionError> {
+        let response = self.initialize(version)?;
         if response.get("result").is_none() {
             return Err(SessionError::Io(format!(
                 "expected a result for initialize, got {}",
@@ -362,6 +409,36 @@ impl ServerProcess {
         }
     }
 
+    /// Every message (responses and notifications alike) that arrives up to and including
+    /// the response with `id`, in arrival order, messages already received first.
+    pub fn messages_until(&mut self, id: &Value) -> Result<Vec<Value>, SessionError> {
+        let waiting_for = format!("the answer to request id {id}");
+        self.messages_until_match(&waiting_for, |m| is_response(m) && m.get("id") == Some(id))
+    }
+
+    /// The first message, kept ones first, for which `wanted` holds; every message before it
+    /// is returned too, in arrival order (the wanted one last). `what` names it for the
+    /// error when the deadline or the end of stdout comes first.
+    pub fn messages_until_match(
+        &mut self,
+        what: &str,
+        wanted: impl Fn(&Value) -> bool,
+    ) -> Result<Vec<Value>, SessionError> {
+        let mut out: Vec<Value> = self.inbox.drain(..).collect();
+        if let Some(end) = out.iter().position(&wanted) {
+            self.inbox.extend(out.drain(end + 1..));
+            return Ok(out);
+        }
+        loop {
+            let message = self.next_message(what)?;
+            let done = wanted(&message);
+            out.push(message);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
     /// Closes the server's stdin (end of input) after everything queued is written.
     pub fn close_stdin(&mut self) {
         self.writer = None;
@@ -370,14 +447,16 @@ impl ServerProcess {
     /// Reads until the server closes stdout, returning every response not consumed yet,
     /// and an error when the deadline came first (with the responses that came until then).
     pub fn drain_responses(&mut self) -> (Vec<Value>, Result<(), SessionError>) {
-        let mut out: Vec<Value> = self.inbox.drain(..).filter(is_response).collect();
+        let (messages, closed) = self.drain_messages();
+        (messages.into_iter().filter(is_response).collect(), closed)
+    }
+
+    /// [`ServerProcess::drain_responses`], keeping notifications too.
+    pub fn drain_messages(&mut self) -> (Vec<Value>, Result<(), SessionError>) {
+        let mut out: Vec<Value> = self.inbox.drain(..).collect();
         loop {
             match self.next_message("the server to close its stdout") {
-                Ok(message) => {
-                    if is_response(&message) {
-                        out.push(message);
-                    }
-                }
+                Ok(message) => out.push(message),
                 Err(SessionError::Closed(_)) => return (out, Ok(())),
                 Err(e) => return (out, Err(e)),
             }
@@ -469,6 +548,25 @@ impl Drop for ServerProcess {
 pub fn is_response(message: &Value) -> bool {
     message.get("method").is_none()
         && (message.get("result").is_some() || message.get("error").is_some())
+}
+
+/// A notification: a `method` and no `id`.
+pub fn is_notification(message: &Value) -> bool {
+    message.get("method").is_some() && message.get("id").is_none()
+}
+
+/// `params` (an object) with `meta`'s keys added to its `_meta` where it has none of its own.
+fn with_meta(mut params: Value, meta: &Value) -> Value {
+    let Some(object) = params.as_object_mut() else {
+        return params;
+    };
+    let target = object.entry("_meta").or_insert_with(|| json!({}));
+    if let (Some(target), Some(meta)) = (target.as_object_mut(), meta.as_object()) {
+        for (key, value) in meta {
+            target.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    params
 }
 
 fn is_server_request(message: &Value) -> bool {

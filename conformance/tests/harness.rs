@@ -15,9 +15,13 @@ fn not_skipped(outcomes: &[Outcome]) -> Vec<&Outcome> {
 #[test]
 fn a_server_that_never_answers_fails_every_check_without_hanging() {
     // `sleep` reads nothing and writes nothing: every wait must end at the deadline.
-    let outcomes = run_suite_with_timeout("2", &["--jobs", "42"], &["sleep".into(), "3600".into()]);
+    let outcomes = run_suite_with_timeout(
+        "2",
+        &["--jobs", "42", "--revision", "all"],
+        &["sleep".into(), "3600".into()],
+    );
     let ran = not_skipped(&outcomes);
-    assert!(ran.len() >= 30, "{outcomes:?}");
+    assert!(ran.len() >= 60, "{outcomes:?}");
     for outcome in ran {
         assert_eq!(outcome.status, "fail", "{outcome:?}");
         assert!(outcome.message.contains("deadline"), "{outcome:?}");
@@ -26,7 +30,11 @@ fn a_server_that_never_answers_fails_every_check_without_hanging() {
 
 #[test]
 fn a_server_that_exits_at_once_fails_every_check() {
-    let outcomes = run_suite_with_timeout("20", &["--jobs", "8"], &["true".into()]);
+    let outcomes = run_suite_with_timeout(
+        "20",
+        &["--jobs", "8", "--revision", "all"],
+        &["true".into()],
+    );
     for outcome in not_skipped(&outcomes) {
         assert_eq!(outcome.status, "fail", "{outcome:?}");
     }
@@ -75,4 +83,54 @@ fn bad_command_lines_say_what_to_fix() {
     assert!(message.contains("put it after `--`"), "{message}");
     let message = usage_error(&["--echo-args", "{not json", "--", "true"]);
     assert!(message.contains("not valid JSON"), "{message}");
+    let message = usage_error(&["--revision", "2099-01-01", "--", "true"]);
+    assert!(
+        message.contains("unknown revision `2099-01-01`") && message.contains("2026-07-28"),
+        "{message}"
+    );
+    let message = usage_error(&["--only", "modern-discover", "--", "true"]);
+    assert!(message.contains("--revision 2026-07-28"), "{message}");
+}
+
+fn list(args: &[&str]) -> Vec<String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
+        .arg("--list")
+        .args(args)
+        .output()
+        .expect("run mcp-conformance --list");
+    assert!(output.status.success());
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn list_shows_each_check_with_its_revision() {
+    let default = list(&[]);
+    assert!(
+        default
+            .iter()
+            .all(|l| l.split_whitespace().nth(1) == Some("2024-11-05")),
+        "the default is 2024-11-05 alone: {default:?}"
+    );
+    let all = list(&["--revision", "all"]);
+    let mut each = 0;
+    for revision in ["2024-11-05", "2025-06-18", "2025-11-25", "2026-07-28"] {
+        let listed = list(&["--revision", revision]);
+        assert!(!listed.is_empty(), "{revision}");
+        assert!(
+            listed
+                .iter()
+                .all(|l| l.split_whitespace().nth(1) == Some(revision)),
+            "{listed:?}"
+        );
+        each += listed.len();
+    }
+    assert_eq!(each, all.len(), "all is every revision's checks");
+    let modern = list(&["--revision", "2026-07-28"]);
+    assert!(
+        modern.iter().all(|l| l.starts_with("modern-")),
+        "{modern:?}"
+    );
 }

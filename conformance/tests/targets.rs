@@ -18,7 +18,9 @@ fn every_target_fails_exactly_its_expected_deviations() {
                 let Some(command) = command(target) else {
                     return;
                 };
-                let outcomes = run_suite(target.options, &command);
+                let mut options = vec!["--revision", target.revision];
+                options.extend(target.options);
+                let outcomes = run_suite(&options, &command);
                 let expected = expected_failures(target.name);
                 let mut report = Vec::new();
                 for outcome in &outcomes {
@@ -56,8 +58,8 @@ fn every_target_fails_exactly_its_expected_deviations() {
 
 #[test]
 fn expected_lists_name_existing_checks() {
-    let checks = check_names();
     for target in TARGETS {
+        let checks = check_names(target.revision);
         for name in expected_failures(target.name).keys() {
             assert!(
                 checks.contains(name),

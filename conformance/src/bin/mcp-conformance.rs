@@ -1,18 +1,20 @@
-//! `mcp-conformance`: runs the MCP 2024-11-05 conformance checks against a stdio server
-//! command and prints one line per check, then a summary; exits 1 when a check fails.
+//! `mcp-conformance`: runs the MCP conformance checks of one revision (2024-11-05 by
+//! default) or of all against a stdio server command and prints one line per check, then a
+//! summary; exits 1 when a check fails.
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use conformance::checks::{self, CHECKS, Config, Selection, Status};
+use conformance::checks::{self, Config, Revision, Selection, Status};
 use serde_json::{Value, json};
 
-/// Check an MCP stdio server against the 2024-11-05 specification.
+/// Check an MCP stdio server against the MCP specification (2024-11-05 unless --revision).
 ///
 /// Each check starts a fresh server process. Example:
 ///   mcp-conformance --slow-tool sleep --slow-args '{"ms": 3000}' -- ./my-server --stdio
+///   mcp-conformance --revision all -- ./my-server --stdio
 #[derive(Parser, Debug)]
 #[command(name = "mcp-conformance", version, verbatim_doc_comment)]
 struct Cli {
@@ -34,15 +36,27 @@ struct Cli {
     /// Arguments for the failing tool as JSON.
     #[arg(long, value_name = "JSON", value_parser = parse_json, default_value = "{}")]
     error_args: Value,
-    /// Arguments the echo tool must refuse with -32602 (default: {} when it requires any).
+    /// Arguments the echo tool must refuse: -32602 in 2024-11-05, an isError result from
+    /// 2025-11-25 on (default: {} when it requires any).
     #[arg(long, value_name = "JSON", value_parser = parse_json)]
     bad_args: Option<Value>,
+    /// A tool with an outputSchema, for the structured-content checks (default: the echo
+    /// tool, when it declares one).
+    #[arg(long, value_name = "NAME")]
+    structured_tool: Option<String>,
+    /// Arguments for that tool as JSON (default: derived from its input schema).
+    #[arg(long, value_name = "JSON", value_parser = parse_json)]
+    structured_args: Option<Value>,
     /// The server's maximum line size in bytes; the over-long-line check sends 1 MiB more.
     #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
     max_line_bytes: usize,
     /// Seconds each check may take before its server is killed and the check fails.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     timeout: f64,
+    /// The protocol revision whose checks run: 2024-11-05, 2025-06-18, 2025-11-25,
+    /// 2026-07-28, or all.
+    #[arg(long, value_name = "REVISION", default_value = "2024-11-05", value_parser = parse_revisions)]
+    revision: Revisions,
     /// Run only these checks (comma-separated or repeated).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     only: Vec<String>,
@@ -55,7 +69,8 @@ struct Cli {
     /// Print one JSON document instead of lines.
     #[arg(long)]
     json: bool,
-    /// List the checks and what each one checks, then exit.
+    /// List the checks of the selected revision, with their revision and what each one
+    /// checks, then exit.
     #[arg(long)]
     list: bool,
     /// The server command and its arguments.
@@ -67,11 +82,44 @@ fn parse_json(text: &str) -> Result<Value, String> {
     serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e}): {text}"))
 }
 
+/// What `--revision` selects: one revision, or every one.
+#[derive(Debug, Clone)]
+struct Revisions(Vec<Revision>);
+
+fn parse_revisions(text: &str) -> Result<Revisions, String> {
+    if text == "all" {
+        return Ok(Revisions(Revision::ALL.to_vec()));
+    }
+    Revision::parse(text)
+        .map(|r| Revisions(vec![r]))
+        .ok_or_else(|| {
+            let known: Vec<&str> = Revision::ALL.iter().map(|r| r.as_str()).collect();
+            format!(
+                "unknown revision `{text}`; use one of {} or all",
+                known.join(", ")
+            )
+        })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let selection = Selection {
+        revisions: cli.revision.0,
+        only: cli.only,
+        skip: cli.skip,
+    };
     if cli.list {
-        for check in CHECKS {
-            println!("{:<34} {}", check.name, check.about);
+        let width = selection.checks().map(|c| c.name.len()).max().unwrap_or(0);
+        let mut out = std::io::stdout().lock();
+        for check in selection.checks() {
+            let line = format!(
+                "{:<width$}  {}  {}",
+                check.name, check.revision, check.about
+            );
+            // A closed pipe (`| head`) ends the list quietly.
+            if writeln!(out, "{line}").is_err() {
+                break;
+            }
         }
         return ExitCode::SUCCESS;
     }
@@ -88,10 +136,6 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let selection = Selection {
-        only: cli.only,
-        skip: cli.skip,
-    };
     if let Err(e) = selection.validate() {
         eprintln!("mcp-conformance: {e}");
         return ExitCode::from(2);
@@ -106,6 +150,8 @@ fn main() -> ExitCode {
         error_tool: cli.error_tool,
         error_args: cli.error_args,
         bad_args: cli.bad_args,
+        structured_tool: cli.structured_tool,
+        structured_args: cli.structured_args,
         max_line_bytes: cli.max_line_bytes,
         jobs: cli.jobs,
     };

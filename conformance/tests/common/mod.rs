@@ -46,6 +46,9 @@ pub struct Target {
     pub launch: Launch,
     /// Suite options that fit its tools (echo, slow, failing tool).
     pub options: &'static [&'static str],
+    /// The revisions whose checks run against it (`--revision`: a date or `all`); its
+    /// expected-deviation list covers those.
+    pub revision: &'static str,
     /// Whether the real clients (Python SDK, TypeScript SDK, Inspector CLI) must drive it.
     pub real_clients: bool,
 }
@@ -88,6 +91,7 @@ pub const TARGETS: &[Target] = &[
             args: &[],
         },
         options: ECHO_OPTIONS,
+        revision: "all",
         real_clients: true,
     },
     Target {
@@ -102,6 +106,7 @@ pub const TARGETS: &[Target] = &[
             "--slow-args",
             r#"{"duration": 2, "steps": 2}"#,
         ],
+        revision: "2024-11-05",
         real_clients: false,
     },
     Target {
@@ -120,6 +125,7 @@ pub const TARGETS: &[Target] = &[
             "--jobs",
             "2",
         ],
+        revision: "2024-11-05",
         real_clients: false,
     },
     Target {
@@ -130,6 +136,7 @@ pub const TARGETS: &[Target] = &[
             args: &["mcp-serve", "--root", "."],
         },
         options: AWF_OPTIONS,
+        revision: "2024-11-05",
         real_clients: false,
     },
 ];
@@ -329,10 +336,11 @@ pub fn run_suite_with_timeout(
     outcomes
 }
 
-/// The check names `mcp-conformance --list` knows.
-pub fn check_names() -> Vec<String> {
+/// The names of the checks `mcp-conformance --list --revision REVISION` shows (a revision's
+/// date, or `all`).
+pub fn check_names(revision: &str) -> Vec<String> {
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-conformance"))
-        .arg("--list")
+        .args(["--list", "--revision", revision])
         .output()
         .expect("run mcp-conformance --list");
     String::from_utf8_lossy(&output.stdout)
