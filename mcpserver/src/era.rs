@@ -122,7 +122,7 @@ pub(crate) struct Stateless<'a> {
 }
 
 /// The client as a request's `_meta` names it, borrowed from the line.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 pub(crate) struct NamedClient<'a> {
     #[serde(borrow, default)]
     pub name: Cow<'a, str>,
@@ -163,28 +163,30 @@ pub(crate) enum Judged<'a> {
 }
 
 /// A request's `_meta` as the era is judged by it, borrowed from the line: read in one
-/// pass without allocating (a stateless call pays no allocation for it).
-#[derive(Default)]
-struct MetaWire<'a> {
-    version: Option<Cow<'a, str>>,
-    capabilities: Option<&'a RawValue>,
-    client_info: Option<NamedClient<'a>>,
+/// pass without allocating (a stateless call pays no allocation for it), by serde here or,
+/// for the common shape of a `tools/call`, by the scanner (`scan.rs`) as it reads the line.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct MetaRead<'a> {
+    pub version: Option<Cow<'a, str>>,
+    /// `clientCapabilities` is there, and an object.
+    pub capabilities_object: bool,
+    pub client_info: Option<NamedClient<'a>>,
     /// It has members other than these three (a `traceparent`, a vendor's key).
-    others: bool,
+    pub others: bool,
 }
 
 /// A string, borrowed from the line unless it has escapes.
 #[derive(Deserialize)]
 struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 
-const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
-const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+pub(crate) const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(crate) const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
 
-impl<'de> Deserialize<'de> for MetaWire<'de> {
+impl<'de> Deserialize<'de> for MetaRead<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Members;
         impl<'de> serde::de::Visitor<'de> for Members {
-            type Value = MetaWire<'de>;
+            type Value = MetaRead<'de>;
 
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("an object")
@@ -194,11 +196,14 @@ impl<'de> Deserialize<'de> for MetaWire<'de> {
                 self,
                 mut map: A,
             ) -> Result<Self::Value, A::Error> {
-                let mut meta = MetaWire::default();
+                let mut meta = MetaRead::default();
                 while let Some(Text(key)) = map.next_key()? {
                     match &*key {
                         VERSION_KEY => meta.version = Some(map.next_value::<Text<'de>>()?.0),
-                        CAPABILITIES_KEY => meta.capabilities = Some(map.next_value()?),
+                        CAPABILITIES_KEY => {
+                            let value: &RawValue = map.next_value()?;
+                            meta.capabilities_object = value.get().starts_with('{');
+                        }
                         CLIENT_INFO_KEY => meta.client_info = map.next_value()?,
                         _ => {
                             map.next_value::<serde::de::IgnoredAny>()?;
@@ -260,10 +265,23 @@ pub(crate) fn judge<'a>(
     if revisions.stateless.is_empty() || !meta.contains(VERSION_KEY) {
         return Judged::Handshake;
     }
-    let Ok(wire) = serde_json::from_str::<MetaWire<'_>>(meta) else {
+    let Ok(read) = serde_json::from_str::<MetaRead<'_>>(meta) else {
         return Judged::Handshake;
     };
-    let Some(asked) = wire.version else {
+    judge_read(revisions, id, read, agreed)
+}
+
+/// [`judge`] of a `_meta` already read (by the scanner).
+pub(crate) fn judge_read<'a>(
+    revisions: &Revisions,
+    id: &RequestId,
+    read: MetaRead<'a>,
+    agreed: Option<&str>,
+) -> Judged<'a> {
+    if revisions.stateless.is_empty() {
+        return Judged::Handshake;
+    }
+    let Some(asked) = read.version else {
         return Judged::Handshake;
     };
     let Some(version) = revisions.stateless(&asked) else {
@@ -272,7 +290,7 @@ pub(crate) fn judge<'a>(
         }
         return Judged::Refused(unsupported(revisions, Some(id.clone()), &asked));
     };
-    if !wire.capabilities.is_some_and(|c| c.get().starts_with('{')) {
+    if !read.capabilities_object {
         return Judged::Refused(ErrorAnswer::new(
             Some(id.clone()),
             jsonrpc::INVALID_PARAMS,
@@ -283,8 +301,8 @@ pub(crate) fn judge<'a>(
     }
     Judged::Stateless(Stateless {
         version,
-        client: wire.client_info,
-        other_meta: wire.others,
+        client: read.client_info,
+        other_meta: read.others,
     })
 }
 

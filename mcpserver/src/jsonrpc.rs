@@ -108,6 +108,8 @@ pub(crate) struct Call<'a> {
     pub name: Cow<'a, str>,
     pub arguments: Option<&'a str>,
     pub meta: Option<&'a str>,
+    /// `_meta` as the era is judged by it, when the scanner read it already.
+    pub meta_read: Option<crate::era::MetaRead<'a>>,
 }
 
 impl<'a> From<CallParams<'a>> for Call<'a> {
@@ -116,6 +118,7 @@ impl<'a> From<CallParams<'a>> for Call<'a> {
             name: p.name,
             arguments: p.arguments.map(RawValue::get),
             meta: p.meta.map(RawValue::get),
+            meta_read: None,
         }
     }
 }
@@ -331,6 +334,7 @@ pub(crate) fn classify(line: &[u8]) -> Message<'_> {
                 name: Cow::Borrowed(c.name),
                 arguments: c.arguments,
                 meta: c.meta,
+                meta_read: c.meta_read,
             },
         };
     }

@@ -162,11 +162,11 @@ impl<'s> Protocol<'s> {
                 }
                 return Flow::Continue;
             }
-            Message::Call { id, call } => {
+            Message::Call { id, mut call } => {
                 if let Some(hooks) = &self.inner.hooks {
                     hooks.request_received("tools/call", Some(&id));
                 }
-                return match self.judge(&id, call.meta) {
+                return match self.judge_call(&id, &mut call) {
                     Judged::Handshake if self.init.get().is_none() => {
                         let message = not_initialized_message("tools/call");
                         self.reject_call(link, id, &call, jsonrpc::SERVER_NOT_INITIALIZED, message)
@@ -268,6 +268,18 @@ impl<'s> Protocol<'s> {
                 ),
             ),
         )
+    }
+
+    /// Which era a call is in: by what the scanner read of its `_meta`, else by the text.
+    #[inline]
+    fn judge_call<'a>(&self, id: &RequestId, call: &mut Call<'a>) -> Judged<'a> {
+        match call.meta_read.take() {
+            Some(read) => {
+                let agreed = self.init.get().map(|a| a.version);
+                era::judge_read(&self.inner.revisions, id, read, agreed)
+            }
+            None => self.judge(id, call.meta),
+        }
     }
 
     /// Which era a request is in, by its `_meta` text.

@@ -9,6 +9,9 @@
 //! than [`MAX_DEPTH`] — returns `None`, and the careful serde path reads the line (and
 //! words the error, if there is one). So the scanner never decides an error.
 
+use std::borrow::Cow;
+
+use crate::era::{CAPABILITIES_KEY, CLIENT_INFO_KEY, MetaRead, NamedClient, VERSION_KEY};
 use crate::jsonrpc::RequestId;
 use crate::swar;
 
@@ -25,6 +28,8 @@ pub(crate) struct ScannedCall<'a> {
     pub arguments: Option<&'a str>,
     /// The JSON text of `params._meta`, when present.
     pub meta: Option<&'a str>,
+    /// `_meta` as the era is judged by it (read on the way), when present.
+    pub meta_read: Option<MetaRead<'a>>,
 }
 
 /// Reads `text` as a `tools/call` request, or `None` when the careful path must.
@@ -67,11 +72,13 @@ pub(crate) fn tools_call(text: &str) -> Option<ScannedCall<'_>> {
     s.ws();
     (s.i == s.b.len() && jsonrpc && method).then_some(())?;
     let (name, arguments, meta) = params?;
+    let (meta, meta_read) = meta.unzip();
     Some(ScannedCall {
         id: id?,
         name,
         arguments,
         meta,
+        meta_read,
     })
 }
 
@@ -81,7 +88,7 @@ struct Scanner<'a> {
     i: usize,
 }
 
-type Params<'a> = (&'a str, Option<&'a str>, Option<&'a str>);
+type Params<'a> = (&'a str, Option<&'a str>, Option<(&'a str, MetaRead<'a>)>);
 
 impl<'a> Scanner<'a> {
     fn peek(&self) -> Option<u8> {
@@ -233,6 +240,100 @@ impl<'a> Scanner<'a> {
         self.text[start..self.i].parse().ok().map(RequestId::Number)
     }
 
+    /// `params._meta`, checked, and read for what judges its era: the revision, whether
+    /// the client's capabilities are an object, the client's name. A member named twice,
+    /// an escape in a name, a client that is not an object of plain strings: declined.
+    fn meta(&mut self) -> Option<MetaRead<'a>> {
+        let mut read = MetaRead::default();
+        if self.peek()? != b'{' {
+            self.value(0)?;
+            return Some(read);
+        }
+        let mut capabilities = false;
+        self.i += 1;
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(read);
+        }
+        loop {
+            let key = self.plain_str()?;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            match key {
+                VERSION_KEY if read.version.is_none() => {
+                    read.version = Some(Cow::Borrowed(self.plain_str()?));
+                }
+                CAPABILITIES_KEY if !capabilities => {
+                    capabilities = true;
+                    read.capabilities_object = self.peek()? == b'{';
+                    self.value(1)?;
+                }
+                CLIENT_INFO_KEY if read.client_info.is_none() => {
+                    read.client_info = Some(self.client()?);
+                }
+                VERSION_KEY | CAPABILITIES_KEY | CLIENT_INFO_KEY => return None,
+                _ => {
+                    self.value(1)?;
+                    read.others = true;
+                }
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    self.ws();
+                }
+                b'}' => {
+                    self.i += 1;
+                    return Some(read);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// `_meta`'s clientInfo: an object whose `name` and `version` are plain strings.
+    fn client(&mut self) -> Option<NamedClient<'a>> {
+        let mut client = NamedClient::default();
+        let (mut name, mut version) = (false, false);
+        self.eat(b'{')?;
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(client);
+        }
+        loop {
+            let key = self.plain_str()?;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            match key {
+                "name" if !name => {
+                    name = true;
+                    client.name = Cow::Borrowed(self.plain_str()?);
+                }
+                "version" if !version => {
+                    version = true;
+                    client.version = Cow::Borrowed(self.plain_str()?);
+                }
+                "name" | "version" => return None,
+                _ => self.value(2)?,
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    self.ws();
+                }
+                b'}' => {
+                    self.i += 1;
+                    return Some(client);
+                }
+                _ => return None,
+            }
+        }
+    }
+
     /// `params`: `name`, `arguments`, `_meta`, each at most once, nothing else.
     fn params(&mut self) -> Option<Params<'a>> {
         let (mut name, mut arguments, mut meta) = (None, None, None);
@@ -249,7 +350,11 @@ impl<'a> Scanner<'a> {
             match key {
                 "name" if name.is_none() => name = Some(self.plain_str()?),
                 "arguments" if arguments.is_none() => arguments = Some(self.raw()?),
-                "_meta" if meta.is_none() => meta = Some(self.raw()?),
+                "_meta" if meta.is_none() => {
+                    let start = self.i;
+                    let read = self.meta()?;
+                    meta = Some((self.text.get(start..self.i)?, read));
+                }
                 _ => return None,
             }
             self.ws();
@@ -342,6 +447,44 @@ mod tests {
         ];
         for line in declined {
             assert_eq!(call(line), None, "{line}");
+        }
+    }
+
+    /// What the scanner reads of `_meta` to judge the era is what serde reads, and what
+    /// it cannot read alike it declines.
+    #[test]
+    fn reads_meta_as_serde_does_or_declines() {
+        let metas = [
+            r#"{}"#,
+            r#"null"#,
+            r#"{"traceparent":"00-a"}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#,
+            r#"{"io.modelcontextprotocol/clientCapabilities":{"sampling":{}},"io.modelcontextprotocol/protocolVersion":"1900-01-01","x":[1]}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":[]}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","title":"C","version":"1"}}"#,
+            r#"{"io.modelcontextprotocol/clientInfo":{}}"#,
+            r#"{"io.modelcontextprotocol/logLevel":"info"}"#,
+        ];
+        for meta in metas {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"e","_meta":{meta}}}}}"#
+            );
+            let c = call(&line).unwrap_or_else(|| panic!("declined {meta}"));
+            assert_eq!(c.meta, Some(meta));
+            let serde = serde_json::from_str::<MetaRead<'_>>(meta).unwrap_or_default();
+            assert_eq!(c.meta_read.unwrap(), serde, "{meta}");
+        }
+        for meta in [
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/protocolVersion":"x"}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":7}"#,
+            r#"{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}"#,
+            r#"{"io.modelcontextprotocol/clientInfo":"c"}"#,
+            r#"{"io.modelcontextprotocol/clientInfo":{"name":"a"b"}}"#,
+        ] {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"e","_meta":{meta}}}}}"#
+            );
+            assert_eq!(call(&line), None, "{meta}");
         }
     }
 
