@@ -327,19 +327,9 @@ impl<'s> Protocol<'s> {
     /// when the server notifies list changes) and keeps the request open; it is
     /// answered when the session ends, and never after the client cancels it.
     fn listen(&self, link: &impl Link, id: RequestId, params: Option<&RawValue>) -> Flow {
-        let params: ListenParams = match params.map(|p| serde_json::from_str(p.get())) {
-            None => ListenParams::default(),
-            Some(Ok(p)) => p,
-            Some(Err(e)) => {
-                return answer_error(
-                    link,
-                    &ErrorAnswer::new(
-                        Some(id),
-                        jsonrpc::INVALID_PARAMS,
-                        format!("invalid subscriptions/listen params: {e}"),
-                    ),
-                );
-            }
+        let params: ListenParams = match params_of("subscriptions/listen", params) {
+            Ok(p) => p,
+            Err(message) => return invalid_params(link, id, message),
         };
         if lock(&self.listener.subscriptions)
             .iter()
@@ -468,19 +458,9 @@ impl<'s> Protocol<'s> {
         shape: Shape,
     ) -> Flow {
         let newer = shape != Shape::Legacy;
-        let params: ListParams = match params.map(|p| serde_json::from_str(p.get())) {
-            None => ListParams::default(),
-            Some(Ok(p)) => p,
-            Some(Err(e)) => {
-                return answer_error(
-                    link,
-                    &ErrorAnswer::new(
-                        Some(id),
-                        jsonrpc::INVALID_PARAMS,
-                        format!("invalid tools/list params: {e}"),
-                    ),
-                );
-            }
+        let params: ListParams = match params_of("tools/list", params) {
+            Ok(p) => p,
+            Err(message) => return invalid_params(link, id, message),
         };
         let gate = &self.inner.gate;
         let withheld = gate.any();
@@ -771,6 +751,24 @@ fn answer<L: Link>(
 
 fn answer_error(link: &impl Link, err: &ErrorAnswer) -> Flow {
     link.write(|w| jsonrpc::write_error(w, err))
+}
+
+fn invalid_params(link: &impl Link, id: RequestId, message: String) -> Flow {
+    answer_error(
+        link,
+        &ErrorAnswer::new(Some(id), jsonrpc::INVALID_PARAMS, message),
+    )
+}
+
+/// A request's params read into `T` (its default when there are none), or the -32602
+/// message naming `method` and what is wrong.
+fn params_of<'p, T: Deserialize<'p> + Default>(
+    method: &str,
+    params: Option<&'p RawValue>,
+) -> Result<T, String> {
+    params.map_or(Ok(T::default()), |p| {
+        serde_json::from_str(p.get()).map_err(|e| format!("invalid {method} params: {e}"))
+    })
 }
 
 fn not_initialized(link: &impl Link, id: RequestId, method: &str) -> Flow {

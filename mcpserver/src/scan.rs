@@ -240,6 +240,36 @@ impl<'a> Scanner<'a> {
         self.text[start..self.i].parse().ok().map(RequestId::Number)
     }
 
+    /// An object whose keys are plain strings: `member` reads each member's value (the
+    /// scanner is on it) or declines the line.
+    #[inline]
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.plain_str()?;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            member(self, key)?;
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    self.ws();
+                }
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
     /// `params._meta`, checked, and read for what judges its era: the revision, whether
     /// the client's capabilities are an object, the client's name. A member named twice,
     /// an escape in a name, a client that is not an object of plain strings: declined.
@@ -250,126 +280,62 @@ impl<'a> Scanner<'a> {
             return Some(read);
         }
         let mut capabilities = false;
-        self.i += 1;
-        self.ws();
-        if self.eat(b'}').is_some() {
-            return Some(read);
-        }
-        loop {
-            let key = self.plain_str()?;
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
+        self.object(|s, key| {
             match key {
                 VERSION_KEY if read.version.is_none() => {
-                    read.version = Some(Cow::Borrowed(self.plain_str()?));
+                    read.version = Some(Cow::Borrowed(s.plain_str()?));
                 }
                 CAPABILITIES_KEY if !capabilities => {
                     capabilities = true;
-                    read.capabilities_object = self.peek()? == b'{';
-                    self.value(1)?;
+                    read.capabilities_object = s.peek()? == b'{';
+                    s.value(1)?;
                 }
                 CLIENT_INFO_KEY if read.client_info.is_none() => {
-                    read.client_info = Some(self.client()?);
+                    read.client_info = Some(s.client()?);
                 }
                 VERSION_KEY | CAPABILITIES_KEY | CLIENT_INFO_KEY => return None,
                 _ => {
-                    self.value(1)?;
+                    s.value(1)?;
                     read.others = true;
                 }
             }
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    self.ws();
-                }
-                b'}' => {
-                    self.i += 1;
-                    return Some(read);
-                }
-                _ => return None,
-            }
-        }
+            Some(())
+        })?;
+        Some(read)
     }
 
     /// `_meta`'s clientInfo: an object whose `name` and `version` are plain strings.
     fn client(&mut self) -> Option<NamedClient<'a>> {
-        let mut client = NamedClient::default();
-        let (mut name, mut version) = (false, false);
-        self.eat(b'{')?;
-        self.ws();
-        if self.eat(b'}').is_some() {
-            return Some(client);
-        }
-        loop {
-            let key = self.plain_str()?;
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
-            match key {
-                "name" if !name => {
-                    name = true;
-                    client.name = Cow::Borrowed(self.plain_str()?);
-                }
-                "version" if !version => {
-                    version = true;
-                    client.version = Cow::Borrowed(self.plain_str()?);
-                }
-                "name" | "version" => return None,
-                _ => self.value(2)?,
-            }
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    self.ws();
-                }
-                b'}' => {
-                    self.i += 1;
-                    return Some(client);
-                }
-                _ => return None,
-            }
-        }
+        let (mut name, mut version) = (None, None);
+        self.object(|s, key| match key {
+            "name" if name.is_none() => s.plain_str().map(|n| name = Some(n)),
+            "version" if version.is_none() => s.plain_str().map(|v| version = Some(v)),
+            "name" | "version" => None,
+            _ => s.value(2),
+        })?;
+        Some(NamedClient {
+            name: Cow::Borrowed(name.unwrap_or_default()),
+            version: Cow::Borrowed(version.unwrap_or_default()),
+        })
     }
 
     /// `params`: `name`, `arguments`, `_meta`, each at most once, nothing else.
     fn params(&mut self) -> Option<Params<'a>> {
         let (mut name, mut arguments, mut meta) = (None, None, None);
-        self.eat(b'{')?;
-        self.ws();
-        if self.eat(b'}').is_some() {
-            return None;
-        }
-        loop {
-            let key = self.plain_str()?;
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
+        self.object(|s, key| {
             match key {
-                "name" if name.is_none() => name = Some(self.plain_str()?),
-                "arguments" if arguments.is_none() => arguments = Some(self.raw()?),
+                "name" if name.is_none() => name = Some(s.plain_str()?),
+                "arguments" if arguments.is_none() => arguments = Some(s.raw()?),
                 "_meta" if meta.is_none() => {
-                    let start = self.i;
-                    let read = self.meta()?;
-                    meta = Some((self.text.get(start..self.i)?, read));
+                    let start = s.i;
+                    let read = s.meta()?;
+                    meta = Some((s.text.get(start..s.i)?, read));
                 }
                 _ => return None,
             }
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    self.ws();
-                }
-                b'}' => {
-                    self.i += 1;
-                    return Some((name?, arguments, meta));
-                }
-                _ => return None,
-            }
-        }
+            Some(())
+        })?;
+        Some((name?, arguments, meta))
     }
 }
 

@@ -77,28 +77,6 @@ fn the_echo_example_passes_the_official_suite_in_both_eras() {
     }
 }
 
-/// Builds an example of this crate (with the cargo that runs the tests).
-fn example(name: &str) -> String {
-    let out = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "-p",
-            "mcpserver",
-            "--example",
-            name,
-            "--message-format=json",
-        ])
-        .output()
-        .expect("run cargo build");
-    assert!(out.status.success(), "building the {name} example failed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
-        .and_then(|m| m["executable"].as_str().map(str::to_owned))
-        .expect("cargo names the executable")
-}
-
 #[test]
 fn the_suite_s_tool_scenarios_pass_on_a_server_of_this_library() {
     if node().is_none() {
@@ -112,7 +90,7 @@ fn the_suite_s_tool_scenarios_pass_on_a_server_of_this_library() {
             "--skip",
             "tools-call-with-progress",
         ],
-        &[example("suite_tools")],
+        &[common::example_binary("suite_tools").display().to_string()],
     );
     for line in [
         "PASS  0.2  handshake  tools-call-mixed-content",

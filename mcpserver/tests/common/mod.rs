@@ -156,26 +156,29 @@ pub fn object_schema() -> Value {
 /// Builds the echo example once (with the cargo that runs the tests) and returns its path.
 pub fn echo_binary() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "mcpserver",
-                "--example",
-                "echo",
-                "--message-format=json",
-            ])
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cargo build");
-        assert!(out.status.success(), "building the echo example failed");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "echo")
-            .and_then(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo names the echo executable")
-    })
-    .clone()
+    PATH.get_or_init(|| example_binary("echo")).clone()
+}
+
+/// Builds an example of this crate (with the cargo that runs the tests) and returns its
+/// path.
+pub fn example_binary(name: &str) -> PathBuf {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-p",
+            "mcpserver",
+            "--example",
+            name,
+            "--message-format=json",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run cargo build");
+    assert!(out.status.success(), "building the {name} example failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .and_then(|m| m["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo names the {name} executable"))
 }
