@@ -4,7 +4,12 @@
 //! upstream as `notifications/cancelled`); one reader thread that routes answers, answers
 //! the server's own `ping`, and hands `notifications/tools/list_changed` on. When the
 //! server's output ends, every request still waiting fails at once with why.
+//!
+//! Both eras ([`Era`], told by [`super::era`]): the handshake era's `initialize`, and
+//! revision 2026-07-28's `_meta` on every request, `resultType` read from every result,
+//! and `subscriptions/listen` for list changes (only those of awf's subscription count).
 
+use super::era::{self, Era};
 use mcpserver::RequestId;
 use mcpserver::wire::{self, Frame, Incoming};
 use serde_json::{Value, json};
@@ -12,7 +17,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::process::{ChildStdin, ChildStdout};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 /// The longest line read from a server: a bigger answer fails its request (results are
@@ -23,13 +28,20 @@ pub const MAX_LINE: usize = 64 << 20;
 const PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// Revisions whose `initialize` answers are accepted.
-const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// The `_meta` key of a subscription's notifications.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// Why a request got no result.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
-    /// The server answered with a JSON-RPC error.
-    Rpc { code: i64, message: String },
+    /// The server answered with a JSON-RPC error (its `data`, when it has one).
+    Rpc {
+        code: i64,
+        message: String,
+        data: Option<Value>,
+    },
     /// No answer before the deadline (the request was cancelled upstream).
     TimedOut(Duration),
     /// The caller cancelled (and so was the request upstream).
@@ -38,35 +50,61 @@ pub enum Failure {
     Gone(String),
     /// The answer is not what the protocol says (why).
     Malformed(String),
+    /// No revision in common with the server (why).
+    Era(String),
+    /// A 2026-07-28 server asked for input before it would finish (what it asked for):
+    /// a multi round-trip request, which awf does not answer.
+    InputRequired(String),
 }
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::Rpc { code, message } => write!(f, "error {code}: {message}"),
+            Failure::Rpc { code, message, .. } => write!(f, "error {code}: {message}"),
             Failure::TimedOut(d) => write!(f, "no answer within {} s", d.as_secs_f64()),
             Failure::Cancelled => f.write_str("cancelled"),
-            Failure::Gone(why) => f.write_str(why),
+            Failure::Gone(why) | Failure::Era(why) => f.write_str(why),
             Failure::Malformed(why) => write!(f, "a malformed answer: {why}"),
+            Failure::InputRequired(what) => write!(f, "it asked for input first: {what}"),
         }
     }
 }
 
-type Answer = Result<Value, Failure>;
+/// An answer, or why there is none.
+pub type Answer = Result<Value, Failure>;
 
 struct Shared {
     writer: Mutex<Option<ChildStdin>>,
     pending: Mutex<HashMap<i64, mpsc::Sender<Answer>>>,
     /// Set once the link is down, with why.
     down: Mutex<Option<String>>,
+    /// The id of awf's open `subscriptions/listen`, while it is open.
+    listen: Mutex<Option<i64>>,
+}
+
+/// A request sent and not answered yet.
+pub struct Pending {
+    id: i64,
+    rx: mpsc::Receiver<Answer>,
 }
 
 /// One link to a server.
 pub struct Client {
     shared: Arc<Shared>,
     next_id: AtomicI64,
-    /// The server's `initialize` result (after [`Client::initialize`]).
+    /// The era, once told; requests before it go as they are written.
+    era: OnceLock<Era>,
+    /// The server's `initialize` result, or its discovery result.
     pub server_info: Mutex<Value>,
+}
+
+/// `initialize`'s params: the handshake awf has always sent.
+pub fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "awf", "version": env!("CARGO_PKG_VERSION")},
+    })
 }
 
 impl Client {
@@ -83,14 +121,17 @@ impl Client {
             writer: Mutex::new(Some(stdin)),
             pending: Mutex::new(HashMap::new()),
             down: Mutex::new(None),
+            listen: Mutex::new(None),
         });
         let reader = shared.clone();
+        let server = name.to_string();
         let _ = std::thread::Builder::new()
             .name(format!("awf-server-{name}"))
-            .spawn(move || read_loop(stdout, &reader, &*list_changed, &*log));
+            .spawn(move || read_loop(stdout, &reader, &server, &*list_changed, &*log));
         Client {
             shared,
             next_id: AtomicI64::new(0),
+            era: OnceLock::new(),
             server_info: Mutex::new(Value::Null),
         }
     }
@@ -104,26 +145,61 @@ impl Client {
             .clone()
     }
 
-    /// `initialize`, then `notifications/initialized`.
-    pub fn initialize(&self, deadline: Instant) -> Result<(), Failure> {
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "awf", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let result = self.request("initialize", Some(params), deadline, &|| false)?;
+    /// The era its requests are written in, once told.
+    pub fn era(&self) -> Option<Era> {
+        self.era.get().copied()
+    }
+
+    pub(super) fn set_era(&self, era: Era) {
+        let _ = self.era.set(era);
+    }
+
+    pub(super) fn set_server_info(&self, info: Value) {
+        *self.server_info.lock().unwrap_or_else(|e| e.into_inner()) = info;
+    }
+
+    /// `initialize`, then `notifications/initialized`; the revision it answered with.
+    pub fn initialize(&self, deadline: Instant) -> Result<String, Failure> {
+        let result = self.request("initialize", Some(initialize_params()), deadline, &|| false)?;
+        self.finish_initialize(result)
+    }
+
+    /// After `initialize`'s `result`: its revision checked, `notifications/initialized`
+    /// sent, the handshake era set.
+    pub fn finish_initialize(&self, result: Value) -> Result<String, Failure> {
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
-            .unwrap_or("");
-        if !KNOWN_VERSIONS.contains(&version) {
+            .unwrap_or("")
+            .to_string();
+        if !KNOWN_VERSIONS.contains(&version.as_str()) {
             return Err(Failure::Malformed(format!(
                 "it answered initialize with protocolVersion {version:?}; awf speaks {}",
                 KNOWN_VERSIONS.join(", ")
             )));
         }
-        *self.server_info.lock().unwrap_or_else(|e| e.into_inner()) = result;
-        self.notify("notifications/initialized", None)
+        self.set_server_info(result);
+        self.set_era(Era::Handshake);
+        self.notify("notifications/initialized", None)?;
+        Ok(version)
+    }
+
+    /// Opens awf's `subscriptions/listen` for tool list changes (2026-07-28: a server
+    /// tells its changes only to a client that listens). Not waited for: its
+    /// acknowledgement and the changes come as notifications tagged with its id.
+    pub fn listen(&self) -> Result<(), Failure> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let params = json!({"notifications": {"toolsListChanged": true}, "_meta": era::meta()});
+        let mut line = Vec::new();
+        wire::write_request(
+            &mut line,
+            &RequestId::Number(id),
+            "subscriptions/listen",
+            Some(&params),
+        )
+        .map_err(|e| Failure::Malformed(format!("cannot encode the request: {e}")))?;
+        *self.shared.listen.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+        self.send(&line).map_err(Failure::Gone)
     }
 
     /// Every tool of `tools/list`, page by page (at most 100 pages).
@@ -149,8 +225,9 @@ impl Client {
         ))
     }
 
-    /// A request; waits for its answer until `deadline` or until `cancelled()` (checked
-    /// every 20 ms), and tells the server when it gives up.
+    /// A request in the server's era (2026-07-28: `_meta` added, `resultType` read);
+    /// waits for its answer until `deadline` or until `cancelled()` (checked every
+    /// 20 ms), and tells the server when it gives up.
     pub fn request(
         &self,
         method: &str,
@@ -158,6 +235,40 @@ impl Client {
         deadline: Instant,
         cancelled: &dyn Fn() -> bool,
     ) -> Answer {
+        let stateless = self.era() == Some(Era::Stateless);
+        let params = if stateless {
+            let mut p = match params {
+                Some(Value::Object(m)) => m,
+                _ => serde_json::Map::new(),
+            };
+            p.insert("_meta".into(), era::meta());
+            Some(Value::Object(p))
+        } else {
+            params
+        };
+        let pending = self.start(method, params)?;
+        let started = Instant::now();
+        loop {
+            if Instant::now() >= deadline {
+                self.abandon(&pending, Some("the call's deadline passed"));
+                return Err(Failure::TimedOut(started.elapsed()));
+            }
+            if cancelled() {
+                self.abandon(&pending, Some("the client cancelled the call"));
+                return Err(Failure::Cancelled);
+            }
+            let step = deadline.min(Instant::now() + Duration::from_millis(20));
+            if let Some(answer) = self.answer_by(&pending, step) {
+                return match answer {
+                    Ok(result) if stateless => complete(method, result),
+                    other => other,
+                };
+            }
+        }
+    }
+
+    /// Sends a request as it is; its answer is waited for with [`Client::answer_by`].
+    pub fn start(&self, method: &str, params: Option<Value>) -> Result<Pending, Failure> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = mpsc::channel();
         {
@@ -173,34 +284,39 @@ impl Client {
             pending.insert(id, tx);
         }
         let mut line = Vec::new();
-        wire::write_request(&mut line, &RequestId::Number(id), method, params.as_ref())
-            .map_err(|e| Failure::Malformed(format!("cannot encode the request: {e}")))?;
+        if let Err(e) =
+            wire::write_request(&mut line, &RequestId::Number(id), method, params.as_ref())
+        {
+            self.forget(id);
+            return Err(Failure::Malformed(format!(
+                "cannot encode the request: {e}"
+            )));
+        }
         if let Err(why) = self.send(&line) {
             self.forget(id);
             return Err(Failure::Gone(why));
         }
-        let started = Instant::now();
-        loop {
-            let now = Instant::now();
-            if now >= deadline {
-                self.forget(id);
-                self.cancel_upstream(id, "the call's deadline passed");
-                return Err(Failure::TimedOut(started.elapsed()));
-            }
-            if cancelled() {
-                self.forget(id);
-                self.cancel_upstream(id, "the client cancelled the call");
-                return Err(Failure::Cancelled);
-            }
-            match rx.recv_timeout((deadline - now).min(Duration::from_millis(20))) {
-                Ok(answer) => return answer,
-                Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(Failure::Gone(
-                        self.down().unwrap_or_else(|| "the link closed".into()),
-                    ));
-                }
-            }
+        Ok(Pending { id, rx })
+    }
+
+    /// The answer to `pending` if it comes by `until` (at once when `until` has passed);
+    /// `None` leaves it waiting.
+    pub fn answer_by(&self, pending: &Pending, until: Instant) -> Option<Answer> {
+        let wait = until.saturating_duration_since(Instant::now());
+        match pending.rx.recv_timeout(wait) {
+            Ok(answer) => Some(answer),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Err(Failure::Gone(
+                self.down().unwrap_or_else(|| "the link closed".into()),
+            ))),
+        }
+    }
+
+    /// Stops waiting for `pending`; with a reason, the server is told to stop too.
+    pub fn abandon(&self, pending: &Pending, cancel: Option<&str>) {
+        self.forget(pending.id);
+        if let Some(reason) = cancel {
+            self.cancel_upstream(pending.id, reason);
         }
     }
 
@@ -214,6 +330,16 @@ impl Client {
 
     /// Closes the server's input (a server ends at end of input).
     pub fn close(&self) {
+        // awf's subscription ends as 2026-07-28 ends one: cancelled by its id.
+        let listen = self
+            .shared
+            .listen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(id) = listen {
+            self.cancel_upstream(id, "awf is done with the server");
+        }
         self.shared
             .writer
             .lock()
@@ -247,7 +373,27 @@ impl Client {
     }
 }
 
-fn read_loop(stdout: ChildStdout, shared: &Shared, list_changed: &dyn Fn(), log: &dyn Fn(&Value)) {
+/// A 2026-07-28 result as its `resultType` says: `complete` (or absent, as the revision
+/// asks of a client) is the result; `input_required` is what the server asked for.
+fn complete(method: &str, result: Value) -> Answer {
+    match result.get("resultType").and_then(Value::as_str) {
+        None | Some("complete") => Ok(result),
+        Some("input_required") if method == "tools/call" => {
+            Err(Failure::InputRequired(era::asked_for(&result)))
+        }
+        Some(other) => Err(Failure::Malformed(format!(
+            "its {method} result has resultType {other:?}, which awf does not take there"
+        ))),
+    }
+}
+
+fn read_loop(
+    stdout: ChildStdout,
+    shared: &Shared,
+    server: &str,
+    list_changed: &dyn Fn(),
+    log: &dyn Fn(&Value),
+) {
     let mut reader = wire::LineReader::new(stdout, MAX_LINE);
     let why = loop {
         let frame = match reader.next_frame(&mut || Ok(())) {
@@ -275,12 +421,27 @@ fn read_loop(stdout: ChildStdout, shared: &Shared, list_changed: &dyn Fn(), log:
                 Incoming::Response { id, result } => {
                     let answer = serde_json::from_str::<Value>(result.get())
                         .map_err(|e| Failure::Malformed(e.to_string()));
-                    deliver(shared, &id, answer);
+                    if !listen_ended(shared, server, &id, &answer) {
+                        deliver(shared, &id, answer);
+                    }
                 }
                 Incoming::ErrorResponse {
-                    id, code, message, ..
+                    id,
+                    code,
+                    message,
+                    data,
                 } => match id {
-                    Some(id) => deliver(shared, &id, Err(Failure::Rpc { code, message })),
+                    Some(id) => {
+                        let data = data.and_then(|d| serde_json::from_str(d.get()).ok());
+                        let answer = Err(Failure::Rpc {
+                            code,
+                            message,
+                            data,
+                        });
+                        if !listen_ended(shared, server, &id, &answer) {
+                            deliver(shared, &id, answer);
+                        }
+                    }
                     None => {
                         tracing::warn!(code, %message, "the server sent an error without an id")
                     }
@@ -305,7 +466,12 @@ fn read_loop(stdout: ChildStdout, shared: &Shared, list_changed: &dyn Fn(), log:
                     }
                 }
                 Incoming::Notification { method, params } => match &*method {
-                    "notifications/tools/list_changed" => list_changed(),
+                    "notifications/tools/list_changed" if ours(shared, params.map(|p| p.get())) => {
+                        list_changed();
+                    }
+                    "notifications/subscriptions/acknowledged" => {
+                        acknowledged(shared, server, params.map(|p| p.get()));
+                    }
                     "notifications/message" => {
                         let params = params
                             .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
@@ -341,4 +507,66 @@ fn deliver(shared: &Shared, id: &RequestId, answer: Answer) {
     if let Some(tx) = tx {
         let _ = tx.send(answer);
     }
+}
+
+/// The `io.modelcontextprotocol/subscriptionId` a notification is tagged with.
+fn subscription(params: Option<&str>) -> Option<Value> {
+    let params = serde_json::from_str::<Value>(params?).ok()?;
+    params.get("_meta")?.get(SUBSCRIPTION_ID).cloned()
+}
+
+/// Whether a notification belongs to awf: untagged (the handshake era's), or tagged with
+/// the id of awf's subscription (2026-07-28 tags each with the `subscriptions/listen` it
+/// answers; another's is not awf's).
+fn ours(shared: &Shared, params: Option<&str>) -> bool {
+    match subscription(params) {
+        None => true,
+        Some(tag) => {
+            let listen = *shared.listen.lock().unwrap_or_else(|e| e.into_inner());
+            listen.is_some_and(|id| tag.as_i64() == Some(id))
+        }
+    }
+}
+
+/// `notifications/subscriptions/acknowledged` of awf's subscription: said in the log
+/// when it leaves tool list changes out (changes during the run then go unseen).
+fn acknowledged(shared: &Shared, server: &str, params: Option<&str>) {
+    if subscription(params).is_none() || !ours(shared, params) {
+        return;
+    }
+    let honoured = params
+        .and_then(|p| serde_json::from_str::<Value>(p).ok())
+        .and_then(|p| p.get("notifications")?.get("toolsListChanged")?.as_bool())
+        == Some(true);
+    if honoured {
+        tracing::debug!(server = %server, "the server tells awf of tool list changes");
+    } else {
+        tracing::info!(
+            server = %server,
+            "server {server} does not tell of tool list changes (its subscription leaves them \
+             out): a tool it changes during the run is seen at its next start"
+        );
+    }
+}
+
+/// An answer to awf's `subscriptions/listen` (the server ended it, or refused it): said,
+/// and the subscription forgotten. False for any other answer.
+fn listen_ended(shared: &Shared, server: &str, id: &RequestId, answer: &Answer) -> bool {
+    let mut listen = shared.listen.lock().unwrap_or_else(|e| e.into_inner());
+    if !matches!((*listen, id), (Some(l), RequestId::Number(n)) if l == *n) {
+        return false;
+    }
+    *listen = None;
+    match answer {
+        Ok(_) => tracing::info!(
+            server = %server,
+            "server {server} ended awf's subscription to its tool list changes"
+        ),
+        Err(why) => tracing::info!(
+            server = %server,
+            "server {server} refused a subscription to its tool list changes ({why}): a tool \
+             it changes during the run is seen at its next start"
+        ),
+    }
+    true
 }

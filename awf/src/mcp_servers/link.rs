@@ -1,9 +1,11 @@
 //! A server link that outlives one crash: the running process and its client, started
-//! with a deadline for `initialize` and `tools/list`, and started again at most once per
-//! step when the server dies.
+//! with a deadline for telling its era (see [`super::era`]), opening it and `tools/list`,
+//! and started again at most once per step when the server dies (in the era it was
+//! found to speak).
 
 use super::client::{Client, Failure};
 use super::config::{DEFAULT_START_TIMEOUT, ServerSpec};
+use super::era::{self, Era, Negotiated};
 use super::process::{ServerProcess, StartContext, StderrSink, describe_status};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,6 +18,13 @@ const MAX_RESTARTS: u32 = 1;
 struct Instance {
     process: ServerProcess,
     client: Client,
+}
+
+/// What one start of the process came to.
+enum Attempt {
+    Started(Box<Instance>, Vec<Value>),
+    /// It ended when probed (why): to be started again with `initialize` alone.
+    ProbeEndedIt(String),
 }
 
 /// What a running server is told about and asks for.
@@ -63,7 +72,38 @@ impl Link {
             .unwrap_or(DEFAULT_START_TIMEOUT)
     }
 
+    /// Starts the process and opens it in its era: the one known from an earlier start
+    /// in this process, else the one the probe tells (remembered once it started).
     fn launch(&self) -> Result<(Instance, Vec<Value>), String> {
+        let known = era::recall(&self.name, &self.spec);
+        let started = match self.attempt(known) {
+            Ok(Attempt::ProbeEndedIt(why)) => {
+                tracing::info!(
+                    server = %self.name,
+                    "server {} ended when probed with server/discover ({why}); starting it \
+                     again and opening it with initialize",
+                    self.name
+                );
+                self.attempt(Some(Era::Handshake))
+            }
+            other => other,
+        };
+        match started {
+            Ok(Attempt::Started(instance, tools)) => {
+                if let Some(era) = instance.client.era() {
+                    era::remember(&self.name, &self.spec, era);
+                }
+                Ok((*instance, tools))
+            }
+            Ok(Attempt::ProbeEndedIt(why)) => Err(format!("it ended at its start ({why})")),
+            Err(why) => {
+                era::forget(&self.name, &self.spec);
+                Err(why)
+            }
+        }
+    }
+
+    fn attempt(&self, known: Option<Era>) -> Result<Attempt, String> {
         let (process, stdin, stdout) =
             ServerProcess::start(&self.name, &self.spec, &self.cx, self.stderr.clone())?;
         let notify = self.list_changed.clone();
@@ -90,7 +130,14 @@ impl Link {
             }),
         );
         let timeout = self.start_timeout();
-        let deadline = Instant::now() + timeout;
+        // The probe's wait comes on top: a server silent to it still has all of
+        // start_timeout_seconds for initialize and tools/list.
+        let probe_wait = if known.is_none() {
+            era::PROBE_WAIT.min(timeout)
+        } else {
+            Duration::ZERO
+        };
+        let deadline = Instant::now() + probe_wait + timeout;
         let fail = |what: &str, f: Failure| {
             let status = process.exit_status(Duration::from_millis(300));
             let exited = if status.is_some() {
@@ -107,15 +154,45 @@ impl Link {
             };
             format!("{failure}{exited}; {}", process.stderr_tail())
         };
-        if let Err(f) = client.initialize(deadline) {
-            let why = fail("initialize", f);
-            return Err(why);
+        let opening = if known.is_none() {
+            "server/discover or initialize"
+        } else {
+            "initialize"
+        };
+        let era = match era::negotiate(&client, deadline, known, probe_wait) {
+            Ok(Negotiated::Ready(era, how)) => {
+                if known.is_none() {
+                    let revision = match era {
+                        Era::Stateless => era::REVISION,
+                        Era::Handshake => "the handshake era",
+                    };
+                    tracing::info!(
+                        server = %self.name,
+                        "server {} speaks {revision}: {how}",
+                        self.name
+                    );
+                }
+                era
+            }
+            Ok(Negotiated::Restart(why)) => {
+                process.stop(Duration::from_millis(200));
+                return Ok(Attempt::ProbeEndedIt(why));
+            }
+            Err(f) => return Err(fail(opening, f)),
+        };
+        if era == Era::Stateless
+            && let Err(f) = client.listen()
+        {
+            return Err(fail("subscriptions/listen", f));
         }
         let tools = match client.list_tools(deadline) {
             Ok(t) => t,
             Err(f) => return Err(fail("tools/list", f)),
         };
-        Ok((Instance { process, client }, tools))
+        Ok(Attempt::Started(
+            Box::new(Instance { process, client }),
+            tools,
+        ))
     }
 
     /// The live instance, started again (once per step) when the last one died.
@@ -198,10 +275,17 @@ impl Link {
                     describe_status(status)
                 ))
             }
-            Err(Failure::Rpc { code, message }) => Err(format!(
+            Err(Failure::Rpc { code, message, .. }) => Err(format!(
                 "server {} refused the call to {tool}: {message} ({code})",
                 self.name
             )),
+            Err(Failure::InputRequired(what)) => Err(format!(
+                "server {} asked for input before it would finish {tool}: {what}; awf does not \
+                 answer such requests yet (2026-07-28's multi round-trip requests), so the call \
+                 was not completed",
+                self.name
+            )),
+            Err(Failure::Era(why)) => Err(format!("server {}: {why}", self.name)),
             Err(Failure::Malformed(why)) => Err(format!(
                 "server {} answered the call to {tool} with {why}",
                 self.name
