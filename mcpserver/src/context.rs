@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
-use crate::jsonrpc::RequestId;
+use crate::id::RequestId;
 
 /// The client, as it named itself in `initialize`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

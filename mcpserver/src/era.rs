@@ -7,18 +7,15 @@
 //! serves both by default: a request whose `_meta` names a revision is judged here;
 //! any other request goes the handshake way, exactly as before there was a second era.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
 use crate::context::ClientInfo;
-use crate::jsonrpc::{self, ErrorAnswer, RequestId};
+use crate::id::RequestId;
+use crate::jsonrpc::{self, ErrorAnswer};
+pub(crate) use crate::meta::{
+    MetaRead, NamedClient, VERSION_KEY, meta_beyond_protocol, params_meta,
+};
 use crate::{PROTOCOL_VERSION, REVISION_2025_06_18, REVISION_2025_11_25, REVISION_2026_07_28};
-
-/// The `_meta` key that names a request's revision (stateless era).
-pub(crate) const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// Every revision this library knows, oldest first, with its era.
 const KNOWN: [(&str, Era); 4] = [
@@ -121,15 +118,6 @@ pub(crate) struct Stateless<'a> {
     pub other_meta: bool,
 }
 
-/// The client as a request's `_meta` names it, borrowed from the line.
-#[derive(Debug, Default, PartialEq, Deserialize)]
-pub(crate) struct NamedClient<'a> {
-    #[serde(borrow, default)]
-    pub name: Cow<'a, str>,
-    #[serde(borrow, default)]
-    pub version: Cow<'a, str>,
-}
-
 impl NamedClient<'_> {
     /// The shared [`ClientInfo`], reusing `last` when the client named itself the same
     /// way (a client names itself on every request: one allocation per client, not per
@@ -160,95 +148,6 @@ pub(crate) enum Judged<'a> {
     /// Refused before any method: an unknown revision (-32022) or a required `_meta`
     /// field missing (-32602).
     Refused(ErrorAnswer),
-}
-
-/// A request's `_meta` as the era is judged by it, borrowed from the line: read in one
-/// pass without allocating (a stateless call pays no allocation for it), by serde here or,
-/// for the common shape of a `tools/call`, by the scanner (`scan.rs`) as it reads the line.
-#[derive(Debug, Default, PartialEq)]
-pub(crate) struct MetaRead<'a> {
-    pub version: Option<Cow<'a, str>>,
-    /// `clientCapabilities` is there, and an object.
-    pub capabilities_object: bool,
-    pub client_info: Option<NamedClient<'a>>,
-    /// It has members other than these three (a `traceparent`, a vendor's key).
-    pub others: bool,
-}
-
-/// A string, borrowed from the line unless it has escapes.
-#[derive(Deserialize)]
-struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-
-pub(crate) const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
-pub(crate) const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
-
-impl<'de> Deserialize<'de> for MetaRead<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Members;
-        impl<'de> serde::de::Visitor<'de> for Members {
-            type Value = MetaRead<'de>;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an object")
-            }
-
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<Self::Value, A::Error> {
-                let mut meta = MetaRead::default();
-                while let Some(Text(key)) = map.next_key()? {
-                    match &*key {
-                        VERSION_KEY => meta.version = Some(map.next_value::<Text<'de>>()?.0),
-                        CAPABILITIES_KEY => {
-                            let value: &RawValue = map.next_value()?;
-                            meta.capabilities_object = value.get().starts_with('{');
-                        }
-                        CLIENT_INFO_KEY => meta.client_info = map.next_value()?,
-                        _ => {
-                            map.next_value::<serde::de::IgnoredAny>()?;
-                            meta.others = true;
-                        }
-                    }
-                }
-                Ok(meta)
-            }
-        }
-        d.deserialize_map(Members)
-    }
-}
-
-/// `_meta` without the members a stateless request's revision, capabilities and client
-/// are read from ([`CallContext::meta`](crate::CallContext::meta) of such a call), or
-/// `None` when nothing else is in it.
-pub(crate) fn meta_beyond_protocol(text: &str, others: bool) -> Option<serde_json::Value> {
-    if !others {
-        return None;
-    }
-    let mut meta: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text).ok()?;
-    for key in [VERSION_KEY, CAPABILITIES_KEY, CLIENT_INFO_KEY] {
-        meta.remove(key);
-    }
-    Some(serde_json::Value::Object(meta))
-}
-
-#[derive(Deserialize)]
-struct ParamsMeta<'a> {
-    #[serde(borrow, default, rename = "_meta")]
-    meta: Option<&'a RawValue>,
-}
-
-/// The `_meta` text of a request's params, when the params may name a revision (a quick
-/// look for the key first: a handshake request pays one substring search).
-pub(crate) fn params_meta(params: Option<&RawValue>) -> Option<&str> {
-    let params = params?.get();
-    if !params.contains(VERSION_KEY) {
-        return None;
-    }
-    serde_json::from_str::<ParamsMeta<'_>>(params)
-        .ok()?
-        .meta
-        .map(RawValue::get)
 }
 
 /// Judges a request by its `_meta` text. `agreed` is the revision the session agreed in

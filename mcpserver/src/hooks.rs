@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::context::CallContext;
-use crate::jsonrpc::RequestId;
+use crate::id::RequestId;
 use crate::tool::ToolResult;
 
 /// How a call ended.

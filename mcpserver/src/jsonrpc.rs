@@ -4,11 +4,12 @@
 //! in `wire.rs`.
 
 use std::borrow::Cow;
-use std::fmt;
 use std::io::{self, Write};
 
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
+
+pub use crate::id::RequestId;
 
 /// Invalid JSON was received.
 pub const PARSE_ERROR: i64 = -32700;
@@ -32,47 +33,6 @@ pub const SERVER_BUSY_STATELESS: i64 = -31001;
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 /// A request needs a client capability it did not declare (revision 2026-07-28).
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
-
-/// The id of a request, echoed with its type in the answer.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum RequestId {
-    /// An integer id.
-    Number(i64),
-    /// A string id.
-    String(String),
-}
-
-impl fmt::Display for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RequestId::Number(n) => write!(f, "{n}"),
-            RequestId::String(s) => f.write_str(s),
-        }
-    }
-}
-
-impl RequestId {
-    /// Parses an id from its JSON text; MCP allows strings and integers only.
-    pub(crate) fn from_raw(raw: &RawValue) -> Option<RequestId> {
-        let text = raw.get();
-        if text.starts_with('"') {
-            serde_json::from_str::<String>(text)
-                .ok()
-                .map(RequestId::String)
-        } else {
-            text.parse::<i64>().ok().map(RequestId::Number)
-        }
-    }
-
-    pub(crate) fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
-        // serde_json writes integers without `core::fmt` (a quarter of the instructions).
-        match self {
-            RequestId::Number(n) => serde_json::to_writer(out, n),
-            RequestId::String(s) => serde_json::to_writer(out, s),
-        }
-        .map_err(io::Error::from)
-    }
-}
 
 /// Every member of a message, kept as raw JSON so that a bad member can be reported
 /// against the id when the id itself is fine.
@@ -109,7 +69,7 @@ pub(crate) struct Call<'a> {
     pub arguments: Option<&'a str>,
     pub meta: Option<&'a str>,
     /// `_meta` as the era is judged by it, when the scanner read it already.
-    pub meta_read: Option<crate::era::MetaRead<'a>>,
+    pub meta_read: Option<crate::meta::MetaRead<'a>>,
 }
 
 impl<'a> From<CallParams<'a>> for Call<'a> {

@@ -93,6 +93,7 @@ mod era;
 mod framing;
 mod gate;
 mod hooks;
+mod id;
 mod jsonrpc;
 #[cfg(all(
     target_os = "linux",
@@ -100,6 +101,7 @@ mod jsonrpc;
 ))]
 mod linux;
 pub mod memory;
+mod meta;
 mod methods;
 mod scan;
 mod server;
@@ -118,7 +120,7 @@ pub use context::{CallContext, CancellationToken, ClientInfo};
 pub use dispatch::Dispatcher;
 pub use gate::ToolGate;
 pub use hooks::{CallOutcome, CallStatus, Hooks};
-pub use jsonrpc::RequestId;
+pub use id::RequestId;
 
 /// The JSON-RPC error codes the server answers with, and a client of
 /// [`wire`] reads and answers with.

@@ -11,8 +11,8 @@
 
 use std::borrow::Cow;
 
-use crate::era::{CAPABILITIES_KEY, CLIENT_INFO_KEY, MetaRead, NamedClient, VERSION_KEY};
-use crate::jsonrpc::RequestId;
+use crate::id::RequestId;
+use crate::meta::{CAPABILITIES_KEY, CLIENT_INFO_KEY, MetaRead, NamedClient, VERSION_KEY};
 use crate::swar;
 
 /// Nesting the scanner follows before it leaves the line to the careful path (which

@@ -13,8 +13,7 @@ use serde_json::value::RawValue;
 use crate::doorbell::Doorbell;
 use crate::era::Revisions;
 use crate::hooks::Hooks;
-use crate::jsonrpc::RequestId;
-use crate::methods::lock;
+use crate::id::RequestId;
 use crate::tool::{Handler, Tool};
 
 /// Why [`Server::serve`](crate::Server::serve) returned (or a
@@ -122,7 +121,12 @@ impl Listener {
     /// True when someone in the session is to be told of a change.
     pub(crate) fn wants_changes(&self) -> bool {
         self.handshake.load(std::sync::atomic::Ordering::SeqCst)
-            || lock(&self.subscriptions).iter().any(|(_, told)| *told)
+            || self
+                .subscriptions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|(_, told)| *told)
     }
 }
 

@@ -5,7 +5,8 @@
 
 use super::client::{Client, Failure};
 use super::config::{DEFAULT_START_TIMEOUT, ServerSpec};
-use super::era::{self, Era, Negotiated};
+use super::era::{self, Era};
+use super::probe::{self, Negotiated};
 use super::process::{ServerProcess, StartContext, StderrSink, describe_status};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -75,7 +76,7 @@ impl Link {
     /// Starts the process and opens it in its era: the one known from an earlier start
     /// in this process, else the one the probe tells (remembered once it started).
     fn launch(&self) -> Result<(Instance, Vec<Value>), String> {
-        let known = era::recall(&self.name, &self.spec);
+        let known = probe::recall(&self.name, &self.spec);
         let started = match self.attempt(known) {
             Ok(Attempt::ProbeEndedIt(why)) => {
                 tracing::info!(
@@ -91,13 +92,13 @@ impl Link {
         match started {
             Ok(Attempt::Started(instance, tools)) => {
                 if let Some(era) = instance.client.era() {
-                    era::remember(&self.name, &self.spec, era);
+                    probe::remember(&self.name, &self.spec, era);
                 }
                 Ok((*instance, tools))
             }
             Ok(Attempt::ProbeEndedIt(why)) => Err(format!("it ended at its start ({why})")),
             Err(why) => {
-                era::forget(&self.name, &self.spec);
+                probe::forget(&self.name, &self.spec);
                 Err(why)
             }
         }
@@ -133,7 +134,7 @@ impl Link {
         // The probe's wait comes on top: a server silent to it still has all of
         // start_timeout_seconds for initialize and tools/list.
         let probe_wait = if known.is_none() {
-            era::PROBE_WAIT.min(timeout)
+            probe::PROBE_WAIT.min(timeout)
         } else {
             Duration::ZERO
         };
@@ -159,7 +160,7 @@ impl Link {
         } else {
             "initialize"
         };
-        let era = match era::negotiate(&client, deadline, known, probe_wait) {
+        let era = match probe::negotiate(&client, deadline, known, probe_wait) {
             Ok(Negotiated::Ready(era, how)) => {
                 if known.is_none() {
                     let revision = match era {

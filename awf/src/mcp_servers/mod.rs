@@ -1,8 +1,9 @@
 //! Third-party MCP servers behind the proxy: each started in its own jail, built by
 //! [`crate::confine`] as Bash's calls get theirs ([`process`]), spoken to as an MCP
-//! client on mcpserver's wire types ([`client`], in the revision [`era`] tells, restarted
-//! once per step by [`link`]), its tools re-exported as `<server>_<tool>` ([`source`])
-//! and pinned by a hash of all an agent reads of them ([`pins`]). [`start`] is what
+//! client on mcpserver's wire types ([`client`], in the revision [`era`] names and
+//! [`probe`] tells, restarted once per step by [`link`]), its tools re-exported as
+//! `<server>_<tool>` ([`source`]) and pinned by a hash of all an agent reads of them
+//! ([`pins`]). [`start`] is what
 //! `awf mcp-serve` calls for its config's `servers`: every server starts in parallel,
 //! and one that fails fails the step (naming it, its command and its stderr's last
 //! lines) unless it is `optional`.
@@ -12,6 +13,7 @@ pub mod config;
 pub mod era;
 pub mod link;
 pub mod pins;
+pub mod probe;
 pub mod process;
 pub mod source;
 
