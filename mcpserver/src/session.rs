@@ -396,10 +396,15 @@ impl<'s, R: Read + Send, W: Write + Send> Session<'s, R, W> {
     fn announce_list_change(&self) -> bool {
         let listener = &self.protocol.listener;
         let pending = &listener.pending;
-        if !pending.load(Ordering::Relaxed) || !pending.swap(false, Ordering::AcqRel) {
+        if !pending.load(Ordering::Relaxed) {
             return false;
         }
+        // Taken under the output's lock, as an answer's write takes it: whoever sees the
+        // change writes it, before any answer written after it.
         let mut out = lock(&self.out);
+        if !pending.swap(false, Ordering::AcqRel) {
+            return false;
+        }
         let result = write_change(listener, &mut *out).and_then(|()| out.flush());
         // The flush took whatever answers the leader had left in the buffer.
         self.unflushed.store(false, Ordering::Release);

@@ -355,6 +355,8 @@ fn a_listening_client_is_told_of_changes_tagged_until_it_cancels() {
     assert_eq!(names(&list), ["echo", "sleep"]);
 
     c.notify("notifications/cancelled", json!({"requestId": "L1"}));
+    // Lines are read in order: once a later request is answered, the cancel was acted on.
+    c.request(4, "tools/list", modern(json!({})));
     assert!(gate.withhold("echo", "changed too"));
     // L1 is no longer told, and never answered; L2 is answered when the input ends.
     let (reason, rest) = c.finish();

@@ -621,8 +621,25 @@ pub fn assert_workflow_notes_add(fake: &FakeModel, run: &WorkflowRun, prefix: &s
         .map(|r| r["tool"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["notes_add"], "{ctx}");
+    // The plugin's result reached the model: its text (with its data as JSON text after
+    // it) in the handshake era; from revision 2026-07-28 on the data also goes as
+    // structuredContent, which Claude Code (a client of that revision) shows the model
+    // instead of the text.
+    let revision = run
+        .audit
+        .iter()
+        .find(|r| r["type"] == "tool.call")
+        .and_then(|r| r["protocol_version"].as_str())
+        .unwrap_or_default();
+    let seen = match revision {
+        "2026-07-28" => r#""text":"remember the fixture""#,
+        _ => "added note 1",
+    };
     let output = run.state("work")["output"].as_str().unwrap_or_default();
-    assert!(output.contains("added note 1"), "output {output:?}\n{ctx}");
+    assert!(
+        output.contains(seen),
+        "output {output:?} (revision {revision})\n{ctx}"
+    );
     let offered = fake.offered_tools();
     assert!(
         !offered
