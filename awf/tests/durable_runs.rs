@@ -704,6 +704,23 @@ states:
     );
 }
 
+/// The files named `name` anywhere below `dir`.
+fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(path);
+            } else if entry.file_name() == name {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
 /// The command lines of the processes that name `needle` in theirs.
 fn processes_naming(needle: &str) -> Vec<String> {
     std::fs::read_dir("/proc")
@@ -763,12 +780,25 @@ states:
             .count()
     };
     assert!(eventually(|| agent_ran() == 1), "{}", model.describe());
-    child.kill().unwrap();
-    child.wait().unwrap();
     // The session was named before the CLI started: the run state has it.
     let before = c.status(&id);
     let session = before["states"][0]["session_id"].clone();
     assert!(session.is_string(), "{before:#}");
+    // Killed once the CLI has written the turn to its session (Claude Code writes its
+    // transcript a moment after it starts the call; on a loaded machine later than the
+    // call reaches Bash): a session the CLI never wrote cannot be continued.
+    if provider == "claude" {
+        let transcript = format!("{}.jsonl", session.as_str().unwrap());
+        assert!(
+            eventually(|| files_named(&c.state, &transcript)
+                .iter()
+                .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains(tool_call)))),
+            "Claude Code never wrote {transcript} under {}",
+            c.state.display()
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
     let asked_before = model.main_requests().len();
     std::fs::write(&go, "").unwrap();
     let out = c.awf(&["resume", &id, "--output", "json"]);
