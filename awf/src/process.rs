@@ -108,6 +108,33 @@ pub fn fork_owned(mut child: impl FnMut() -> i32) -> io::Result<Forked> {
     Ok(Forked { pid })
 }
 
+/// In a fork that does not exec: closes every descriptor above stderr but those in `keep`,
+/// by syscalls only (`close_range` over the gaps), so that the copy holds nothing of what
+/// this process's other threads have open (a pipe whose end of file one of them waits for).
+///
+/// # Safety
+/// Only in a forked child, before it uses any descriptor it does not keep.
+pub unsafe fn close_fds_but(keep: &[libc::c_int]) {
+    let mut kept = [libc::c_int::MAX; 8];
+    let n = keep.len().min(kept.len());
+    kept[..n].copy_from_slice(&keep[..n]);
+    kept[..n].sort_unstable();
+    let mut from: libc::c_uint = 3;
+    for &fd in &kept[..n] {
+        if fd < 3 {
+            continue;
+        }
+        let fd = fd as libc::c_uint;
+        if fd > from {
+            // SAFETY: close_range takes plain integers and touches no memory.
+            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+        }
+        from = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, from, libc::c_uint::MAX, 0u32) };
+}
+
 impl Forked {
     pub fn pid(&self) -> i32 {
         self.pid

@@ -628,3 +628,103 @@ fn three_claude_branches_edit_their_own_files_and_ctrl_c_leaves_nothing() {
         pids_with_arg(&config_dir)
     );
 }
+
+/// Three openai_compatible branches of one run, each with its own in-process tool server,
+/// each making its Bash calls (`calls[branch]`, one model turn each) at the same time as the
+/// others: every branch's calls run as if alone, whatever the interleaving. `rounds` runs;
+/// each must end (the state's timeout would say a hang). Returns the last round's case
+/// and summary.
+fn bash_branches(tag: &str, rounds: usize, calls: [&[&str]; 3]) -> (Case, Value) {
+    let mut last = None;
+    for round in 0..rounds {
+        let c = case(&format!("{tag}-{round}"));
+        let models: Vec<FakeModel> = calls
+            .iter()
+            .map(|commands| {
+                let script = commands.iter().fold(Script::new(), |s, command| {
+                    s.call("Bash", json!({"command": command}))
+                });
+                FakeModel::start(script)
+            })
+            .collect();
+        let mut states = String::from(
+            "  review:\n    type: parallel\n    parallel: [one, two, three]\n    timeout: 120s\n    on_success: done\n",
+        );
+        for (n, m) in ["one", "two", "three"].iter().zip(&models) {
+            states.push_str(&format!(
+                "  {n}:\n    type: agent\n    provider: openai_compatible\n    prompt: Run it\n    options: {{base_url: \"{}/v1\", model: fake-model}}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n",
+                m.base_url()
+            ));
+        }
+        states.push_str("  done:\n    type: terminal\n");
+        let wf = c.workflow(&states);
+        let (code, s) = c.run(&wf);
+        assert_eq!(code, 0, "round {round}: {s:#}");
+        for (n, commands) in ["one", "two", "three"].iter().zip(calls) {
+            assert_eq!(
+                summary_state(&s, n)["tool_calls"]["Bash"],
+                commands.len(),
+                "round {round}: {s:#}"
+            );
+        }
+        last = Some((c, s));
+    }
+    last.expect("at least one round")
+}
+
+/// When the last Bash call of `branch` ended, from its audit file (RFC 3339 times in UTC
+/// compare as text).
+fn last_result(c: &Case, branch: &str) -> String {
+    let files: Vec<PathBuf> = std::fs::read_dir(c.dir.join("audit"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.to_string_lossy()
+                .ends_with(&format!("{branch}.audit.jsonl"))
+        })
+        .collect();
+    assert_eq!(files.len(), 1, "the audit file of {branch}: {files:?}");
+    audit_lines(&files[0])
+        .iter()
+        .filter(|r| r["type"] == "tool.result")
+        .filter_map(|r| r["ts"].as_str().map(str::to_owned))
+        .max()
+        .unwrap_or_else(|| panic!("no tool.result of {branch}"))
+}
+
+#[test]
+fn parallel_openai_branches_with_quick_bash_calls_never_hang_each_other() {
+    bash_branches(
+        "bash-quick",
+        100,
+        [&["echo one"], &["echo two"], &["echo three"]],
+    );
+}
+
+#[test]
+fn a_branch_in_a_long_call_does_not_hold_up_the_others() {
+    let quick: &[&str] = &["echo a"; 10];
+    let (c, _) = bash_branches("bash-slow", 1, [&["sleep 3"], quick, quick]);
+    let slow = last_result(&c, "one");
+    for quick in ["two", "three"] {
+        assert!(
+            last_result(&c, quick) < slow,
+            "{quick}'s ten calls ended after the sleeping branch's one"
+        );
+    }
+}
+
+#[test]
+fn a_branch_flooding_its_process_cap_does_not_hold_up_the_others() {
+    let flood = "for i in $(seq 1000); do sleep 4 & done 2>/dev/null; wait";
+    let quick: &[&str] = &["echo a"; 5];
+    let (c, _) = bash_branches("bash-flood", 1, [&[flood], quick, quick]);
+    let flooding = last_result(&c, "one");
+    for quick in ["two", "three"] {
+        assert!(
+            last_result(&c, quick) < flooding,
+            "{quick}'s calls ended after the flooding branch's"
+        );
+    }
+}

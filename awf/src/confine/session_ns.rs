@@ -37,18 +37,20 @@ impl SessionNs {
         let options = CString::new(format!(
             "size={tmp_size},mode=0700,uid={uid},gid={gid},nr_inodes=0"
         ))?;
-        // Ready (the child's side writes one byte), then released (ours closes).
+        // Ready or failed (the child writes `r` or `e`), then released (we write one byte).
+        // Bytes, not end of file: a fork made by another thread meanwhile (another
+        // session's, a call's jail) holds copies of these pipes' ends until it closes them,
+        // and an end of file would wait for it; two sessions made at once would each wait
+        // for the other's copy, for good.
         let (ready_rx, ready_tx) = pipe()?;
         let (hold_rx, hold_tx) = pipe()?;
-        let (ready_w, hold_r, hold_w) = (
-            ready_tx.as_raw_fd(),
-            hold_rx.as_raw_fd(),
-            hold_tx.as_raw_fd(),
-        );
+        let (ready_w, hold_r) = (ready_tx.as_raw_fd(), hold_rx.as_raw_fd());
         let child = crate::process::fork_owned(move || {
             // SAFETY: syscalls on memory prepared before the fork.
             unsafe {
-                libc::close(hold_w);
+                // Nothing of the other threads' (their pipes, their sockets) stays open
+                // here while this copy lives.
+                crate::process::close_fds_but(&[ready_w, hold_r]);
                 let made = (|| -> io::Result<()> {
                     check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS))?;
                     write_proc(c"/proc/self/setgroups", c"deny")?;
@@ -74,11 +76,14 @@ impl SessionNs {
                     Ok(())
                 })();
                 if let Err(e) = made {
+                    libc::write(ready_w, b"e".as_ptr().cast(), 1);
                     return e.raw_os_error().unwrap_or(1).clamp(1, 125);
                 }
                 libc::write(ready_w, b"r".as_ptr().cast(), 1);
                 let mut b = 0u8;
-                libc::read(hold_r, (&mut b as *mut u8).cast(), 1);
+                while libc::read(hold_r, (&mut b as *mut u8).cast(), 1) < 0
+                    && *libc::__errno_location() == libc::EINTR
+                {}
                 0
             }
         })?;
@@ -91,7 +96,7 @@ impl SessionNs {
         let open = |kind: &str| -> io::Result<OwnedFd> {
             Ok(std::fs::File::open(format!("/proc/{pid}/ns/{kind}"))?.into())
         };
-        let held = if n == 1 {
+        let held = if n == 1 && b == b'r' {
             open("user").and_then(|user| {
                 let net = if net { Some(open("net")?) } else { None };
                 Ok((user, open("mnt")?, net))
@@ -99,6 +104,9 @@ impl SessionNs {
         } else {
             Err(io::Error::other("the namespace could not be made"))
         };
+        // Released: the byte (its end of file may be held open by another fork a while).
+        // SAFETY: a one-byte write from the stack to a pipe we own.
+        unsafe { libc::write(hold_tx.as_raw_fd(), b"x".as_ptr().cast(), 1) };
         drop(hold_tx);
         let status = child.wait()?;
         if let Some(code) = status.code().filter(|c| *c != 0) {
