@@ -60,6 +60,43 @@ impl Server {
         self.inner.tools.iter()
     }
 
+    /// The tools the server offers now, in registration order: the ones `tools/list`
+    /// names at this moment, that is [`Server::tools`] without those withheld through
+    /// the [`ToolGate`] so far. For a host that offers the tools by other means than
+    /// `tools/list` (a model request's `tools[]`, say) and is to follow the gate as an
+    /// MCP client does: read it again before each offer. A tool withheld never comes
+    /// back, so the count only falls.
+    ///
+    /// Cheap: while nothing is withheld, one atomic load more than [`Server::tools`];
+    /// afterwards, one more load per tool. Nothing is allocated or locked.
+    ///
+    /// ```
+    /// use mcpserver::{Server, Tool, ToolResult};
+    /// let tool = |name: &str| Tool::new(name, "A tool", serde_json::json!({"type": "object"}));
+    /// let server = Server::builder("t", "1")
+    ///     .tool_raw(tool("echo"), |_, _| Ok::<_, String>(ToolResult::text("hi")))
+    ///     .tool_raw(tool("fetch"), |_, _| Ok::<_, String>(ToolResult::text("page")))
+    ///     .build()
+    ///     .unwrap();
+    /// let names = |s: &Server| s.offered_tools().map(|t| t.name().to_string()).collect::<Vec<_>>();
+    /// assert_eq!(names(&server), ["echo", "fetch"]);
+    ///
+    /// server.tool_gate().withhold("echo", "its description changed since it was approved");
+    /// assert_eq!(names(&server), ["fetch"]);
+    /// // Still registered.
+    /// assert_eq!(server.tools().count(), 2);
+    /// ```
+    pub fn offered_tools(&self) -> impl Iterator<Item = &Tool> {
+        let inner = &*self.inner;
+        let gated = inner.gate.any();
+        inner
+            .tools
+            .iter()
+            .enumerate()
+            .filter(move |(index, _)| !gated || inner.gate.reason(*index).is_none())
+            .map(|(_, tool)| tool)
+    }
+
     /// A handle that stops the server from another thread.
     pub fn stop_handle(&self) -> StopHandle {
         self.inner.stop.handle_taken.store(true, Ordering::SeqCst);

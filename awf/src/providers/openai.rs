@@ -2,7 +2,9 @@
 //! in-process by the same `mcpserver::Server` that `awf mcp-serve` serves
 //! ([`tool_server`]: same assembly, sandbox, spans, log lines and audit records; transport
 //! `inproc`), called through [`mcpserver::Server::call`]. No subprocess, no MCP on a
-//! wire: the tool list goes in the request's `tools[]`, and the multi-turn loop runs here:
+//! wire: the tool list goes in each request's `tools[]` (what the server offers at that
+//! moment: a tool its gate withheld during the step is offered no more, as a CLI's
+//! `tools/list` no longer lists it), and the multi-turn loop runs here:
 //! model → `tool_calls` → one `role: "tool"` message per call → model, until it answers
 //! with text or the turn limit (option `max_tool_turns`, default 25) is reached.
 //!
@@ -158,15 +160,47 @@ pub fn tool_server(prepared: &Prepared) -> Result<Server, AwfError> {
     build_server(prepared, Transport::Inproc)
 }
 
-/// The tools of `server` as Chat Completions `tools[]`.
+/// The tools `server` offers now as Chat Completions `tools[]`: those its `tools/list`
+/// names at this moment ([`Server::offered_tools`]), so a tool withheld through its
+/// [`ToolGate`](mcpserver::ToolGate) (a third-party tool changed during the step) is left
+/// out, as a CLI's `tools/list` leaves it out.
 pub fn tool_definitions(server: &Server) -> Vec<Value> {
     server
-        .tools()
+        .offered_tools()
         .map(|t| {
             json!({"type": "function", "function": {
                 "name": t.name(), "description": t.description(), "parameters": t.input_schema()}})
         })
         .collect()
+}
+
+/// The `tools[]` of each model request, read from the server's gate before each one:
+/// what it offers then. Withholding only ever removes tools, so the same count of offered
+/// tools is the same set, and the definitions are rebuilt only when it falls (a request
+/// costs one atomic load while nothing is withheld, one per tool afterwards, and no
+/// allocation unless the set changed).
+struct Offer<'a> {
+    server: Option<&'a Server>,
+    definitions: Vec<Value>,
+}
+
+impl<'a> Offer<'a> {
+    fn new(server: Option<&'a Server>) -> Offer<'a> {
+        Offer {
+            server,
+            definitions: server.map(tool_definitions).unwrap_or_default(),
+        }
+    }
+
+    /// The tools to offer in the next request.
+    fn now(&mut self) -> &[Value] {
+        if let Some(server) = self.server
+            && server.offered_tools().count() != self.definitions.len()
+        {
+            self.definitions = tool_definitions(server);
+        }
+        &self.definitions
+    }
 }
 
 /// Runs the conversation. `deadline` bounds every request; `cancel` is checked between
@@ -183,7 +217,8 @@ pub fn run(
         messages.push(json!({"role": "system", "content": s}));
     }
     messages.push(json!({"role": "user", "content": prompt}));
-    let tools = server.map(tool_definitions).unwrap_or_default();
+    // Read before each request: a tool withheld during the step is offered no more.
+    let mut offer = Offer::new(server);
     let sent_to = opts.url();
     let url = opts.shown_url.clone().unwrap_or_else(|| sent_to.clone());
     let mut usage = Usage::default();
@@ -196,6 +231,7 @@ pub fn run(
             ));
         }
         let mut body = json!({"model": opts.model, "messages": messages, "stream": false});
+        let tools = offer.now();
         if !tools.is_empty() {
             body["tools"] = json!(tools);
             body["tool_choice"] = json!("auto");
@@ -452,6 +488,32 @@ mod tests {
             OpenAiOptions::from_map("s", &m(json!({"base_url": "https://h/v1", "model": "m"})))
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn the_offer_follows_the_gate() {
+        use mcpserver::{Tool, ToolResult};
+        let tool = |name: &str| Tool::new(name, "A tool", json!({"type": "object"}));
+        let server = Server::builder("t", "1")
+            .tool_raw(tool("echo"), |_, _| Ok::<_, String>(ToolResult::text("hi")))
+            .tool_raw(tool("change"), |_, _| {
+                Ok::<_, String>(ToolResult::text("ok"))
+            })
+            .build()
+            .unwrap();
+        let names = |tools: &[Value]| -> Vec<String> {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let mut offer = Offer::new(Some(&server));
+        assert_eq!(names(offer.now()), ["echo", "change"]);
+        server.tool_gate().withhold("echo", "changed since pinned");
+        assert_eq!(names(offer.now()), ["change"]);
+        server.tool_gate().withhold("change", "removed");
+        assert!(offer.now().is_empty());
+        assert!(Offer::new(None).now().is_empty());
     }
 
     #[test]
