@@ -50,7 +50,7 @@ fn this_process() -> Option<Owner> {
     })
 }
 
-/// The start time of process `pid` (as [`start_time`]), if it runs; a zombie (killed, not
+/// The start time of process `pid` (as `start_time` reads it), if it runs; a zombie (killed, not
 /// yet reaped) does not.
 pub fn process_start(pid: u32) -> Option<u64> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
