@@ -226,7 +226,10 @@ impl Runner<'_> {
             let traceparent = step_trace.traceparent.clone();
             let (units, result, default_next) = self.run_with_hooks(&state, seq, t0, &traceparent);
             if let Some(record) = &self.record
-                && matches!(state.kind, StateKind::ForEach(_) | StateKind::Parallel(_))
+                && matches!(
+                    state.kind,
+                    StateKind::ForEach(_) | StateKind::Parallel(_) | StateKind::While(_)
+                )
             {
                 record.units_ended(&state.name, &units);
             }

@@ -65,6 +65,14 @@ pub fn status(run_id: &str, as_json: bool) -> Result<u8, AwfError> {
                 })
             })
             .collect();
+        // Of a state that has not ended: the units (branches by position, iterations by
+        // index) that ended, which a resume does not run again.
+        out["units"] = s
+            .units
+            .iter()
+            .map(|(parent, units)| (parent.clone(), json!(units.keys().collect::<Vec<_>>())))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
         return Ok(0);
     }

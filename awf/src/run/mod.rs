@@ -148,6 +148,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         states: Vec::new(),
         units: Default::default(),
         shard,
+        journal: 0,
     };
     let start = wf.initial.clone();
     execute(

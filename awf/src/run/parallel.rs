@@ -125,22 +125,33 @@ impl Runner<'_> {
                     }
                 };
                 match rx.recv_timeout(Duration::from_millis(100)) {
-                    Ok((i, mut results)) => {
-                        running -= 1;
-                        if stops[i].load(Ordering::SeqCst) && !interrupted && !timed_out {
-                            for r in &mut results {
-                                if r.status == Status::Interrupted {
-                                    r.status = Status::Cancelled;
+                    Ok(first) => {
+                        // With it, the units that ended meanwhile (while the last records
+                        // were made durable): their records are one append and one fsync.
+                        let mut ended = vec![first];
+                        ended.extend(rx.try_iter());
+                        let mut succeeded = Vec::new();
+                        for (i, mut results) in ended {
+                            running -= 1;
+                            if stops[i].load(Ordering::SeqCst) && !interrupted && !timed_out {
+                                for r in &mut results {
+                                    if r.status == Status::Interrupted {
+                                        r.status = Status::Cancelled;
+                                    }
                                 }
                             }
+                            if !stopping && stops_all(&results) {
+                                stop_all(&mut stopping);
+                            }
+                            if self.record.is_some() && unit_ok(&results) {
+                                succeeded.push((i, results.clone()));
+                            }
+                            done[i] = results;
                         }
-                        if !stopping && stops_all(&results) {
-                            stop_all(&mut stopping);
+                        if let Some(record) = self.record.as_ref().filter(|_| !succeeded.is_empty())
+                        {
+                            record.units_succeeded(parent, &succeeded);
                         }
-                        if let Some(record) = self.record.as_ref().filter(|_| unit_ok(&results)) {
-                            record.unit_succeeded(parent, i, &results);
-                        }
-                        done[i] = results;
                     }
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,

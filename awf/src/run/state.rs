@@ -3,15 +3,28 @@
 //! one (its lease).
 //!
 //! One directory per run under awf's state directory (outside every path a step may
-//! write, as the audit trail is): `runs-state/<run id>/state.json` and, beside it,
-//! `inputs.json` with the input values a resume needs (both 0600, the directory 0700;
-//! `state.json` holds them masked). The engine writes `state.json` before and after every
-//! top-level state — never the states themselves — each time whole: a temp file, fsync,
-//! rename over the old one, fsync of the directory. A reader sees the old state or the
-//! new one, never a torn one, whenever the writer is killed.
+//! write, as the audit trail is): `runs-state/<run id>/` with `state.json`, a snapshot,
+//! `journal.jsonl`, the transitions since, and `inputs.json` with the input values a resume
+//! needs (all 0600, the directory 0700; the snapshot holds the inputs masked).
 //!
-//! Semantics are at-least-once, as LangGraph's and Temporal's: a state that was running
-//! when the run died runs again from its start on resume; a state that had ended never
+//! Each transition — a top-level state started or ended (with the records of the units it
+//! ran), a unit (a branch, an iteration of a for_each or a while) ended, the run ended —
+//! is an entry: a JSON line appended to the journal, numbered one more than the one
+//! before. Entries recorded together (the units that ended at once) are one write and one
+//! fsync: a group commit. The snapshot says up to which entry it holds; when the journal
+//! has grown past the snapshot's size (and 256 KiB), at the start of a run or a resume and
+//! at its end, the journal is compacted: the snapshot is written whole (a temp file, fsync,
+//! rename over the old one, fsync of the directory), then the journal is emptied. So the
+//! bytes written stay in proportion to the transitions, never the run's size times them.
+//!
+//! A reader takes the snapshot, then the journal's entries after it, up to the first line
+//! that is not whole or does not follow (a torn tail: the append a kill cut short, never
+//! acknowledged): whenever the writer is killed, it reads each transition whose fsync
+//! returned. A kill during a compaction leaves the old snapshot (and the journal whole)
+//! or the new one (and entries it holds, which are skipped).
+//!
+//! Semantics are at-least-once, as LangGraph's and Temporal's: a state or unit that was
+//! running when the run died runs again from its start on resume; one that had ended never
 //! runs again.
 
 use super::report::{StateResult, Status};
@@ -25,8 +38,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The format of `state.json`; a file of another version is refused with what to do.
-pub const VERSION: u32 = 1;
+/// The format of `state.json` (2: with a journal beside it; 1, without, is read too); a file
+/// of another version is refused with what to do.
+pub const VERSION: u32 = 2;
 
 /// Where the runs' state directories are.
 pub fn runs_dir() -> PathBuf {
@@ -182,6 +196,10 @@ pub struct RunState {
     /// COUNT is INDEX.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
+    /// The number of the last journal entry this state holds (a reader applies the
+    /// journal's entries after it).
+    #[serde(default)]
+    pub journal: u64,
 }
 
 /// One shard of a run split over several processes (`--shard INDEX/COUNT`).
@@ -306,6 +324,9 @@ impl StateRecord {
             "terminal" => "terminal",
             "for_each" => "for_each",
             "parallel" => "parallel",
+            "while" => "while",
+            "call_workflow" => "call_workflow",
+            "operation" => "operation",
             _ => "step",
         };
         StateResult {
@@ -344,18 +365,198 @@ fn tokens_of(r: &StateResult) -> Option<u64> {
     Some(n("input_tokens") + n("output_tokens"))
 }
 
-/// The run state of the run in progress, written at each transition of the engine.
+/// One transition of the run state: a line of the journal, applied in order to the
+/// snapshot it follows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Entry {
+    /// A top-level state started: its record, `running`.
+    Started { record: StateRecord },
+    /// The running state `end.state` ended as `end` says, after its units' records
+    /// (`units`, placed before its own); `next` runs next. `keep_units`: it was stopped by
+    /// Ctrl-C, and the units that ended stay ended for a resume.
+    Ended {
+        end: StateRecord,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        units: Vec<StateRecord>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        keep_units: bool,
+    },
+    /// Unit `index` of the running `parent` ended (a branch, an iteration) with the
+    /// records of its states: a resume does not run it again.
+    Unit {
+        parent: String,
+        index: usize,
+        records: Vec<StateRecord>,
+    },
+    /// The run ended.
+    Finished {
+        status: RunStatus,
+        exit_code: u8,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        ended_ms: u64,
+    },
+}
+
+/// A line of `journal.jsonl`: the entry's number (one more than the line before; the
+/// snapshot says up to which number it holds the entries), when it was written, the entry.
+#[derive(Debug, Serialize, Deserialize)]
+struct Line {
+    seq: u64,
+    at: u64,
+    entry: Entry,
+}
+
+/// What an entry does to the run state.
+fn apply(s: &mut RunState, entry: &Entry) {
+    match entry {
+        Entry::Started { record } => {
+            s.next = Some(record.state.clone());
+            s.states.push(record.clone());
+        }
+        Entry::Ended {
+            end,
+            units,
+            next,
+            keep_units,
+        } => {
+            s.next = next.clone();
+            let at = s
+                .states
+                .iter()
+                .rposition(|x| x.state == end.state && x.status == StateStatus::Running);
+            if let Some(at) = at {
+                let rec = &mut s.states[at];
+                rec.status = end.status;
+                rec.outcome = end.outcome.clone();
+                rec.attempt = end.attempt;
+                rec.duration_ms = end.duration_ms;
+                rec.output = end.output.clone();
+                rec.exit_code = end.exit_code;
+                rec.tokens = end.tokens;
+                rec.error = end.error.clone();
+                if end.session_id.is_some() {
+                    rec.session_id = end.session_id.clone();
+                }
+            }
+            let at = at.unwrap_or(s.states.len());
+            s.states.splice(at..at, units.iter().cloned());
+            // Its units are part of its result now; a later run of it runs them all.
+            if !keep_units {
+                s.units.remove(&end.state);
+            }
+        }
+        Entry::Unit {
+            parent,
+            index,
+            records,
+        } => {
+            s.units
+                .entry(parent.clone())
+                .or_default()
+                .insert(*index, records.clone());
+        }
+        Entry::Finished {
+            status,
+            exit_code,
+            error,
+            ended_ms,
+        } => {
+            s.status = *status;
+            s.exit_code = Some(*exit_code);
+            s.error = error.clone();
+            s.ended_ms = Some(*ended_ms);
+            if s.status == RunStatus::Cancelled {
+                // The state that was stopped runs again on resume.
+                for rec in s.states.iter_mut() {
+                    if rec.status == StateStatus::Running {
+                        rec.status = StateStatus::Cancelled;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The journal's name in a run's directory.
+const JOURNAL: &str = "journal.jsonl";
+
+/// The journal is compacted into the snapshot once it holds more bytes than this, or than
+/// the snapshot (so that the snapshot, which grows with the run, is rewritten a number of
+/// times that grows with the log of its size: the bytes written stay in proportion to
+/// the entries).
+const COMPACT_AT: u64 = 256 * 1024;
+
+/// The entries of `dir`'s journal after entry `after`, in order, up to the first line that
+/// is not whole (a torn tail: the append that a kill cut short, never fsynced, so never
+/// acknowledged), cannot be read, or does not follow the one before.
+fn read_journal(dir: &Path, after: u64) -> Vec<Line> {
+    let Ok(bytes) = std::fs::read(dir.join(JOURNAL)) else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    let mut last = after;
+    for chunk in bytes.split_inclusive(|&b| b == b'\n') {
+        let Some(text) = chunk.strip_suffix(b"\n") else {
+            break;
+        };
+        let Ok(line) = serde_json::from_slice::<Line>(text) else {
+            break;
+        };
+        // Entries the snapshot holds: a compaction was stopped before it emptied the journal.
+        if line.seq <= after {
+            continue;
+        }
+        if line.seq != last + 1 {
+            break;
+        }
+        last = line.seq;
+        lines.push(line);
+    }
+    lines
+}
+
+/// The run state of the run in progress, kept at each transition of the engine: an entry
+/// appended to the journal, fsynced once for the entries recorded together; now and then
+/// the journal is compacted into the snapshot `state.json`.
 pub struct Recorder {
     dir: PathBuf,
-    state: Mutex<RunState>,
+    inner: Mutex<Inner>,
     /// Of a resumed run: the sessions of the states it stopped in.
     interrupted: Mutex<HashMap<String, String>>,
 }
 
+struct Inner {
+    state: RunState,
+    /// The journal, open for appending (none: it could not be opened, and every transition
+    /// is a compaction).
+    journal: Option<std::fs::File>,
+    /// The number of the last entry applied.
+    seq: u64,
+    /// Bytes in the journal since the last compaction.
+    bytes: u64,
+    /// The size of the last snapshot.
+    snapshot: u64,
+    /// The records of the units of the state that ends next (they go in its `Ended`).
+    units: Vec<StateRecord>,
+}
+
 impl Recorder {
-    /// Makes the run's directory, writes `inputs.json` and the first `state.json`.
+    /// Makes the run's directory, writes `inputs.json` and the first snapshot, and empties
+    /// the journal.
     pub fn create(state: RunState, inputs: &HashMap<String, String>) -> Result<Recorder, AwfError> {
         let dir = runs_dir().join(&state.run_id);
+        Recorder::create_in(dir, state, inputs)
+    }
+
+    fn create_in(
+        dir: PathBuf,
+        mut state: RunState,
+        inputs: &HashMap<String, String>,
+    ) -> Result<Recorder, AwfError> {
         crate::private_files::private_dir(&dir)?;
         let values: Map<String, Value> = inputs
             .iter()
@@ -366,12 +567,42 @@ impl Recorder {
             "inputs.json",
             &serde_json::to_vec(&values).expect("JSON"),
         )?;
+        state.version = VERSION;
+        let seq = state.journal;
+        let mut inner = Inner {
+            state,
+            journal: None,
+            seq,
+            bytes: 0,
+            snapshot: 0,
+            units: Vec::new(),
+        };
+        // The snapshot first (it holds every entry so far), then the journal emptied: a
+        // kill between leaves entries the snapshot holds, which a reader skips.
+        compact(&dir, &mut inner)?;
+        let path = dir.join(JOURNAL);
+        let journal = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| {
+                AwfError::new(codes::IO, format!("cannot open {}: {e}", path.display()))
+            })?;
+        journal
+            .set_len(0)
+            .and_then(|()| journal.sync_all())
+            .and_then(|()| std::fs::File::open(&dir)?.sync_all())
+            .map_err(|e| {
+                AwfError::new(codes::IO, format!("cannot empty {}: {e}", path.display()))
+            })?;
+        inner.journal = Some(journal);
         let r = Recorder {
             dir,
-            state: Mutex::new(state),
+            inner: Mutex::new(inner),
             interrupted: Mutex::new(HashMap::new()),
         };
-        r.save()?;
         r.index();
         Ok(r)
     }
@@ -415,17 +646,52 @@ impl Recorder {
             .remove(name)
     }
 
-    fn save(&self) -> Result<(), AwfError> {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.updated_ms = now_ms();
-        let bytes = serde_json::to_vec_pretty(&*s).expect("JSON");
-        write_atomically(&self.dir, "state.json", &bytes)
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Writes, or says why it could not (the run goes on: its state is a record, the
-    /// steps' results do not depend on it).
-    fn save_or_warn(&self) {
-        if let Err(e) = self.save() {
+    /// Applies `entries` and makes them durable together: appended to the journal in one
+    /// write and one fsync (a group commit), or, when the journal has grown past the
+    /// snapshot (or `compact_now`), compacted into a new snapshot. A failure is said, and
+    /// the run goes on (its state is a record, the steps' results do not depend on it).
+    fn record(&self, entries: Vec<Entry>, compact_now: bool) {
+        let mut inner = self.inner();
+        let at = now_ms();
+        let mut buf = Vec::new();
+        for entry in entries {
+            inner.seq += 1;
+            let line = Line {
+                seq: inner.seq,
+                at,
+                entry,
+            };
+            apply(&mut inner.state, &line.entry);
+            serde_json::to_writer(&mut buf, &line).expect("JSON");
+            buf.push(b'\n');
+        }
+        inner.state.updated_ms = at;
+        let grown = inner.bytes + buf.len() as u64 > COMPACT_AT.max(inner.snapshot);
+        let appended = if compact_now || grown || inner.journal.is_none() {
+            Err(None)
+        } else {
+            let f = inner.journal.as_mut().expect("checked");
+            f.write_all(&buf).and_then(|()| f.sync_data()).map_err(Some)
+        };
+        let result = match appended {
+            Ok(()) => {
+                inner.bytes += buf.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(e) = e {
+                    // A line written in part would end what a reader reads: the snapshot
+                    // takes everything instead, and the journal starts again.
+                    tracing::warn!("cannot append to the run state's journal: {e}");
+                }
+                compact(&self.dir, &mut inner)
+            }
+        };
+        if let Err(e) = result {
             tracing::warn!("cannot write the run state: {e}");
             eprintln!("awf: WARN cannot write the run state: {e}");
         }
@@ -439,102 +705,90 @@ impl Recorder {
     /// State `name` starts, its agent CLI under `session` (known before it starts, so that a
     /// resume can continue it).
     pub fn started_with(&self, name: &str, kind: &str, step: usize, session: Option<&str>) {
-        {
-            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            s.next = Some(name.to_string());
-            s.states.push(StateRecord {
-                state: name.to_string(),
-                iteration: None,
-                parent: None,
-                kind: kind.to_string(),
-                status: StateStatus::Running,
-                outcome: None,
-                step,
-                attempt: 1,
-                started_ms: now_ms(),
-                duration_ms: 0,
-                output: String::new(),
-                exit_code: None,
-                tokens: None,
-                error: None,
-                session_id: session.map(str::to_string),
-            });
-        }
-        self.save_or_warn();
+        let record = StateRecord {
+            state: name.to_string(),
+            iteration: None,
+            parent: None,
+            kind: kind.to_string(),
+            status: StateStatus::Running,
+            outcome: None,
+            step,
+            attempt: 1,
+            started_ms: now_ms(),
+            duration_ms: 0,
+            output: String::new(),
+            exit_code: None,
+            tokens: None,
+            error: None,
+            session_id: session.map(str::to_string),
+        };
+        self.record(vec![Entry::Started { record }], false);
     }
 
     /// The running state ended with `r`; `next` runs next (none: the run ends).
     pub fn ended(&self, r: &StateResult, next: Option<&str>) {
-        {
-            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            // A state stopped by Ctrl-C did not end: a resume runs it again.
-            s.next = if r.status == Status::Interrupted {
-                Some(r.state.clone())
-            } else {
-                next.map(str::to_string)
-            };
-            if let Some(rec) = s
-                .states
-                .iter_mut()
-                .rev()
-                .find(|x| x.state == r.state && x.status == StateStatus::Running)
-            {
-                rec.status = state_status(r.status);
-                rec.outcome = Some(r.status.as_str().to_string());
-                rec.attempt = r.attempts.unwrap_or(1);
-                rec.duration_ms = r.duration_ms;
-                rec.output = r.output.clone();
-                rec.exit_code = r.exit_code;
-                rec.tokens = tokens_of(r);
-                rec.error = r.error.as_ref().map(|e| e.message.clone());
-                if r.session_id.is_some() {
-                    rec.session_id = r.session_id.clone();
-                }
-            }
-            // Its units are part of its result now; a later run of it runs them all.
-            s.units.remove(&r.state);
-        }
-        self.save_or_warn();
+        // A state stopped by Ctrl-C did not end: a resume runs it again, without the units
+        // that ended, as after a kill.
+        let stopped = r.status == Status::Interrupted;
+        let units = std::mem::take(&mut self.inner().units);
+        let end = StateRecord {
+            attempt: r.attempts.unwrap_or(1),
+            ..StateRecord::of(r, 0)
+        };
+        let next = if stopped {
+            Some(r.state.clone())
+        } else {
+            next.map(str::to_string)
+        };
+        self.record(
+            vec![Entry::Ended {
+                end,
+                units,
+                next,
+                keep_units: stopped,
+            }],
+            false,
+        );
     }
 
     /// Unit `index` of the running `parent` state (a branch, an iteration) succeeded with
     /// `results`: a resume does not run it again.
     pub fn unit_succeeded(&self, parent: &str, index: usize, results: &[StateResult]) {
-        {
-            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            let records = results.iter().map(|r| StateRecord::of(r, 0)).collect();
-            s.units
-                .entry(parent.to_string())
-                .or_default()
-                .insert(index, records);
-        }
-        self.save_or_warn();
+        self.units_succeeded(parent, &[(index, results.to_vec())]);
     }
 
-    /// The states the units of `parent` (a for_each or parallel state) ran, recorded
-    /// before `parent`'s own end: `awf status` lists them, `awf gather` reads the
+    /// Units of the running `parent` state that succeeded at once, each with its results:
+    /// one append, one fsync.
+    pub fn units_succeeded(&self, parent: &str, units: &[(usize, Vec<StateResult>)]) {
+        let entries = units
+            .iter()
+            .map(|(index, results)| Entry::Unit {
+                parent: parent.to_string(),
+                index: *index,
+                records: results.iter().map(|r| StateRecord::of(r, 0)).collect(),
+            })
+            .collect();
+        self.record(entries, false);
+    }
+
+    /// The states the units of `parent` (a for_each, parallel or while state) ran,
+    /// recorded with `parent`'s own end: `awf status` lists them, `awf gather` reads the
     /// iterations' outputs from them.
     pub fn units_ended(&self, parent: &str, results: &[StateResult]) {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let at = s
-            .states
-            .iter()
-            .rposition(|x| x.state == parent && x.status == StateStatus::Running)
-            .unwrap_or(s.states.len());
-        let records: Vec<StateRecord> = results
+        self.inner().units = results
             .iter()
             .map(|r| StateRecord {
                 parent: Some(parent.to_string()),
                 ..StateRecord::of(r, 0)
             })
             .collect();
-        s.states.splice(at..at, records);
     }
 
     /// The units of `parent` that succeeded before the run stopped, by index.
     pub fn succeeded_units(&self, parent: &str) -> BTreeMap<usize, Vec<StateResult>> {
-        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.units
+        self.inner()
+            .state
+            .units
             .get(parent)
             .map(|units| {
                 units
@@ -545,40 +799,56 @@ impl Recorder {
             .unwrap_or_default()
     }
 
-    /// The run ended with `code` (0: succeeded).
+    /// The run ended with `code` (0: succeeded): the journal is compacted into the final
+    /// snapshot.
     pub fn finished(&self, code: u8, error: Option<&AwfError>) {
-        {
-            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            s.status = match (code, error.map(AwfError::code)) {
-                (0, _) => RunStatus::Succeeded,
-                (_, Some(c)) if c == codes::INTERRUPTED => RunStatus::Cancelled,
-                _ => RunStatus::Failed,
-            };
-            s.exit_code = Some(code);
-            s.error = error.map(|e| e.message().to_string());
-            s.ended_ms = Some(now_ms());
-            if s.status == RunStatus::Cancelled {
-                // The state that was stopped runs again on resume.
-                for rec in s.states.iter_mut() {
-                    if rec.status == StateStatus::Running {
-                        rec.status = StateStatus::Cancelled;
-                    }
-                }
-            }
-        }
-        self.save_or_warn();
+        let status = match (code, error.map(AwfError::code)) {
+            (0, _) => RunStatus::Succeeded,
+            (_, Some(c)) if c == codes::INTERRUPTED => RunStatus::Cancelled,
+            _ => RunStatus::Failed,
+        };
+        self.record(
+            vec![Entry::Finished {
+                status,
+                exit_code: code,
+                error: error.map(|e| e.message().to_string()),
+                ended_ms: now_ms(),
+            }],
+            true,
+        );
         self.index();
     }
 
-    /// The run's head, appended to the history index (after `state.json`, which stays the
-    /// truth: a run whose index line is missing is still resumed and shown by `status`).
+    /// The run's head, appended to the history index (after the run state, which stays
+    /// the truth: a run whose index line is missing is still resumed and shown by `status`).
     fn index(&self) {
-        let head = RunHead::of(&self.state.lock().unwrap_or_else(|e| e.into_inner()));
+        let head = RunHead::of(&self.inner().state);
         if let Err(e) = append_index(&head) {
             tracing::warn!("cannot write the history index: {e}");
             eprintln!("awf: WARN cannot write the history index: {e}");
         }
     }
+}
+
+/// Writes the snapshot of every entry applied (`state.json`, whole, atomically), then
+/// empties the journal.
+fn compact(dir: &Path, inner: &mut Inner) -> Result<(), AwfError> {
+    inner.state.journal = inner.seq;
+    let bytes = serde_json::to_vec_pretty(&inner.state).expect("JSON");
+    write_atomically(dir, "state.json", &bytes)?;
+    inner.snapshot = bytes.len() as u64;
+    inner.bytes = 0;
+    if let Some(f) = &inner.journal
+        && let Err(e) = f.set_len(0)
+    {
+        // Its entries are in the snapshot (a reader skips them); new ones could not follow.
+        inner.journal = None;
+        return Err(AwfError::new(
+            codes::IO,
+            format!("cannot empty {}: {e}", dir.join(JOURNAL).display()),
+        ));
+    }
+    Ok(())
 }
 
 /// Writes `dir/name` whole or not at all: a fresh temp file (0600, never following a
@@ -633,13 +903,13 @@ pub fn load(run_id: &str) -> Result<RunState, AwfError> {
             ),
         )
     })?;
-    let state: RunState = serde_json::from_slice(&text).map_err(|e| {
+    let mut state: RunState = serde_json::from_slice(&text).map_err(|e| {
         AwfError::new(
             codes::IO,
             format!("the run state {} cannot be read: {e}", path.display()),
         )
     })?;
-    if state.version != VERSION {
+    if !(1..=VERSION).contains(&state.version) {
         return Err(AwfError::new(
             codes::IO,
             format!(
@@ -648,6 +918,11 @@ pub fn load(run_id: &str) -> Result<RunState, AwfError> {
                 state.version
             ),
         ));
+    }
+    for line in read_journal(path.parent().expect("a run's directory"), state.journal) {
+        apply(&mut state, &line.entry);
+        state.journal = line.seq;
+        state.updated_ms = line.at;
     }
     Ok(state)
 }
@@ -802,6 +1077,46 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_journal_is_read_after_the_snapshot_up_to_a_torn_or_broken_tail() {
+        let dir = std::env::temp_dir().join(format!("awf-journal-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let unit = |seq: u64, index: usize| {
+            let mut line = serde_json::to_vec(&Line {
+                seq,
+                at: seq,
+                entry: Entry::Unit {
+                    parent: "all".into(),
+                    index,
+                    records: Vec::new(),
+                },
+            })
+            .unwrap();
+            line.push(b'\n');
+            line
+        };
+        let seqs =
+            |after: u64| -> Vec<u64> { read_journal(&dir, after).iter().map(|l| l.seq).collect() };
+        // Entries 3 and 4 (a compaction stopped before it emptied the journal: the snapshot
+        // holds up to 4), then 5 and 6, then the first half of 7 (a torn append).
+        let mut text = [unit(3, 0), unit(4, 1), unit(5, 2), unit(6, 3)].concat();
+        let seven = unit(7, 4);
+        text.extend_from_slice(&seven[..seven.len() / 2]);
+        std::fs::write(dir.join(JOURNAL), &text).unwrap();
+        assert_eq!(seqs(4), [5, 6]);
+        assert_eq!(seqs(2), [3, 4, 5, 6]);
+        // A gap (the snapshot holds up to 1, the journal starts at 3) ends the reading.
+        assert_eq!(seqs(1), Vec::<u64>::new());
+        // A whole line that does not parse, or does not follow, ends it too.
+        let mut text = [unit(1, 0), b"{\"seq\":2,garbage\n".to_vec(), unit(3, 2)].concat();
+        std::fs::write(dir.join(JOURNAL), &text).unwrap();
+        assert_eq!(seqs(0), [1]);
+        text = [unit(1, 0), unit(3, 2)].concat();
+        std::fs::write(dir.join(JOURNAL), &text).unwrap();
+        assert_eq!(seqs(0), [1]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

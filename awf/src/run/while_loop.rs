@@ -74,7 +74,43 @@ impl Runner<'_> {
         let (mut ran, mut broke, mut failed_body) = (0, false, false);
         let mut exit: Option<String> = None;
         let mut error: Option<(&'static str, String)> = None;
-        'iterations: for i in 0..max {
+        // Each iteration is a unit of the run state: the body states it ran, recorded as it
+        // ends. The body's own loops are part of their iteration (they record nothing), and
+        // a resumed run restores the iterations that ended and goes on with the next.
+        let record = self.record.take();
+        let restored = record
+            .as_ref()
+            .map(|r| r.succeeded_units(name))
+            .unwrap_or_default();
+        let mut first = 0;
+        for (k, results) in restored {
+            if k != first || first >= max {
+                break;
+            }
+            failed_body |= results.iter().any(|x| x.status != Status::Success);
+            self.results.extend(results.iter().cloned());
+            units.extend(results);
+            ran += 1;
+            first += 1;
+        }
+        if first > 0 {
+            eprintln!(
+                "awf: while {name:?} resumes after iteration {first} (its iterations 1 to {first} \
+                 ended before the run stopped)"
+            );
+            // `break_when` as it was evaluated after the last restored iteration.
+            self.loop_vars = Some(LoopVars {
+                item: String::new(),
+                index: first - 1,
+                index1: first,
+                length: -1,
+            });
+            if let Some(Ok(b)) = &breaker {
+                broke = b.eval_bool(&self.expr_env(b)).unwrap_or(false);
+            }
+        }
+        let start = if broke { max } else { first };
+        'iterations: for i in start..max {
             self.loop_vars = Some(LoopVars {
                 item: String::new(),
                 index: i,
@@ -93,6 +129,7 @@ impl Runner<'_> {
                 }
             }
             ran += 1;
+            let begin = units.len();
             let mut iteration_error = None;
             let mut at = 0;
             let mut steps = 0;
@@ -195,6 +232,9 @@ impl Runner<'_> {
                     },
                 }
             }
+            if let Some(record) = record.as_ref().filter(|_| iteration_error.is_none()) {
+                record.unit_succeeded(name, i, &units[begin..]);
+            }
             if let Some(b) = &breaker {
                 match b
                     .as_ref()
@@ -218,6 +258,7 @@ impl Runner<'_> {
             }
         }
         self.loop_vars = outer;
+        self.record = record;
         r.output = format!("completed {ran} iterations");
         r.duration_ms = t0.elapsed().as_millis() as u64;
         if r.status != Status::Success {
