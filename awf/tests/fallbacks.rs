@@ -302,6 +302,26 @@ fn call_cgroups(pid: i32) -> Option<Vec<String>> {
     )
 }
 
+/// The threads of process `pid` whose memory and pids cgroups (v1) both end in `name`.
+fn threads_in(pid: i32, name: &str) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            let cgroups = std::fs::read_to_string(t.path().join("cgroup")).unwrap_or_default();
+            ["memory", "pids"].iter().all(|c| {
+                cgroups.lines().any(|l| {
+                    let mut f = l.splitn(3, ':');
+                    let (_, names, path) = (f.next(), f.next(), f.next());
+                    names.is_some_and(|n| n.split(',').any(|n| n == *c))
+                        && path.is_some_and(|p| p.ends_with(&format!("/{name}")))
+                })
+            })
+        })
+        .map(|t| t.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
 /// The tool.result records of an audit file.
 fn results(audit: &Path) -> Vec<Value> {
     common::audit_lines(audit)
@@ -384,6 +404,18 @@ fn each_call_is_bounded_in_memory_cpu_tmp_files_and_threads() {
     let mine = call_cgroups(s.pid());
     if by_cgroup && let Some(found) = &mine {
         assert_eq!(found.len(), 1, "{found:?}");
+        // Under v1 one thread of awf's waits inside it, in memory and pids both, to fork
+        // the next call's process there (no move on the call's path); awf itself is not
+        // in it, and the 6 GiB call above was killed, not awf.
+        let inside = threads_in(s.pid(), &found[0]);
+        assert_eq!(
+            inside.len(),
+            1,
+            "threads of awf in {}: {inside:?}",
+            found[0]
+        );
+        let own = std::fs::read_to_string(format!("/proc/{}/cgroup", s.pid())).unwrap();
+        assert!(!own.contains(&found[0]), "{own}");
     }
     s.finish();
     if let Some(found) = call_cgroups(s_pid) {

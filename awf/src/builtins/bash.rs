@@ -172,6 +172,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     // Tied first: the shell dies with this server, and its orphans stay below it while it
     // runs. Then the jail (its namespaces fork: the shell is a grandchild of the spawn).
     ProcessGroup::tie(&mut cmd);
+    let started = Instant::now();
     let jail = env
         .confine
         .jail(&cwd, Some(timeout))
@@ -192,9 +193,19 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     if bridge.is_some() {
         cmd.envs(egress::proxy_env());
     }
-    let spawned = ProcessGroup::spawn(&mut cmd);
+    let jailed = Instant::now();
     // The jail's end of the egress bridge is in the command now: ours closes with `cmd`.
-    drop(cmd);
+    let spawn = move || {
+        let spawned = ProcessGroup::spawn(&mut cmd);
+        drop(cmd);
+        spawned
+    };
+    // Forked inside the call's cgroup where a thread waits there (see confine::cgroup).
+    let spawned = match &cgroup {
+        Some(c) => c.spawn_inside(spawn).and_then(|s| s),
+        None => spawn(),
+    };
+    let exec_done = Instant::now();
     let mut group = spawned.map_err(|e| {
         // The machine may have changed since its namespaces were probed: the next session
         // probes again.
@@ -260,6 +271,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     let ended = group.supervise(Some(deadline), Duration::from_millis(50), &mut || {
         cancel.is_cancelled() || env.shutdown.is_set()
     });
+    let exited = Instant::now();
     // Whatever the end, the group goes, and so does every process the command started
     // that left the group (re-parented to this server, a subreaper): pipes get closed.
     group.kill();
@@ -279,6 +291,13 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     if let Some(scope) = CallScope::current() {
         scope.figure("awf.call.max_rss_bytes", max_rss as i64);
         scope.figure("awf.call.cpu_ms", usage.cpu_ms as i64);
+        // Where the call's time went: its jail made, the shell started (fork to exec),
+        // the command run, the jail taken down.
+        let us = |from: Instant, to: Instant| to.duration_since(from).as_micros() as i64;
+        scope.figure("awf.call.jail_us", us(started, jailed));
+        scope.figure("awf.call.spawn_us", us(jailed, exec_done));
+        scope.figure("awf.call.run_us", us(exec_done, exited));
+        scope.figure("awf.call.teardown_us", us(exited, Instant::now()));
     }
 
     let mut stdout = HeadBuffer::new(0);

@@ -21,7 +21,7 @@ use std::ffi::CString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 
 #[derive(Debug, Clone)]
 pub enum Home {
@@ -234,6 +234,15 @@ fn sweep(home: &Path) {
 /// call costs more than the rest of a call's jail (some 0.6 ms under cgroup v1), taking one
 /// from here a few small reads and writes. Each holds `memory` bytes and `processes` tasks
 /// at most; they go with the pool (the session's end).
+///
+/// Under cgroup v1 each also keeps a thread of awf's inside it (its [`Spawner`]), which
+/// forks the call's process there: a process moved into a cgroup (a write to
+/// `cgroup.procs`) waits for the kernel's cgroup lock to change hands, which takes an RCU
+/// grace period when no move came shortly before — 7 to 13 ms for a call that follows a
+/// pause, as an agent's calls do. A child is born in its forking thread's cgroups, so the
+/// thread moves once, when the cgroup is made, and no call pays for it again. (v1 lets one
+/// thread of a process sit in another cgroup; v2 does not, for memory: there the child moves
+/// itself.)
 #[derive(Debug)]
 pub struct Pool {
     home: &'static Home,
@@ -249,6 +258,78 @@ struct Slot {
     v2: bool,
     /// `cgroup.procs` of each dir, for the child to join.
     procs: Vec<CString>,
+    /// The thread inside it that forks the call's process (v1), if it could move there.
+    spawner: Option<Spawner>,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A thread of awf's that lives in a call cgroup (cgroup v1, which moves threads one by
+/// one through `tasks`) and runs the jobs handed to it: what it forks is born in the
+/// cgroup. It ends, leaving the cgroup, when the slot goes. It is a task of the cgroup
+/// (`pids.max` counts it: the pool adds one) but not a process of it: the OOM killer looks
+/// at thread-group leaders only, and its memory is charged to awf's own cgroup (a
+/// process's pages go to the cgroup of the process, its leader's).
+#[derive(Debug)]
+struct Spawner {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Spawner {
+    /// A thread moved into each of `dirs` (their `tasks` files), or why it could not be.
+    fn start(dirs: &[PathBuf]) -> io::Result<Spawner> {
+        let tasks: Vec<PathBuf> = dirs.iter().map(|d| d.join("tasks")).collect();
+        let (moved_tx, moved_rx) = mpsc::channel::<io::Result<()>>();
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("awf-cgroup".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                // "0" in `tasks` is the writing thread.
+                let moved = tasks.iter().try_for_each(|t| write(t, "0"));
+                let ok = moved.is_ok();
+                let _ = moved_tx.send(moved);
+                if ok {
+                    for job in rx {
+                        job();
+                    }
+                }
+            })?;
+        let spawner = Spawner {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        };
+        match moved_rx.recv() {
+            Ok(Ok(())) => Ok(spawner),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(io::Error::other(
+                "the cgroup's thread ended before it moved",
+            )),
+        }
+    }
+
+    /// Runs `f` on the thread in the cgroup; None if the thread is gone.
+    fn run<R: Send + 'static>(&self, f: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+        let (tx, rx) = mpsc::channel();
+        self.jobs
+            .as_ref()?
+            .send(Box::new(move || {
+                let _ = tx.send(f());
+            }))
+            .ok()?;
+        rx.recv().ok()
+    }
+}
+
+impl Drop for Spawner {
+    fn drop(&mut self) {
+        // Its channel closed, the thread ends; once joined, it has left the cgroup.
+        self.jobs.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// One call's cgroup, back to its pool at [`CallCgroup::finish`] (or when dropped).
@@ -303,6 +384,7 @@ impl Pool {
             dirs: Vec::new(),
             v2,
             procs: Vec::new(),
+            spawner: None,
         };
         for d in &dirs {
             if let Err(e) = std::fs::create_dir(d) {
@@ -315,7 +397,9 @@ impl Pool {
                     .map_err(io::Error::other)?,
             );
         }
-        let (mem, pids) = (self.memory.to_string(), self.processes.to_string());
+        let mem = self.memory.to_string();
+        // Under v1 the spawner thread is a task of the cgroup: one more.
+        let pids = (self.processes + u32::from(!v2)).to_string();
         let set = if v2 {
             let d = &dirs[0];
             // No swap: past the limit the call ends rather than the machine slowing down;
@@ -333,6 +417,15 @@ impl Pool {
         if let Err(e) = set {
             slot.remove();
             return Err(e);
+        }
+        if !v2 {
+            // Without it the child moves itself, as under v2: slower, as safe.
+            match Spawner::start(&slot.dirs) {
+                Ok(s) => slot.spawner = Some(s),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no thread in the call's cgroup: the child moves itself")
+                }
+            }
         }
         Ok(slot)
     }
@@ -381,8 +474,10 @@ impl Slot {
         }
     }
 
-    /// Kills every process left in it; true once none is.
+    /// Kills every process left in it; true once none is (awf's own, listed while its
+    /// spawner thread is inside, is not one).
     fn empty(&self) -> bool {
+        let me = std::process::id() as i32;
         for _ in 0..200 {
             let mut left = false;
             for d in &self.dirs {
@@ -393,6 +488,7 @@ impl Slot {
                     .unwrap_or_default()
                     .split_whitespace()
                     .filter_map(|p| p.parse::<i32>().ok())
+                    .filter(|&p| p != me)
                 {
                     left = true;
                     // SAFETY: a plain signal to a pid in the call's own cgroup.
@@ -411,16 +507,46 @@ impl Slot {
         if !self.empty() {
             tracing::warn!(dirs = ?self.dirs, "a call's cgroup still holds processes");
         }
+        // The thread leaves first (it ends); the kernel may list an ended task a moment
+        // longer, hence the few tries.
+        self.spawner.take();
         for d in self.dirs.drain(..) {
-            let _ = std::fs::remove_dir(&d);
+            for _ in 0..50 {
+                match std::fs::remove_dir(&d) {
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                        std::thread::sleep(std::time::Duration::from_millis(2))
+                    }
+                    _ => break,
+                }
+            }
         }
     }
 }
 
 impl CallCgroup {
-    /// The `cgroup.procs` files the child writes itself into.
+    /// The `cgroup.procs` files the child writes itself into: none when its process is
+    /// started by [`CallCgroup::spawn_inside`] from a thread already in the cgroup.
     pub fn procs(&self) -> &[CString] {
-        self.slot.as_ref().map_or(&[], |s| &s.procs)
+        match &self.slot {
+            Some(s) if s.spawner.is_none() => &s.procs,
+            _ => &[],
+        }
+    }
+
+    /// Runs `spawn` (which forks the call's process) where its child is born inside the
+    /// cgroup: on the cgroup's own thread where it has one, else here (and the child joins
+    /// through [`CallCgroup::procs`]). The thread that forks is the one whose end
+    /// PR_SET_PDEATHSIG follows: the cgroup's lives until the session ends.
+    pub fn spawn_inside<R: Send + 'static>(
+        &self,
+        spawn: impl FnOnce() -> R + Send + 'static,
+    ) -> io::Result<R> {
+        match self.slot.as_ref().and_then(|s| s.spawner.as_ref()) {
+            Some(t) => t
+                .run(spawn)
+                .ok_or_else(|| io::Error::other("the call cgroup's thread is gone")),
+            None => Ok(spawn()),
+        }
     }
 
     /// Once the call ended: what the cgroup saw; then every process left in it is killed
