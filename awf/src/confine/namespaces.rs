@@ -654,15 +654,23 @@ mod cached {
     }
 
     /// In the user's runtime directory (`$XDG_RUNTIME_DIR`, else `/run/user/<uid>`: made
-    /// per login and gone at reboot), never in the home or the temp directory; where there is
-    /// none, nothing is kept.
+    /// per login and gone at reboot), for root without one `/run` (a container's root has no
+    /// login, and only root writes there); never in the home or the temp directory, which
+    /// others may write. Where there is none, nothing is kept. The key holds the boot, so an
+    /// answer of an earlier boot is never read.
     fn path() -> Option<PathBuf> {
-        // SAFETY: getuid has no preconditions.
-        let uid = unsafe { libc::getuid() };
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: getuid and geteuid have no preconditions.
+        let (uid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
         let dir = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|d| d.is_absolute() && d.is_dir())
-            .or_else(|| Some(PathBuf::from(format!("/run/user/{uid}"))).filter(|d| d.is_dir()))?;
+            .or_else(|| Some(PathBuf::from(format!("/run/user/{uid}"))).filter(|d| d.is_dir()))
+            .or_else(|| {
+                let run = std::fs::metadata("/run").ok()?;
+                (uid == 0 && euid == 0 && run.is_dir() && run.uid() == 0 && run.mode() & 0o022 == 0)
+                    .then(|| PathBuf::from("/run"))
+            })?;
         Some(dir.join("awf").join(format!("probe-{:016x}.json", key()?)))
     }
 
