@@ -667,9 +667,13 @@ pub fn fast_serve_args(args: &[std::ffi::OsString]) -> Option<FastServeArgs> {
 
 /// Runs `awf mcp-serve` to completion. Returns Ok on every clean stop.
 pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
-    if cfg.confine_support.is_none() {
+    if cfg.intercept_builtins {
         // Off the way to `initialize`'s answer as far as it can be: what follows overlaps it.
-        confine::namespaces::prefetch(Path::new(crate::builtins::bash::shell()), &cfg.root);
+        confine::namespaces::prefetch(
+            Path::new(crate::builtins::bash::shell()),
+            &cfg.root,
+            cfg.confine_support.is_none(),
+        );
     }
     if let Some(dir) = &cfg.servers_dir {
         let open = crate::step_servers::register(dir).map_err(|e| {

@@ -281,16 +281,21 @@ fn required_guarantees_and_a_host_list_refuse_to_start_where_they_cannot_hold() 
     s.finish();
 }
 
-/// The call cgroups of the awf process `pid` in the cgroup v1 memory hierarchy this test
-/// runs in (where awf makes them), or None where that is not where they would be.
-fn call_cgroups(pid: i32) -> Option<Vec<String>> {
+/// The cgroup v1 memory cgroup this test runs in, below which awf makes its calls'.
+fn memory_home() -> Option<PathBuf> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let path = own.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
         let (_, names, path) = (f.next()?, f.next()?, f.next()?);
         names.split(',').any(|n| n == "memory").then_some(path)
     })?;
-    let dir = Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/'));
+    Some(Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/')))
+}
+
+/// The call cgroups of the awf process `pid` in the cgroup v1 memory hierarchy this test
+/// runs in (where awf makes them), or None where that is not where they would be.
+fn call_cgroups(pid: i32) -> Option<Vec<String>> {
+    let dir = memory_home()?;
     let prefix = format!("call-{pid}-");
     Some(
         std::fs::read_dir(dir)
@@ -328,6 +333,40 @@ fn results(audit: &Path) -> Vec<Value> {
         .into_iter()
         .filter(|r| r["type"] == "tool.result")
         .collect()
+}
+
+#[test]
+fn a_call_cgroup_left_by_an_awf_that_died_goes_when_the_next_one_makes_its_own() {
+    // A pid that no longer runs, as an awf killed with SIGKILL leaves it.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let Some(stale) = memory_home().map(|d| d.join(format!("call-{dead}-3"))) else {
+        eprintln!("no cgroup v1 memory hierarchy here: nothing to sweep");
+        return;
+    };
+    if let Err(e) = std::fs::create_dir(&stale) {
+        eprintln!("cannot make a cgroup here ({e}): awf makes none either");
+        return;
+    }
+    let m = Machine::new("bounds-sweep");
+    let cfg = m.config(json!({"bounds": {"memory": 1u64 << 30}}));
+    let mut cmd = Command::new(common::AWF);
+    cmd.args(["mcp-serve", "--config", cfg.to_str().unwrap()]);
+    m.env(&mut cmd);
+    let mut s = Server::start_command(cmd);
+    s.initialize();
+    let description = bash_description(&mut s);
+    assert!(
+        s.ok("Bash", json!({"command": "echo FINE"}))
+            .contains("FINE")
+    );
+    let swept = !stale.exists();
+    let _ = std::fs::remove_dir(&stale);
+    s.finish();
+    if description.contains("a cgroup: past it the call is killed") {
+        assert!(swept, "{} is still there", stale.display());
+    }
 }
 
 #[test]

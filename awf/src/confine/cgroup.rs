@@ -15,7 +15,7 @@
 //! Anything else (no write access, a cgroup shared with other processes, a controller
 //! missing) is said in one line, and the bounds fall back to rlimits
 //! ([`super::bounds::Mechanism`]). A call's cgroup is named `call-<awf pid>-<n>`; one left by
-//! a killed awf is removed by the next one's [`Home::find`].
+//! a killed awf is removed by the next one, before it makes its first.
 
 use std::ffi::CString;
 use std::io;
@@ -106,11 +106,7 @@ impl Home {
         };
         match (v1("memory"), v1("pids")) {
             (Some(memory), Some(pids)) => match (Self::writable(&memory), Self::writable(&pids)) {
-                (Ok(()), Ok(())) => {
-                    sweep(&memory);
-                    sweep(&pids);
-                    return Ok(Home::V1 { memory, pids });
-                }
+                (Ok(()), Ok(())) => return Ok(Home::V1 { memory, pids }),
                 (Err(e), _) | (_, Err(e)) => why.push(e),
             },
             (None, None) if why.is_empty() => why.push("no cgroup hierarchy is mounted".into()),
@@ -154,12 +150,10 @@ impl Home {
             && let Some(parent) = dir.parent()
             && enabled(parent)
         {
-            sweep(parent);
             return Ok(Home::V2(parent.to_path_buf()));
         }
         if enabled(dir) {
             Self::writable(dir)?;
-            sweep(dir);
             return Ok(Home::V2(dir.to_path_buf()));
         }
         let procs = read(&dir.join("cgroup.procs")).unwrap_or_default();
@@ -193,7 +187,6 @@ impl Home {
                 dir.display()
             ));
         }
-        sweep(dir);
         Ok(Home::V2(dir.to_path_buf()))
     }
 
@@ -202,6 +195,21 @@ impl Home {
             Home::V2(d) => format!("cgroup v2 below {}", d.display()),
             Home::V1 { memory, .. } => format!("cgroup v1 below {}", memory.display()),
         }
+    }
+}
+
+impl Home {
+    /// Removes the call cgroups that awf processes now gone left here (once per process,
+    /// before its first call cgroup is made: off the way to a server's start).
+    fn sweep_once(&self) {
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| match self {
+            Home::V2(d) => sweep(d),
+            Home::V1 { memory, pids } => {
+                sweep(memory);
+                sweep(pids);
+            }
+        });
     }
 }
 
@@ -371,6 +379,7 @@ impl Pool {
 
     fn make(&self) -> io::Result<Slot> {
         static N: AtomicU32 = AtomicU32::new(0);
+        self.home.sweep_once();
         let name = format!(
             "call-{}-{}",
             std::process::id(),

@@ -573,11 +573,18 @@ fn note(layer: &'static str, why: &str) {
         .push((layer, why.to_string()));
 }
 
-/// Starts [`support`]'s probe on a thread of its own, so that what a process does before it
-/// needs the answer (reading its config, starting its telemetry, its plugins) overlaps it.
-pub fn prefetch(shell: &Path, root: &Path) {
+/// Starts [`support`]'s probe (unless `probe` is false: the answer was handed over) and the
+/// search for the calls' cgroups on a thread of their own, so that what a process does
+/// before it needs the answers (reading its config, starting its telemetry, its plugins)
+/// overlaps them.
+pub fn prefetch(shell: &Path, root: &Path, probe: bool) {
     let (shell, root) = (shell.to_path_buf(), root.to_path_buf());
-    std::thread::spawn(move || support(&shell, &root));
+    std::thread::spawn(move || {
+        if probe {
+            support(&shell, &root);
+        }
+        bounds::Mechanism::detect();
+    });
 }
 
 /// What this kernel lets `awf` do for Bash, probed once by a fork that enters the jail;
