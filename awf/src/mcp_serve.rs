@@ -379,8 +379,22 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         ) {
             tracing::warn!("Bash's network is NOT restricted: {why}");
         }
-        // Bash must not be able to forge or delete the records of its own calls.
-        if let Some(dir) = cfg.audit_path.as_deref().and_then(Path::parent) {
+        // Bash must not be able to forge or delete the records of its own calls: the audit
+        // file lies outside what it may write, or in a hidden path its mounts cover.
+        let covered = |dir: &Path| {
+            let dir = crate::private_files::real_path(dir);
+            confinement.support().mounts
+                && cfg
+                    .hidden_paths
+                    .iter()
+                    .any(|h| dir.starts_with(crate::private_files::real_path(h)))
+        };
+        if let Some(dir) = cfg
+            .audit_path
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|d| !covered(d))
+        {
             crate::private_files::check_private_location(
                 "audit file's directory",
                 dir,

@@ -112,26 +112,41 @@ pub fn new_traceparent(parent: Option<&str>) -> String {
 }
 
 impl ToolProxyService {
-    /// Refuses to start when the run's private directory or the audit directory lies where
-    /// the steps' Bash may write (see [`check_private_location`]).
+    /// Refuses to run a proxied state when the run's private directory or the audit
+    /// directory lies where the steps' Bash may write (see [`check_private_location`]):
+    /// beneath the system temp dir, which anyone may write (each step's Bash writes only
+    /// its own temp dir, made fresh under it); beneath the workspace only where the jail
+    /// has no mount namespace. With one they are covered in every jail of the run (Bash,
+    /// plugins, servers: [`ToolProxyService::own_dirs`] are hidden paths) and refused by
+    /// the file tools, so an agent cannot reach them even there; Landlock alone cannot
+    /// carve them out of a writable tree.
     pub fn check_locations(&self) -> Result<(), AwfError> {
-        // The workspace, and the whole system temp dir: each step's Bash writes only its
-        // own temp dir, made fresh under it, but anyone may write /tmp.
-        let writable = [self.root.clone(), std::env::temp_dir()];
-        let writable = &writable[..];
-        check_private_location(
-            "audit directory",
-            &self.audit_dir,
-            writable,
-            "give --audit-dir (or XDG_STATE_HOME, where the default lies) a directory outside \
-             the workspace and the temp directory",
-        )?;
-        check_private_location(
-            "run directory",
-            &self.run_dir,
-            writable,
-            "set XDG_STATE_HOME to a directory outside the workspace and the temp directory",
+        let covered = crate::confine::namespaces::support(
+            std::path::Path::new(crate::builtins::bash::shell()),
+            &self.root,
         )
+        .mounts;
+        let mut writable = vec![std::env::temp_dir()];
+        if !covered {
+            writable.insert(0, self.root.clone());
+        }
+        let (audit_fix, run_fix) = if covered {
+            (
+                "give --audit-dir (or XDG_STATE_HOME, where the default lies) a directory \
+                 outside the temp directory",
+                "set XDG_STATE_HOME to a directory outside the temp directory",
+            )
+        } else {
+            (
+                "give --audit-dir (or XDG_STATE_HOME, where the default lies) a directory \
+                 outside the workspace and the temp directory (this machine gives Bash no \
+                 mount namespace to hide it in)",
+                "set XDG_STATE_HOME to a directory outside the workspace and the temp \
+                 directory (this machine gives Bash no mount namespace to hide it in)",
+            )
+        };
+        check_private_location("audit directory", &self.audit_dir, &writable, audit_fix)?;
+        check_private_location("run directory", &self.run_dir, &writable, run_fix)
     }
 
     fn serve_config(
@@ -287,6 +302,8 @@ impl ToolProxyService {
         traceparent: &str,
     ) -> Result<ProxySession, AwfError> {
         check_proxy(proxy, plugins)?;
+        // Again for a state of a called workflow, which the run's first check did not see.
+        self.check_locations()?;
         self.prepare_sandbox(state, proxy)?;
         let step_dir = self.run_dir.join(format!("step-{seq}-{state}"));
         private_dir(&step_dir)?;

@@ -345,7 +345,14 @@ fn execute(
         error_vars: None,
         session_plan: None,
     };
-    runner.proxy.check_locations()?;
+    // Before anything runs, where a state of this workflow is proxied; a workflow without
+    // one has no agent to keep from awf's files.
+    let proxied = wf.states.iter().any(|s| {
+        matches!(&s.kind, crate::workflow::StateKind::Agent(a) if a.mcp_proxy.as_ref().is_some_and(|p| p.enable))
+    });
+    if proxied {
+        runner.proxy.check_locations()?;
+    }
     crate::private_files::private_dir(&run_dir)?;
     let resumed = matches!(begin, Begin::Resume(_));
     let record = match begin {
