@@ -63,7 +63,8 @@ pub enum Cmd {
     },
     /// Run a workflow: its states from `initial`, agent steps with their tool proxy.
     Run {
-        /// The workflow YAML file.
+        /// The workflow YAML file (`NAME` alone finds `NAME.yaml`, `NAME.yml` or AWF's
+        /// `.awf/workflows/NAME.yaml`).
         file: PathBuf,
         /// An input value, KEY=VALUE (repeatable).
         #[arg(long = "input", value_name = "KEY=VALUE")]
@@ -72,7 +73,8 @@ pub enum Cmd {
         #[arg(long, value_parser = ["human", "json"], default_value = "human")]
         output: String,
         /// Directory for the steps' audit files (default: $XDG_STATE_HOME/awf/audit/RUN_ID, i.e.
-        /// ~/.local/state/awf/audit/RUN_ID); it must be outside the workspace and the temp dir.
+        /// ~/.local/state/awf/audit/RUN_ID); for a workflow with a proxied agent, outside the temp
+        /// dir (and outside the workspace where Bash gets no mount namespace to hide it).
         #[arg(long, value_name = "DIR")]
         audit_dir: Option<PathBuf>,
         /// Run only the for_each items whose position mod COUNT is INDEX (one process of a
@@ -232,7 +234,9 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             compat,
         } => match (compat, files.as_slice()) {
             (Some(_), _) => crate::validate::compat_command(&files, format == "json"),
-            (None, [file]) => crate::validate::validate_command(file, format == "json"),
+            (None, [file]) => {
+                crate::validate::validate_command(&workflow_file(file), format == "json")
+            }
             (None, _) => Err(AwfError::new(
                 codes::INPUT_INVALID,
                 "awf validate takes one workflow file; several with --compat awf",
@@ -249,7 +253,7 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             // v2 gets its leaf now, and the steps' servers theirs below it.
             crate::confine::bounds::Mechanism::detect();
             crate::run::run(
-                &file,
+                &workflow_file(&file),
                 &crate::run::RunOptions {
                     inputs,
                     json: output == "json",
@@ -520,4 +524,27 @@ fn audit_records(path: &Path, pid: u32) -> Vec<Value> {
                 && (r["type"] == "tool.call" || r["type"] == "tool.result")
         })
         .collect()
+}
+
+/// The workflow file a name stands for: the path as given when it exists; else, for a
+/// name without an extension, `NAME.yaml`, `NAME.yml`, then AWF's `.awf/workflows/NAME.yaml`
+/// (and `.yml`), the first that exists; else the path as given (its error names it).
+pub fn workflow_file(given: &std::path::Path) -> PathBuf {
+    if given.exists() || given.extension().is_some() {
+        return given.to_path_buf();
+    }
+    let name = given.as_os_str().to_string_lossy();
+    let mut candidates = vec![
+        PathBuf::from(format!("{name}.yaml")),
+        PathBuf::from(format!("{name}.yml")),
+    ];
+    if given.components().count() == 1 {
+        let awf = std::path::Path::new(".awf").join("workflows");
+        candidates.push(awf.join(format!("{name}.yaml")));
+        candidates.push(awf.join(format!("{name}.yml")));
+    }
+    candidates
+        .into_iter()
+        .find(|c| c.is_file())
+        .unwrap_or_else(|| given.to_path_buf())
 }

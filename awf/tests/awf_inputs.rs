@@ -331,6 +331,45 @@ fn an_undeclared_input_is_passed_on_with_a_warning() {
     assert_eq!(c.status(&out)["inputs"]["foo"], "bar");
 }
 
+#[test]
+fn a_misspelt_input_is_refused_naming_the_input_it_is_near() {
+    let c = Case::new(
+        "misspelt",
+        &format!(
+            "name: m\ninputs:\n  - name: mode\n    type: string\n    default: quick\nstates:\n  \
+             initial: done\n{DONE}"
+        ),
+    );
+    let out = c.run(&["mdoe=full"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did you mean \"mode\"? (--input mode=full)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_workflow_is_found_by_its_name() {
+    let c = Case::new(
+        "by-name",
+        &format!("name: n\nstates:\n  initial: done\n{DONE}"),
+    );
+    // `awf run wf` finds wf.yaml beside it; `awf run fix` AWF's .awf/workflows/fix.yaml.
+    let out = c.awf(&["run", "wf", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    std::fs::create_dir_all(c.dir.join(".awf/workflows")).unwrap();
+    std::fs::copy(&c.wf, c.dir.join(".awf/workflows/fix.yaml")).unwrap();
+    let out = c.awf(&["run", "fix", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = c.awf(&["validate", "fix"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A name that is none of them still names what was given.
+    let out = c.awf(&["run", "nothing"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("nothing"), "{}", stderr(&out));
+}
+
 /// AWF passes an undeclared `--input` to templates; here the template check that `awf
 /// run` shares with `awf validate` still refuses `{{inputs.foo}}` for an undeclared
 /// `foo` (workflow/check.rs), so this waits for that check to let `awf run` through.

@@ -39,6 +39,23 @@ pub fn resolve_inputs(
     }
     for k in &order {
         if !wf.inputs.iter().any(|i| &i.name == k) {
+            // A typo of a declared input not given otherwise would run with its default.
+            let untold: Vec<&str> = wf
+                .inputs
+                .iter()
+                .map(|i| i.name.as_str())
+                .filter(|n| !provided.contains_key(*n))
+                .collect();
+            if let Some(near) = crate::workflow::parse::closest(k, &untold) {
+                return Err(AwfError::new(
+                    codes::INPUT_INVALID,
+                    format!(
+                        "--input {k}: the workflow declares no input {k:?}; did you mean \
+                         {near:?}? (--input {near}={})",
+                        provided[k]
+                    ),
+                ));
+            }
             eprintln!(
                 "awf: WARN --input {k}: the workflow declares no input {k:?}; it is passed on \
                  as AWF does"
@@ -248,6 +265,25 @@ mod tests {
 
     fn given(kv: &[&str]) -> Vec<String> {
         kv.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_misspelt_input_is_refused_with_the_name_it_is_near() {
+        let mut mode = input("mode", InputType::String, None);
+        mode.default = Some("quick".into());
+        let w = wf(vec![mode, input("target", InputType::String, None)]);
+        let e = resolve_inputs(&w, &given(&["mdoe=full"])).unwrap_err();
+        assert!(
+            e.message()
+                .contains("did you mean \"mode\"? (--input mode=full)"),
+            "{}",
+            e.message()
+        );
+        // Far from every name, or near one given too: passed on, as AWF does.
+        let out = resolve_inputs(&w, &given(&["extra=1"])).unwrap();
+        assert_eq!(out["extra"], "1");
+        let out = resolve_inputs(&w, &given(&["mode=a", "mdoe=b"])).unwrap();
+        assert_eq!((out["mode"].as_str(), out["mdoe"].as_str()), ("a", "b"));
     }
 
     #[test]

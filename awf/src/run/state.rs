@@ -358,11 +358,28 @@ fn state_status(s: Status) -> StateStatus {
     }
 }
 
-/// Tokens of a state's usage (`input_tokens` + `output_tokens`, as the relay counts them).
+/// Tokens of a state's usage, in the shape its provider reports: `input_tokens` +
+/// `output_tokens` (Claude Code, Codex, Gemini CLI's stats), `prompt_tokens` +
+/// `completion_tokens` (OpenAI-compatible APIs), `input` + `output` (OpenCode), else
+/// `total_tokens`.
 fn tokens_of(r: &StateResult) -> Option<u64> {
-    let u = r.usage.as_ref()?;
-    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-    Some(n("input_tokens") + n("output_tokens"))
+    tokens_in(r.usage.as_ref()?)
+}
+
+fn tokens_in(u: &Value) -> Option<u64> {
+    let n = |keys: &[&str]| {
+        keys.iter().find_map(|k| {
+            let v = u.get(k)?;
+            v.as_u64().or_else(|| v.as_f64().map(|f| f.max(0.0) as u64))
+        })
+    };
+    match (
+        n(&["input_tokens", "prompt_tokens", "input"]),
+        n(&["output_tokens", "completion_tokens", "output"]),
+    ) {
+        (None, None) => n(&["total_tokens"]),
+        (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+    }
 }
 
 /// One transition of the run state: a line of the journal, applied in order to the
@@ -1062,6 +1079,29 @@ pub fn new_session_uuid() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tokens_are_read_in_each_provider_s_shape() {
+        use serde_json::json;
+        for (usage, tokens) in [
+            (
+                json!({"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 99}),
+                Some(15),
+            ),
+            (
+                json!({"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}),
+                Some(10),
+            ),
+            (
+                json!({"input": 7.0, "output": 2.0, "cache": {"read": 3.0}}),
+                Some(9),
+            ),
+            (json!({"total_tokens": 9}), Some(9)),
+            (json!({}), None),
+        ] {
+            assert_eq!(super::tokens_in(&usage), tokens, "{usage}");
+        }
+    }
+
     use super::*;
 
     #[test]

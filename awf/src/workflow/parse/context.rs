@@ -193,7 +193,7 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 }
 
 /// The allowed key nearest to a typo, when it is near enough to be a typo.
-pub(super) fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+pub fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
     allowed
         .iter()
         .map(|a| (edit_distance(key, a), *a))

@@ -17,7 +17,7 @@ mod servers;
 mod states;
 
 pub(crate) use context::join;
-pub use context::parse_duration;
+pub use context::{closest, parse_duration};
 
 use super::yaml;
 use super::{Diagnostic, Workflow};
