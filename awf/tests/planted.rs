@@ -201,6 +201,41 @@ fn awf_run_refuses_an_audit_dir_that_bash_may_write() {
 }
 
 #[test]
+fn a_called_workflow_with_a_proxied_agent_is_checked_before_it_runs() {
+    let (base, root, _o) = workspace("called-proxied");
+    let tmp = base.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    proxied_workflow(&base);
+    let parent = base.join("parent.yaml");
+    std::fs::write(
+        &parent,
+        "name: parent\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    \
+         workflow: proxied.yaml\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let dir = tmp.join("audit");
+    let out = Command::new(AWF)
+        .arg("run")
+        .arg(&parent)
+        .args(["--output", "json", "--audit-dir"])
+        .arg(&dir)
+        .current_dir(&root)
+        .env("TMPDIR", &tmp)
+        .env("XDG_STATE_HOME", base.join("state"))
+        .env("AWF_PLUGINS_PATH", "")
+        .output()
+        .unwrap();
+    let s = run_summary(&out);
+    let text = s.to_string();
+    assert_ne!(out.status.code(), Some(0), "{s:#}");
+    assert!(
+        text.contains("calls") && text.contains("Bash may write"),
+        "{s:#}"
+    );
+    assert!(!dir.exists(), "{} was created", dir.display());
+}
+
+#[test]
 fn an_audit_and_state_dir_in_the_workspace_are_covered_from_the_agent() {
     let (base, root, _o) = workspace("state-in-workspace");
     let tmp = base.join("tmp");

@@ -1086,3 +1086,37 @@ fn bounds_and_require_are_checked_with_path_line_and_hint() {
     assert_eq!(sb["bounds"]["tmp_size"], 512u64 << 20, "{sb:#}");
     assert_eq!(sb["bounds"]["open_files"], 4096, "{sb:#}");
 }
+
+#[test]
+fn a_misspelt_type_says_what_it_is_near_and_nothing_else() {
+    // The state with the bad type is still a state: `initial: a` is no second error.
+    let v = validate("type_misspelt.yaml", None);
+    assert_eq!(v.code, 2, "workflow errors exit 2");
+    v.single_with_hint(
+        "WORKFLOW.PARSE.INVALID_VALUE",
+        "states.a.type",
+        5,
+        "did you mean `step`?",
+    );
+}
+
+#[test]
+fn a_command_that_is_not_valid_shell_is_refused_before_it_runs() {
+    let v = validate("command_unclosed_quote.yaml", None);
+    assert_eq!(v.code, 2, "workflow errors exit 2");
+    v.single("WORKFLOW.PARSE.INVALID_VALUE", "states.a.command", 6);
+    assert!(
+        v.message().contains("is not valid shell"),
+        "{}",
+        v.message()
+    );
+    assert!(v.message().contains("quoted string"), "{}", v.message());
+}
+
+#[test]
+fn an_unquoted_colon_in_a_value_gets_the_hint_for_it_and_a_column() {
+    let v = validate("command_unquoted_colon.yaml", None);
+    assert_eq!(v.code, 2, "workflow errors exit 2");
+    v.single_with_hint("WORKFLOW.PARSE.SYNTAX", "", 6, "must be quoted");
+    assert!(v.message().contains("(column 22)"), "{}", v.message());
+}

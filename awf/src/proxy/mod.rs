@@ -302,8 +302,6 @@ impl ToolProxyService {
         traceparent: &str,
     ) -> Result<ProxySession, AwfError> {
         check_proxy(proxy, plugins)?;
-        // Again for a state of a called workflow, which the run's first check did not see.
-        self.check_locations()?;
         self.prepare_sandbox(state, proxy)?;
         let step_dir = self.run_dir.join(format!("step-{seq}-{state}"));
         private_dir(&step_dir)?;

@@ -102,6 +102,14 @@ impl Runner<'_> {
             ));
         }
         let child = child.expect("a workflow without errors was built");
+        if child.has_proxied_state() {
+            self.proxy.check_locations().map_err(|e| {
+                AwfError::new(
+                    e.code(),
+                    format!("state {name:?} calls {}: {}", path.display(), e.message()),
+                )
+            })?;
+        }
         let given: Vec<String> = c
             .inputs
             .iter()

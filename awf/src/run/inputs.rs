@@ -260,6 +260,7 @@ mod tests {
             states: Vec::new(),
             hooks: Default::default(),
             path: PathBuf::from("wf.yaml"),
+            unparsed_states: Vec::new(),
         }
     }
 

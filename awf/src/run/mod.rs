@@ -345,12 +345,10 @@ fn execute(
         error_vars: None,
         session_plan: None,
     };
-    // Before anything runs, where a state of this workflow is proxied; a workflow without
-    // one has no agent to keep from awf's files.
-    let proxied = wf.states.iter().any(|s| {
-        matches!(&s.kind, crate::workflow::StateKind::Agent(a) if a.mcp_proxy.as_ref().is_some_and(|p| p.enable))
-    });
-    if proxied {
+    // Before anything runs, where a state of this workflow is proxied (a called
+    // workflow's are checked before it runs); a workflow without one has no agent to keep
+    // from awf's files.
+    if wf.has_proxied_state() {
         runner.proxy.check_locations()?;
     }
     crate::private_files::private_dir(&run_dir)?;

@@ -27,7 +27,10 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
     };
     let names: Vec<&str> = wf.states.iter().map(|s| s.name.as_str()).collect();
     let list = names.join(", ");
-    if !wf.initial.is_empty() && wf.state(&wf.initial).is_none() {
+    if !wf.initial.is_empty()
+        && wf.state(&wf.initial).is_none()
+        && !wf.unparsed_states.contains(&wf.initial)
+    {
         push(
             codes::MISSING_INITIAL,
             "states.initial".into(),
@@ -210,6 +213,20 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
             StateKind::Step(st) => {
                 targets.push(("on_success", &st.on_success));
                 targets.push(("on_failure", &st.on_failure));
+                if let Some(why) = shell_syntax_error(&st.command) {
+                    push(
+                        codes::INVALID_VALUE,
+                        join(&path, "command"),
+                        s.line_of("command"),
+                        format!(
+                            "the command of state {:?} is not valid shell: {why}",
+                            s.name
+                        ),
+                        "close the quote, bracket or `if`/`do` it opens (`sh -n -c '...'` shows \
+                         the same)"
+                            .into(),
+                    );
+                }
                 texts.push((
                     join(&path, "command"),
                     st.command.clone(),
@@ -535,6 +552,15 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 .into(),
         });
     }
+    // A state the parse refused is in the file: its own error is said, and a reference
+    // to it is no second error (each of these messages quotes the missing name).
+    d.retain(|x| {
+        x.code != codes::UNKNOWN_STATE
+            || !wf
+                .unparsed_states
+                .iter()
+                .any(|n| x.message.contains(&format!("{n:?}")))
+    });
     d
 }
 
@@ -550,6 +576,48 @@ pub fn proxy_problems(p: &McpProxy, plugins: &mut dyn PluginCatalog) -> Vec<Diag
 }
 
 /// True when some `terminal` state can be reached from `start` through transitions.
+/// What `/bin/sh -n` (the shell steps run in, reading without running) says of `command`,
+/// its template actions read as one word each; None when it parses, or when no shell
+/// could be asked.
+fn shell_syntax_error(command: &str) -> Option<String> {
+    let mut text = String::with_capacity(command.len());
+    let mut rest = command;
+    while let Some(open) = rest.find("{{") {
+        text.push_str(&rest[..open]);
+        match rest[open..].find("}}") {
+            Some(close) => {
+                text.push('x');
+                rest = &rest[open + close + 2..];
+            }
+            None => {
+                // An unclosed action is the template check's to report.
+                return None;
+            }
+        }
+    }
+    text.push_str(rest);
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-n", "-c"])
+        .arg(&text)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .ok()?;
+    if out.status.success() {
+        return None;
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err.lines().last().unwrap_or("a syntax error").trim();
+    // dash: "/bin/sh: 1: Syntax error: ..."; bash: "/bin/sh: -c: line 1: ...".
+    let why = line
+        .rsplit_once("Syntax error: ")
+        .map(|(_, w)| w)
+        .or_else(|| line.split_once(": line ").map(|(_, w)| w))
+        .unwrap_or(line);
+    Some(why.to_string())
+}
+
 fn terminal_reachable(wf: &Workflow, start: &State) -> bool {
     let mut seen = vec![start.name.as_str()];
     let mut todo = vec![start];

@@ -128,6 +128,9 @@ pub struct Workflow {
     pub hooks: WorkflowHooks,
     /// The workflow file; relative `prompt_file`s are resolved from its directory.
     pub path: PathBuf,
+    /// States the file has but the parse refused (their errors are said): a reference to
+    /// one is not reported again as a state that is not defined.
+    pub unparsed_states: Vec<String>,
 }
 
 impl State {
@@ -143,6 +146,13 @@ impl State {
 impl Workflow {
     pub fn state(&self, name: &str) -> Option<&State> {
         self.states.iter().find(|s| s.name == name)
+    }
+
+    /// True when an agent state of it has `mcp_proxy.enable: true`.
+    pub fn has_proxied_state(&self) -> bool {
+        self.states.iter().any(|s| {
+            matches!(&s.kind, StateKind::Agent(a) if a.mcp_proxy.as_ref().is_some_and(|p| p.enable))
+        })
     }
 
     pub fn dir(&self) -> &Path {

@@ -266,8 +266,18 @@ pub fn parse(text: &str) -> Result<Option<Node>, SyntaxError> {
     let mut parser = Parser::new_from_str(text);
     parser.load(&mut builder, true).map_err(|e| SyntaxError {
         code: codes::SYNTAX,
-        message: format!("is not valid YAML: {}", e.info()),
-        hint: SYNTAX_HINT,
+        message: format!(
+            "is not valid YAML: {} (column {})",
+            e.info(),
+            e.marker().col() + 1
+        ),
+        // The usual cause: an unquoted value holding `: ` (`command: echo key: value`).
+        hint: if e.info().starts_with("mapping values are not allowed") {
+            "a value holding `: ` must be quoted: write it in quotes (\"...\" or '...') or as a \
+             block (`command: |` and the text indented on the next lines)"
+        } else {
+            SYNTAX_HINT
+        },
         line: e.marker().line().max(1),
     })?;
     if let Some((line, over)) = builder.over_budget {

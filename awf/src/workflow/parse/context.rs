@@ -21,6 +21,8 @@ pub(super) struct Ctx {
     pub(super) diags: Vec<Diagnostic>,
     /// The workflow file being read (relative paths in it are from its directory).
     pub(super) file: std::path::PathBuf,
+    /// States whose parse failed (see `Workflow::unparsed_states`).
+    pub(super) unparsed_states: Vec<String>,
 }
 
 impl Ctx {

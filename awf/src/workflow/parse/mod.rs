@@ -159,6 +159,7 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
         states,
         hooks,
         path: path.to_path_buf(),
+        unparsed_states: std::mem::take(&mut cx.unparsed_states),
     };
     (Some(wf), cx.diags)
 }

@@ -199,8 +199,9 @@ pub(super) fn parse_states(
             initial_line = n.line;
             continue;
         }
-        if let Some(s) = parse_state(cx, key, n, &path, wf_dir) {
-            states.push(s);
+        match parse_state(cx, key, n, &path, wf_dir) {
+            Some(s) => states.push(s),
+            None => cx.unparsed_states.push(key.to_string()),
         }
     }
     let initial = match initial {
@@ -258,12 +259,27 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
         Some("parallel") => PARALLEL_KEYS,
         Some("for_each") => FOR_EACH_KEYS,
         _ => {
+            const TYPES: &[&str] = &[
+                "agent",
+                "step",
+                "parallel",
+                "for_each",
+                "while",
+                "call_workflow",
+                "operation",
+                "terminal",
+            ];
+            let near = ty
+                .as_str()
+                .and_then(|t| super::context::closest(t, TYPES))
+                .map(|t| format!("did you mean `{t}`? "))
+                .unwrap_or_default();
             cx.push(
                 codes::INVALID_VALUE,
                 &join(path, "type"),
                 ty.line,
                 format!("state {name:?} has the unknown type {}", ty.describe()),
-                "use agent, step, parallel, for_each, while, call_workflow, operation or terminal",
+                format!("{near}the types are {}", TYPES.join(", ")),
             );
             return None;
         }
