@@ -121,6 +121,23 @@ fn env_is_accepted_with_a_warning_and_unknown_keys_are_still_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("warning: `env` has no effect"));
 
+    // A map, written to set variables: one error that says it sets none and where
+    // variables go, no second warning.
+    let c = Case::new(
+        "env-map",
+        &format!("name: e\nenv:\n  FOO: bar\nstates:\n  initial: done\n{DONE}"),
+    );
+    let (code, problems) = c.validate();
+    assert_ne!(code, 0);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    let p = &problems[0];
+    assert_eq!(p["severity"], "error");
+    assert!(
+        p["message"].as_str().unwrap().contains("sets no variables")
+            && p["hint"].as_str().unwrap().contains("FOO=bar cmd"),
+        "{p:#}"
+    );
+
     let c = Case::new(
         "unknown-top",
         &format!("name: e\ntags: ci\nbogus: 1\nstates:\n  initial: done\n{DONE}"),
@@ -244,6 +261,12 @@ fn a_missing_required_input_keeps_its_code() {
         err.contains("--input target=VALUE") && err.contains("USER.INPUT.MISSING"),
         "{err}"
     );
+    // `--output json` says it on stdout too.
+    let s: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON summary ({e}): {:?}", out.stdout));
+    assert_eq!(s["status"], "invalid", "{s:#}");
+    assert_eq!(s["exit_code"], 1, "{s:#}");
+    assert_eq!(s["error"]["code"], "USER.INPUT.MISSING", "{s:#}");
 }
 
 #[test]

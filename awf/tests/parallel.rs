@@ -240,6 +240,8 @@ fn the_state_s_timeout_and_ctrl_c_stop_every_branch_and_leave_nothing() {
     let (st, s) = interrupt_run(&mut child);
     assert_eq!(st.code(), Some(3), "{s:#}");
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");
+    // Said as `awf status` says it.
+    assert_eq!(s["status"], "cancelled", "{s:#}");
     assert_eq!(status(&s, "review"), "interrupted", "{s:#}");
     assert!(alive(&marker).is_empty(), "a branch outlived Ctrl-C");
 }

@@ -122,9 +122,28 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         Ok(wf) => wf,
         Err(code) => return Ok(code),
     };
-    let inputs = resolve_inputs(&wf, &opts.inputs)?;
-    let shard = opts.shard.as_deref().map(state::Shard::parse).transpose()?;
-    let text = read_workflow_text(file)?;
+    // What stops the run before it starts is said in the JSON summary too.
+    let refused = |e: AwfError| {
+        if opts.json {
+            let out = json!({
+                "workflow": wf.name,
+                "status": "invalid",
+                "exit_code": e.exit_code(),
+                "error": ErrorJson::from(&e),
+                "states": [],
+            });
+            println!("{}", serde_json::to_string_pretty(&out).expect("JSON"));
+        }
+        e
+    };
+    let inputs = resolve_inputs(&wf, &opts.inputs).map_err(refused)?;
+    let shard = opts
+        .shard
+        .as_deref()
+        .map(state::Shard::parse)
+        .transpose()
+        .map_err(refused)?;
+    let text = read_workflow_text(file).map_err(refused)?;
     let run_id = crate::telemetry::new_session_id();
     let masker = crate::telemetry::audit::Masker::from_env(4096);
     let masked = masker.mask(&serde_json::to_value(&inputs).expect("JSON"));
@@ -151,6 +170,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         journal: 0,
     };
     let start = wf.initial.clone();
+    // An error here comes before the run starts (its summary is printed otherwise).
     execute(
         &wf,
         file,
@@ -161,6 +181,7 @@ pub fn run(file: &Path, opts: &RunOptions) -> Result<u8, AwfError> {
         opts.json,
         opts.audit_dir.clone(),
     )
+    .map_err(refused)
 }
 
 /// Resumes a stopped run where it stopped (or `--from` a state): the states that ended
@@ -387,7 +408,8 @@ fn execute(
     let summary = json!({
         "workflow": wf.name,
         "run_id": run_id,
-        "status": if code == 0 { "success" } else { "failure" },
+        // As `awf status` says it: an interrupted run was cancelled, not failed.
+        "status": state::RunStatus::of(code, error.as_ref()).summary_word(),
         "exit_code": code,
         "duration_ms": runner.started.elapsed().as_millis() as u64,
         "error": error.as_ref().map(ErrorJson::from),

@@ -127,7 +127,7 @@ pub fn print_summary(summary: &Value, json: bool) {
     if json {
         println!("{}", serde_json::to_string_pretty(summary).expect("JSON"));
     } else {
-        print_human(summary);
+        print!("{}", human(summary));
     }
 }
 
@@ -147,10 +147,14 @@ fn classes(retried: &[&str]) -> String {
         .join(", ")
 }
 
-fn print_human(s: &Value) {
+/// The summary for a human: a line per state, then what it did and what went wrong.
+fn human(s: &Value) -> String {
+    use std::fmt::Write;
+    let mut text = String::new();
     // What a model, a tool or a workflow wrote reaches the terminal escaped.
     let p = |v: &Value| crate::terminal::printable(v.as_str().unwrap_or("")).into_owned();
-    println!(
+    let _ = writeln!(
+        text,
         "workflow {} — {} in {:.1}s",
         p(&s["workflow"]),
         s["status"].as_str().unwrap_or(""),
@@ -192,7 +196,8 @@ fn print_human(s: &Value) {
             Some(n) => format!("  {n} attempts"),
             None => String::new(),
         };
-        println!(
+        let _ = writeln!(
+            text,
             "  {:<20} {:<8} {:<11} {:>7.1}s{attempts}{calls}",
             p(&st["state"]),
             p(&st["type"]),
@@ -201,7 +206,8 @@ fn print_human(s: &Value) {
         );
         let m = &st["model"];
         if let Some(n) = m["requests"].as_u64() {
-            println!(
+            let _ = writeln!(
+                text,
                 "      model: {n} request{} · {} in / {} out tokens · {:.1}s in the model{}",
                 if n == 1 { "" } else { "s" },
                 m["input_tokens"].as_u64().unwrap_or(0),
@@ -216,14 +222,16 @@ fn print_human(s: &Value) {
         let net = &st["proxy"]["net"];
         if let Some(hosts) = net["contacted"].as_object().filter(|m| !m.is_empty()) {
             let list: Vec<String> = hosts.iter().map(|(k, v)| format!("{k}×{v}")).collect();
-            println!(
+            let _ = writeln!(
+                text,
                 "      network: {}",
                 crate::terminal::printable(&list.join(" "))
             );
         }
         if let Some(denied) = net["denied"].as_object().filter(|m| !m.is_empty()) {
             for (target, d) in denied {
-                println!(
+                let _ = writeln!(
+                    text,
                     "      network denied: {} ×{} ({})",
                     crate::terminal::printable(target),
                     d["attempts"].as_u64().unwrap_or(0),
@@ -233,35 +241,79 @@ fn print_human(s: &Value) {
         }
         if let Some(withheld) = st["proxy"]["withheld"].as_object() {
             for (tool, why) in withheld {
-                println!(
+                let _ = writeln!(
+                    text,
                     "      withheld: {} ({})",
                     crate::terminal::printable(tool),
                     p(why)
                 );
             }
         }
+        if let Some(errors) = st["proxy"]["tool_errors"]
+            .as_object()
+            .filter(|m| !m.is_empty())
+        {
+            let list: Vec<String> = errors.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+            let _ = writeln!(
+                text,
+                "      tool errors: {} (each call's error is in the audit file {})",
+                crate::terminal::printable(&list.join(" ")),
+                p(&st["proxy"]["audit_file"])
+            );
+        }
+        if let Some(crashed) = st["proxy"]["crashed_sessions"]
+            .as_array()
+            .filter(|v| !v.is_empty())
+        {
+            let _ = writeln!(
+                text,
+                "      tool server sessions that ended without a word: {}",
+                crashed.len()
+            );
+        }
         let out = st["output"].as_str().unwrap_or("").trim();
         if !out.is_empty() {
             for line in out.lines().take(20) {
-                println!("      {}", crate::terminal::printable(line));
+                let _ = writeln!(text, "      {}", crate::terminal::printable(line));
             }
             if out.lines().count() > 20 {
-                println!("      …");
+                let _ = writeln!(text, "      …");
             }
         }
         if let Some(e) = st["error"]["message"].as_str() {
-            println!(
+            let _ = writeln!(
+                text,
                 "      error: {} ({})",
                 crate::terminal::printable(e),
                 p(&st["error"]["code"])
             );
         }
     }
+    text
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_human_summary_shows_the_tool_errors_the_json_has() {
+        let s = serde_json::json!({
+            "workflow": "w", "status": "failure", "duration_ms": 10,
+            "states": [{"state": "fix", "type": "agent", "status": "failure", "duration_ms": 5,
+                        "tool_calls": {"Bash": 3},
+                        "proxy": {"tool_errors": {"Bash": 2}, "crashed_sessions": ["s1"],
+                                  "audit_file": "/a/1-fix.audit.jsonl"}}]
+        });
+        let text = human(&s);
+        assert!(
+            text.contains(
+                "tool errors: Bash×2 (each call's error is in the audit file /a/1-fix.audit.jsonl)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("ended without a word: 1"), "{text}");
+    }
 
     #[test]
     fn retried_classes_are_counted_in_order() {

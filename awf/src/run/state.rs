@@ -58,6 +58,28 @@ pub enum RunStatus {
     Cancelled,
 }
 
+impl RunStatus {
+    /// How a run that ended with `code` (and `error`) ended: cancelled when it was
+    /// interrupted (Ctrl-C, SIGTERM), else by its code.
+    pub fn of(code: u8, error: Option<&AwfError>) -> RunStatus {
+        match (code, error.map(AwfError::code)) {
+            (0, _) => RunStatus::Succeeded,
+            (_, Some(c)) if c == codes::INTERRUPTED => RunStatus::Cancelled,
+            _ => RunStatus::Failed,
+        }
+    }
+
+    /// The word the run's summary says (`awf run --output json`'s `status`).
+    pub fn summary_word(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "success",
+            RunStatus::Failed => "failure",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// How one state stands in the run state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -819,11 +841,7 @@ impl Recorder {
     /// The run ended with `code` (0: succeeded): the journal is compacted into the final
     /// snapshot.
     pub fn finished(&self, code: u8, error: Option<&AwfError>) {
-        let status = match (code, error.map(AwfError::code)) {
-            (0, _) => RunStatus::Succeeded,
-            (_, Some(c)) if c == codes::INTERRUPTED => RunStatus::Cancelled,
-            _ => RunStatus::Failed,
-        };
+        let status = RunStatus::of(code, error);
         self.record(
             vec![Entry::Finished {
                 status,

@@ -115,6 +115,21 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
         .unwrap_or_default();
     for (key, hint) in NO_EFFECT_KEYS {
         let Some(n) = get(key) else { continue };
+        if *key == "env" && matches!(n.kind, yaml::Kind::Map(_)) {
+            // `env: {FOO: bar}` is written to set variables, which it would not do even
+            // where it parsed (AWF reads a list of text and refuses a map): one error that
+            // says so and where variables go instead.
+            cx.push(
+                codes::WRONG_TYPE,
+                key,
+                n.line,
+                "a top-level `env:` map sets no variables: awf, like AWF, reads `env` as a \
+                 list of text and uses it for nothing"
+                    .into(),
+                *hint,
+            );
+            continue;
+        }
         if *key == "env" {
             // Read as AWF reads it (a list of text), so a wrong shape is still reported.
             text_list(&mut cx, n, key);
