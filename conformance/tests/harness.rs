@@ -134,3 +134,22 @@ fn list_shows_each_check_with_its_revision() {
         "{modern:?}"
     );
 }
+
+#[test]
+fn a_tool_name_the_server_does_not_list_is_a_usage_error_naming_its_tools() {
+    // A typo in --slow-tool would make a correct server fail the concurrency checks.
+    let server = common::cargo_example("conformance", "reference-server")
+        .display()
+        .to_string();
+    let message = usage_error(&["--slow-tool", "sleeep", "--", &server]);
+    assert!(
+        message.contains("--slow-tool sleeep: the server lists no tool named \"sleeep\"")
+            && message.contains("sleep"),
+        "{message}"
+    );
+    let message = usage_error(&["--error-tool", "fial", "--", &server, "--modern-only"]);
+    assert!(
+        message.contains("--error-tool fial") && message.contains("fail"),
+        "{message}"
+    );
+}

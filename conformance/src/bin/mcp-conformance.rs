@@ -4,10 +4,11 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use conformance::checks::{self, Config, Revision, Selection, Status};
+use conformance::session::ServerProcess;
 use serde_json::{Value, json};
 
 /// Check an MCP stdio server against the MCP specification (2024-11-05 unless --revision).
@@ -101,6 +102,73 @@ fn parse_revisions(text: &str) -> Result<Revisions, String> {
         })
 }
 
+/// The tools the server lists (through its handshake, else as a 2026-07-28 server), or
+/// None when it could not be asked: the checks then say what is wrong with it.
+fn listed_tools(config: &Config) -> Option<Vec<String>> {
+    let list = |modern: bool| -> Option<Vec<String>> {
+        let deadline = Instant::now() + config.timeout;
+        let mut s = ServerProcess::spawn(&config.command, deadline).ok()?;
+        if modern {
+            s.speak_modern();
+        } else {
+            s.handshake().ok()?;
+        }
+        let mut names = Vec::new();
+        let mut cursor: Option<String> = None;
+        // Bounded: a server that pages for ever is the checks' to report.
+        for _ in 0..100 {
+            let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+            let r = s.call("tools/list", params).ok()?;
+            let result = r.get("result")?;
+            names.extend(
+                result["tools"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|t| t["name"].as_str().map(String::from)),
+            );
+            match result["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return Some(names),
+            }
+        }
+        Some(names)
+    };
+    list(false).or_else(|| list(true))
+}
+
+/// Refuses a `--*-tool` name the server does not list (a typo would make a correct server
+/// fail its checks), naming the server's tools.
+fn named_tools_exist(config: &Config) -> Result<(), String> {
+    let named: Vec<(&str, &str)> = [
+        ("--echo-tool", &config.echo_tool),
+        ("--slow-tool", &config.slow_tool),
+        ("--error-tool", &config.error_tool),
+        ("--structured-tool", &config.structured_tool),
+    ]
+    .into_iter()
+    .filter_map(|(flag, name)| Some((flag, name.as_deref()?)))
+    .collect();
+    if named.is_empty() {
+        return Ok(());
+    }
+    let Some(tools) = listed_tools(config) else {
+        return Ok(());
+    };
+    for (flag, name) in named {
+        if !tools.iter().any(|t| t == name) {
+            return Err(format!(
+                "{flag} {name}: the server lists no tool named {name:?}; its tools: {}",
+                if tools.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    tools.join(", ")
+                }
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let selection = Selection {
@@ -155,6 +223,10 @@ fn main() -> ExitCode {
         max_line_bytes: cli.max_line_bytes,
         jobs: cli.jobs,
     };
+    if let Err(e) = named_tools_exist(&config) {
+        eprintln!("mcp-conformance: {e}");
+        return ExitCode::from(2);
+    }
     // Write errors (a closed pipe, as with `| head`) are ignored: the exit status still
     // tells the outcome.
     let mut out = std::io::stdout().lock();
