@@ -1,7 +1,7 @@
 //! The documentation is checked: every ```yaml block of README.md and docs/*.md that is a
 //! whole workflow (a line starting with `states:`) validates with the real `awf validate`,
-//! as the example workflows do (`workflow_examples.rs`); every relative link leads to a
-//! file that exists (and, into a page, to one of its headings); every docs page is on the
+//! as the example workflows do (`workflow_examples.rs`); every relative link (of those
+//! pages and of the crates' and examples' READMEs) leads to a file that exists (and, into a page, to one of its headings); every docs page is on the
 //! README's map; and the README keeps the test command CI reads.
 //!
 //! A block that is a fragment (no top-level `states:`) is not a workflow and is skipped. A
@@ -40,6 +40,23 @@ fn pages() -> Vec<PathBuf> {
     let mut all = vec![root.join("README.md")];
     all.extend(docs);
     all
+}
+
+/// The other READMEs a reader follows links in: the crates' and the examples'.
+fn other_readmes() -> Vec<PathBuf> {
+    let root = repo();
+    [
+        "examples/workflows",
+        "mcpserver",
+        "awf",
+        "plugin-sdk",
+        "conformance",
+        "bench",
+    ]
+    .iter()
+    .map(|d| root.join(d).join("README.md"))
+    .filter(|p| p.exists())
+    .collect()
 }
 
 fn name(page: &Path) -> String {
@@ -206,7 +223,7 @@ fn every_whole_workflow_in_the_docs_validates() {
 #[test]
 fn every_relative_link_leads_somewhere() {
     let mut broken = Vec::new();
-    for page in pages() {
+    for page in pages().into_iter().chain(other_readmes()) {
         let text = std::fs::read_to_string(&page).unwrap();
         let base = page.parent().unwrap();
         for target in links(&text) {

@@ -40,3 +40,45 @@ fn every_example_workflow_validates_and_every_provider_has_one() {
         ["claude", "codex", "gemini", "openai_compatible", "opencode"]
     );
 }
+
+/// The README's first command, as a new user runs it: from the repository's root, and
+/// from a home directory with the default state directory (`~/.local/state`, beneath the
+/// workspace then), with no key and no XDG variable set.
+#[test]
+fn the_readme_s_first_run_works_from_the_checkout_and_from_home() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let first = repo
+        .join("examples/workflows/first.yaml")
+        .canonicalize()
+        .unwrap();
+    let home = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("awf-first-home-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    for (cwd, state) in [
+        (repo.as_path(), Some(home.join("state"))),
+        (home.as_path(), None),
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_awf"));
+        cmd.arg("run")
+            .arg(&first)
+            .current_dir(cwd)
+            .env("HOME", &home)
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("OPENAI_API_KEY")
+            .env("AWF_PLUGINS_PATH", "");
+        if let Some(s) = &state {
+            cmd.env("XDG_STATE_HOME", s);
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "from {}: {stdout}\n{}",
+            cwd.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("Rust files under ."), "{stdout}");
+    }
+    assert!(home.join(".local/state/awf").is_dir());
+}
