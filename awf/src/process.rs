@@ -19,10 +19,13 @@
 //! grace; [`kill_orphans`] reads every process's `/proc/<pid>/stat`, so callers at once
 //! share one pass.
 
+mod launch;
+
+pub use launch::Launch;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, mpsc};
 use std::time::{Duration, Instant};
@@ -471,7 +474,11 @@ pub enum Ended {
 
 /// A child started as the leader of its own process group, reaped by this value only.
 pub struct ProcessGroup {
-    child: Child,
+    /// The leader's pid (our child, unreaped until `status` is set).
+    pid: i32,
+    stdin: Option<ChildStdin>,
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
     pgid: i32,
     status: Option<ExitStatus>,
     /// What the leader and the descendants it reaped used, once reaped.
@@ -518,11 +525,34 @@ impl ProcessGroup {
         SPAWNED.store(true, Ordering::SeqCst);
         // Registered under the lock before anyone can see the child as an orphan.
         let mut owned = owned();
-        let child = cmd.spawn()?;
+        let mut child = cmd.spawn()?;
         let pid = child.id() as i32;
         owned.insert(pid);
+        // std's Child does nothing to the process when dropped: the group is ours now.
         Ok(ProcessGroup {
-            child,
+            pid,
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            pgid: pid,
+            status: None,
+            usage: None,
+        })
+    }
+
+    /// Starts `l` as [`ProcessGroup::spawn`] starts a command with
+    /// [`ProcessGroup::die_with_thread`], without copying awf's memory (see [`Launch`]):
+    /// stdin /dev/null, stdout and stderr piped.
+    pub fn launch(l: &Launch) -> io::Result<ProcessGroup> {
+        SPAWNED.store(true, Ordering::SeqCst);
+        let mut owned = owned();
+        let (pid, out, err) = launch::start(l)?;
+        owned.insert(pid);
+        Ok(ProcessGroup {
+            pid,
+            stdin: None,
+            stdout: Some(ChildStdout::from(out)),
+            stderr: Some(ChildStderr::from(err)),
             pgid: pid,
             status: None,
             usage: None,
@@ -530,7 +560,7 @@ impl ProcessGroup {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.pid as u32
     }
 
     /// The group's id (the leader's pid).
@@ -539,15 +569,15 @@ impl ProcessGroup {
     }
 
     pub fn take_stdin(&mut self) -> Option<ChildStdin> {
-        self.child.stdin.take()
+        self.stdin.take()
     }
 
     pub fn take_stdout(&mut self) -> Option<ChildStdout> {
-        self.child.stdout.take()
+        self.stdout.take()
     }
 
     pub fn take_stderr(&mut self) -> Option<ChildStderr> {
-        self.child.stderr.take()
+        self.stderr.take()
     }
 
     fn ended(&mut self, status: ExitStatus) -> ExitStatus {
@@ -572,7 +602,7 @@ impl ProcessGroup {
         if let Some(s) = self.status {
             return Ok(Some(s));
         }
-        let pid = self.child.id() as libc::pid_t;
+        let pid = self.pid;
         let flags = if block { 0 } else { libc::WNOHANG };
         loop {
             let mut st: libc::c_int = 0;
@@ -628,7 +658,7 @@ impl ProcessGroup {
         interrupt: &mut dyn FnMut() -> bool,
     ) -> io::Result<Ended> {
         // The leader is our unreaped child, so the pid is its own until try_wait reaps it.
-        let pidfd = pidfd_of(self.child.id() as libc::pid_t);
+        let pidfd = pidfd_of(self.pid);
         loop {
             if let Some(status) = self.try_wait()? {
                 return Ok(Ended::Exited(status));
@@ -664,7 +694,8 @@ impl ProcessGroup {
     pub fn kill(&mut self) {
         if self.status.is_none() {
             self.signal(libc::SIGKILL);
-            let _ = self.child.kill();
+            // SAFETY: a signal to our own unreaped child (its pid is still its own).
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
             let _ = self.wait();
         }
     }
@@ -786,6 +817,68 @@ pub fn terminate(group: Option<&mut ProcessGroup>, extra: &[i32], grace: Duratio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn launched(l: &Launch) -> (ExitStatus, String, String) {
+        use std::io::Read;
+        let mut g = ProcessGroup::launch(l).unwrap();
+        let (mut out, mut err) = (String::new(), String::new());
+        g.take_stdout().unwrap().read_to_string(&mut out).unwrap();
+        g.take_stderr().unwrap().read_to_string(&mut err).unwrap();
+        (g.wait().unwrap(), out, err)
+    }
+
+    #[test]
+    fn a_launched_command_gets_its_args_env_dir_group_and_kept_descriptors() {
+        use std::os::fd::AsRawFd;
+        let dir = std::env::temp_dir();
+        let kept = std::fs::File::open("/proc/self/stat").unwrap();
+        let fd = kept.as_raw_fd();
+        let mut l = Launch::new("/bin/sh");
+        l.arg("-c")
+            .arg(format!(
+                "echo \"$0 $AWF_LAUNCH_TEST\"; pwd; [ -e /proc/self/fd/{fd} ] && echo kept; \
+                 ps -o pgid= -p $$ | tr -d ' '; echo $$; echo err >&2; exit 3"
+            ))
+            .env("AWF_LAUNCH_TEST", "value")
+            .current_dir(&dir)
+            .keep_fd(fd);
+        let (status, out, err) = launched(&l);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(status.code(), Some(3), "{out}{err}");
+        assert_eq!(lines[0], "/bin/sh value");
+        assert_eq!(std::path::Path::new(lines[1]), dir.canonicalize().unwrap());
+        assert_eq!(lines[2], "kept");
+        // The leader of its own group.
+        assert_eq!(lines[3], lines[4], "{out}");
+        assert_eq!(err, "err\n");
+    }
+
+    #[test]
+    fn a_launched_command_has_sigpipe_and_no_blocked_signal() {
+        // `yes | head -1` ends by SIGPIPE (awf ignores it; the command must not).
+        let mut l = Launch::new("/bin/sh");
+        l.arg("-c")
+            .arg("yes | head -1; grep -E '^Sig(Blk|Ign)' /proc/self/status");
+        let (status, out, _) = launched(&l);
+        assert!(status.success(), "{out}");
+        assert!(out.starts_with("y\n"), "{out}");
+        assert!(out.contains("SigBlk:\t0000000000000000"), "{out}");
+    }
+
+    #[test]
+    fn a_program_that_cannot_start_is_an_error_naming_why() {
+        let l = Launch::new("/nonexistent/program");
+        let Err(e) = ProcessGroup::launch(&l) else {
+            panic!("a missing program was started")
+        };
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+        let mut l = Launch::new("/bin/sh");
+        l.current_dir("/nonexistent/dir");
+        let Err(e) = ProcessGroup::launch(&l) else {
+            panic!("started in a missing directory")
+        };
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+    }
     use std::os::unix::process::ExitStatusExt;
     use std::process::Stdio;
 

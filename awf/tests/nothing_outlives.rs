@@ -126,6 +126,36 @@ fn a_setsid_background_process_of_a_step_is_gone_when_awf_run_ends() {
 }
 
 #[test]
+fn a_step_s_command_dies_with_a_sigkill_of_awf_run() {
+    // Nothing of awf's runs after a SIGKILL: the kernel ends the command (its parent-death
+    // signal, armed by the child awf starts it as) and the run resumes it later.
+    let (_base, root, _) = workspace("step-sigkill");
+    let m = marker(7);
+    let wf = root.join("wf.yaml");
+    // `exec`: the command is the process awf started (what the shell forks is the
+    // group's, which a SIGKILL of awf run does not reach).
+    std::fs::write(&wf, one_step(&format!("exec sleep {m}"))).unwrap();
+    let mut child = Command::new(common::AWF)
+        .arg("run")
+        .arg(&wf)
+        .current_dir(&root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .env("AWF_PLUGINS_PATH", "")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .spawn()
+        .unwrap();
+    assert!(eventually(|| marker_alive(&m)), "the step never started");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        eventually(|| !marker_alive(&m)),
+        "sleep {m} outlived a SIGKILL of awf run"
+    );
+}
+
+#[test]
 fn a_setsid_background_process_of_an_agent_is_gone_when_awf_run_ends() {
     let Some(program) = harness::agent_cli("claude") else {
         return;

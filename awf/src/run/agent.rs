@@ -682,7 +682,12 @@ impl Runner<'_> {
             cmd.env(k, v);
         }
         let audit = session.as_ref().map(|s| s.audit_path.clone());
-        let waited = self.spawn_and_supervise(cmd, deadline, audit.as_deref(), name);
+        let waited = self.spawn_and_supervise(
+            super::supervise::Start::Command(cmd),
+            deadline,
+            audit.as_deref(),
+            name,
+        );
         let (mut p, mut leader) = match waited {
             Ok(v) => v,
             Err(e) => {

@@ -16,10 +16,10 @@ use super::engine::Runner;
 use super::report::{ErrorJson, StateResult, Status};
 use super::supervise::last_lines;
 use crate::error::{AwfError, codes};
+use crate::process::Launch;
 use crate::workflow;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// What one argument or environment string may hold, its NUL included (`MAX_ARG_STRLEN`).
@@ -195,7 +195,7 @@ impl Runner<'_> {
         name: &str,
         command: &str,
         dir: &Path,
-    ) -> Result<(Command, Vec<OwnedFd>), AwfError> {
+    ) -> Result<(Launch, Vec<OwnedFd>), AwfError> {
         // Checked here: a missing cwd would otherwise read as "cannot start /bin/sh".
         if !dir.is_dir() {
             return Err(AwfError::new(
@@ -256,23 +256,13 @@ impl Runner<'_> {
                 ),
             ));
         }
-        let mut cmd = Command::new("/bin/sh");
+        // Started without a copy of awf (a for_each starts thousands): see `Launch`.
+        let mut cmd = Launch::new("/bin/sh");
         cmd.arg("-c").arg(&text).envs(env).current_dir(dir);
-        let inherited: Vec<libc::c_int> = files.iter().map(|f| f.as_raw_fd()).collect();
-        if !inherited.is_empty() {
-            // SAFETY: only fcntl, async-signal-safe, on descriptors open in the parent (kept
-            // open by `files` until the child has started).
-            unsafe {
-                use std::os::unix::process::CommandExt;
-                cmd.pre_exec(move || {
-                    for &fd in &inherited {
-                        if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                            return Err(std::io::Error::last_os_error());
-                        }
-                    }
-                    Ok(())
-                });
-            }
+        // The memory files stay open in the command (`files` keeps them open here until it
+        // has started).
+        for f in &files {
+            cmd.keep_fd(f.as_raw_fd());
         }
         Ok((cmd, files))
     }

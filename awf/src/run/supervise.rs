@@ -5,7 +5,7 @@
 use super::engine::Runner;
 use super::report::Status;
 use crate::error::{AwfError, codes};
-use crate::process::{self, ProcessGroup};
+use crate::process::{self, Launch, ProcessGroup};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::fd::AsRawFd;
@@ -17,15 +17,23 @@ use std::time::{Duration, Instant};
 /// Bytes kept of a process's stdout/stderr.
 const OUTPUT_CAP: usize = 16 << 20;
 
+/// What a state starts: an agent CLI (a `Command`, with its own `pre_exec` steps) or a shell
+/// command (a [`Launch`], started without copying awf).
+pub(super) enum Start {
+    Command(Command),
+    Launch(Launch),
+}
+
 impl Runner<'_> {
     pub(super) fn spawn_and_wait(
         &mut self,
-        cmd: Command,
+        cmd: Launch,
         timeout: Option<Duration>,
         name: &str,
     ) -> Result<Waited, AwfError> {
         let deadline = timeout.map(|t| Instant::now() + t);
-        let (mut w, mut child) = self.spawn_and_supervise(cmd, deadline, None, name)?;
+        let (mut w, mut child) =
+            self.spawn_and_supervise(Start::Launch(cmd), deadline, None, name)?;
         // Whatever the end, nothing the step started outlives it.
         child.terminate(process::GRACE);
         // What left the group and was re-parented to this subreaper goes too, before
@@ -39,22 +47,27 @@ impl Runner<'_> {
     /// for its exit, the deadline or an interrupt. Teardown is the caller's.
     pub(super) fn spawn_and_supervise(
         &mut self,
-        mut cmd: Command,
+        start: Start,
         deadline: Option<Instant>,
         audit: Option<&Path>,
         name: &str,
     ) -> Result<(Waited, ProcessGroup), AwfError> {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let cannot = |program: &std::ffi::OsStr, e: std::io::Error| {
+            AwfError::new(codes::SPAWN, format!("cannot start {program:?}: {e}"))
+        };
         // This thread waits for it: when awf dies (by SIGKILL too), so does the command.
-        ProcessGroup::die_with_thread(&mut cmd);
-        let mut child = ProcessGroup::spawn(&mut cmd).map_err(|e| {
-            AwfError::new(
-                codes::SPAWN,
-                format!("cannot start {:?}: {e}", cmd.get_program()),
-            )
-        })?;
+        let mut child = match start {
+            Start::Command(mut cmd) => {
+                cmd.stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                ProcessGroup::die_with_thread(&mut cmd);
+                ProcessGroup::spawn(&mut cmd).map_err(|e| cannot(cmd.get_program(), e))?
+            }
+            Start::Launch(l) => {
+                ProcessGroup::launch(&l).map_err(|e| cannot(l.program().as_os_str(), e))?
+            }
+        };
         let readers = drain(child.take_stdout(), child.take_stderr());
         let mut progress = Progress::new(name, audit);
         let interrupt = self.interrupt.clone();
