@@ -72,6 +72,9 @@ pub enum Cmd {
         /// Summary format on stdout.
         #[arg(long, value_parser = ["human", "json"], default_value = "human")]
         output: String,
+        /// Do not show the steps' output as it comes (only each state's start and end).
+        #[arg(long, short)]
+        quiet: bool,
         /// Directory for the steps' audit files (default: $XDG_STATE_HOME/awf/audit/RUN_ID, i.e.
         /// ~/.local/state/awf/audit/RUN_ID); for a workflow with a proxied agent, outside the temp
         /// dir (and outside the workspace where Bash gets no mount namespace to hide it).
@@ -108,6 +111,9 @@ pub enum Cmd {
         /// Summary format on stdout.
         #[arg(long, value_parser = ["human", "json"], default_value = "human")]
         output: String,
+        /// Do not show the steps' output as it comes (as for `awf run`).
+        #[arg(long, short)]
+        quiet: bool,
         /// Directory for the steps' audit files (as for `awf run`).
         #[arg(long, value_name = "DIR")]
         audit_dir: Option<PathBuf>,
@@ -246,9 +252,11 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             file,
             inputs,
             output,
+            quiet,
             audit_dir,
             shard,
         } => {
+            crate::run::set_live_output(!quiet);
             // While awf is alone in its cgroup (nothing started yet): a delegated cgroup
             // v2 gets its leaf now, and the steps' servers theirs below it.
             crate::confine::bounds::Mechanism::detect();
@@ -269,8 +277,10 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             inputs,
             force,
             output,
+            quiet,
             audit_dir,
         } => {
+            crate::run::set_live_output(!quiet);
             crate::confine::bounds::Mechanism::detect();
             crate::run::resume(&crate::run::ResumeOptions {
                 run_id,

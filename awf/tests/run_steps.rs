@@ -573,3 +573,107 @@ states:
         assert!(message.contains(&part), "no {part:?} in {message:?}");
     }
 }
+
+/// A workflow file in `dir` with `text`.
+fn workflow(dir: &Path, text: &str) -> PathBuf {
+    let wf = dir.join("wf.yaml");
+    std::fs::write(&wf, text).unwrap();
+    wf
+}
+
+const COMPILER: &str = r#"name: out
+states:
+  initial: build
+  build:
+    type: step
+    command: |
+      echo compiling
+      echo "error[E0308]: mismatched types" >&2
+      echo "  --> src/lib.rs:10:5" >&2
+      i=0; while [ $i -lt 30 ]; do echo "note $i" >&2; i=$((i+1)); done
+      echo "error: could not compile" >&2
+      exit 1
+    on_success: done
+    on_failure: report
+  report:
+    type: step
+    command: 'printf "first: %s\n" "$(printf "%s\n" "{{.states.build.Stderr}}" | head -1)"'
+    on_success: done
+  done:
+    type: terminal
+"#;
+
+#[test]
+fn a_step_s_output_is_shown_as_it_comes_and_its_stderr_kept_head_and_tail() {
+    let dir = scratch("live");
+    let wf = workflow(&dir, COMPILER);
+    let out = awf_run(&dir, &wf, &[]);
+    let s = run_summary(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{s:#}\n{err}");
+    // Live, behind the state's name: stdout as [build], stderr as [build!], in order with
+    // the progress lines.
+    let build_start = err.find("→ build (step)").unwrap();
+    let shown = err.find("  [build] compiling").expect(&err);
+    let shown_err = err
+        .find("  [build!] error[E0308]: mismatched types")
+        .expect(&err);
+    let build_end = err.find("← build failure").unwrap();
+    assert!(
+        build_start < shown && shown < build_end && shown_err < build_end,
+        "{err}"
+    );
+    // The failure says the first lines and the last, each on its own line.
+    let build = summary_state(&s, "build");
+    let message = build["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("exited with code 1; stderr:\n  error[E0308]: mismatched types\n    --> src/lib.rs:10:5\n")
+            && message.contains("lines)\n")
+            && message.ends_with("  error: could not compile"),
+        "{message}"
+    );
+    // {{.states.X.Stderr}}, as AWF has it.
+    assert_eq!(
+        summary_state(&s, "report")["output"],
+        "first: error[E0308]: mismatched types"
+    );
+    assert!(
+        build["stderr"].as_str().unwrap().contains("note 29"),
+        "{build:#}"
+    );
+    // --quiet: the progress lines only.
+    let out = awf_run(&dir, &wf, &["--quiet"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("→ build (step)") && !err.contains("[build"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_flood_of_output_is_counted_not_shown_and_kept_in_the_result() {
+    let dir = scratch("flood");
+    let wf = workflow(
+        &dir,
+        "name: flood\nstates:\n  initial: a\n  a:\n    type: step\n    command: seq 1 20000\n    \
+         on_success: done\n  done:\n    type: terminal\n",
+    );
+    let out = awf_run(&dir, &wf, &[]);
+    let s = run_summary(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    let shown = err.lines().filter(|l| l.starts_with("  [a] ")).count();
+    assert!(shown < 1000, "{shown} lines shown");
+    assert!(err.contains("  [a] 1\n"), "{err}");
+    assert!(err.contains("lines not shown"), "{err}");
+    let output = summary_state(&s, "a")["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(output.lines().count(), 20000);
+    assert!(
+        output.ends_with("\n20000"),
+        "{}",
+        &output[output.len() - 20..]
+    );
+}

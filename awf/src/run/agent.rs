@@ -14,7 +14,7 @@
 use super::engine::Runner;
 use super::report::{ErrorJson, StateResult, Status};
 use super::retry::{random01, wait_unless};
-use super::supervise::{Progress, last_lines};
+use super::supervise::{Progress, head_and_tail};
 use crate::error::{AwfError, codes};
 use crate::process;
 use crate::providers::{self, AgentOutput, AgentRequest, CliProvider, Provider, RelayRoute};
@@ -687,6 +687,8 @@ impl Runner<'_> {
             deadline,
             audit.as_deref(),
             name,
+            // An agent CLI's stdout is its event stream: not shown line by line.
+            None,
         );
         let (mut p, mut leader) = match waited {
             Ok(v) => v,
@@ -771,9 +773,9 @@ impl Runner<'_> {
             return Err(AwfError::new(
                 codes::AGENT_FAILED,
                 format!(
-                    "{} exited with {status}: {}",
+                    "{} exited with {status}; {}",
                     a.provider,
-                    last_lines(&p.stderr, 5)
+                    head_and_tail(&p.stderr, 5)
                 ),
             ));
         }

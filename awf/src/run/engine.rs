@@ -68,7 +68,7 @@ pub(super) struct LoopVars {
 }
 
 impl LoopVars {
-    fn get(&self, field: &str) -> String {
+    pub(super) fn get(&self, field: &str) -> String {
         match field {
             "Item" => self.item.clone(),
             "Index" => self.index.to_string(),
@@ -116,6 +116,7 @@ impl Runner<'_> {
                 .find(|r| &r.state == s)
                 .map(|r| match f.as_str() {
                     "Output" => r.output.clone(),
+                    "Stderr" => r.stderr.clone(),
                     "ExitCode" => r.exit_code.map(|c| c.to_string()).unwrap_or_default(),
                     _ => r.status.to_string(),
                 })
@@ -605,7 +606,7 @@ pub(super) fn state_fields(r: &StateResult) -> serde_json::Value {
     use serde_json::Value;
     serde_json::json!({
         "Output": r.output,
-        "Stderr": "",
+        "Stderr": r.stderr,
         "ExitCode": r.exit_code.unwrap_or(if r.status == Status::Success { 0 } else { -1 }),
         "Status": awf_status(r.status),
         "Response": Value::Null,

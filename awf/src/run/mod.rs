@@ -18,6 +18,7 @@ mod retry;
 pub mod state;
 mod step;
 mod supervise;
+pub use supervise::set_live_output;
 mod trace;
 mod while_loop;
 

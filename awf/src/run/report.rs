@@ -48,6 +48,10 @@ pub struct StateResult {
     pub kind: &'static str,
     pub status: Status,
     pub output: String,
+    /// What a step wrote to stderr (`{{.states.X.Stderr}}`), its head and tail kept as its
+    /// output is.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub stderr: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// The attempts a step with `retry:` made (None without `retry:`).
@@ -90,6 +94,7 @@ impl StateResult {
             kind,
             status: Status::Success,
             output: String::new(),
+            stderr: String::new(),
             exit_code: None,
             attempts: None,
             max_attempts: None,
@@ -281,10 +286,15 @@ fn human(s: &Value) -> String {
             }
         }
         if let Some(e) = st["error"]["message"].as_str() {
+            // A message of several lines (a failed step's stderr) stays indented under it.
+            let message: Vec<String> = e
+                .lines()
+                .map(|l| crate::terminal::printable(l).into_owned())
+                .collect();
             let _ = writeln!(
                 text,
                 "      error: {} ({})",
-                crate::terminal::printable(e),
+                message.join("\n        "),
                 p(&st["error"]["code"])
             );
         }

@@ -167,6 +167,8 @@ pub struct StateRecord {
     pub duration_ms: u64,
     #[serde(default)]
     pub output: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// Input and output tokens of an agent state's model turns, where they were seen.
@@ -332,6 +334,7 @@ impl StateRecord {
             started_ms: now_ms().saturating_sub(r.duration_ms),
             duration_ms: r.duration_ms,
             output: r.output.clone(),
+            stderr: r.stderr.clone(),
             exit_code: r.exit_code,
             tokens: tokens_of(r),
             error: r.error.as_ref().map(|e| e.message.clone()),
@@ -355,6 +358,7 @@ impl StateRecord {
             status: parse_outcome(self.outcome.as_deref()),
             iteration: self.iteration,
             output: self.output.clone(),
+            stderr: self.stderr.clone(),
             exit_code: self.exit_code,
             duration_ms: self.duration_ms,
             ..StateResult::new(&self.state, kind)
@@ -756,6 +760,7 @@ impl Recorder {
             started_ms: now_ms(),
             duration_ms: 0,
             output: String::new(),
+            stderr: String::new(),
             exit_code: None,
             tokens: None,
             error: None,

@@ -14,7 +14,7 @@
 
 use super::engine::Runner;
 use super::report::{ErrorJson, StateResult, Status};
-use super::supervise::last_lines;
+use super::supervise::head_and_tail;
 use crate::error::{AwfError, codes};
 use crate::process::Launch;
 use crate::workflow;
@@ -151,6 +151,7 @@ impl Runner<'_> {
             }
             Ok(p) => {
                 r.output = p.stdout.trim_end_matches('\n').to_string();
+                r.stderr = p.stderr.trim_end_matches('\n').to_string();
                 r.exit_code = p.code;
                 r.status = p.status;
                 if p.status == Status::Success && p.code != Some(0) {
@@ -171,10 +172,10 @@ impl Runner<'_> {
                         _ => (
                             codes::STATE_FAILED,
                             format!(
-                                "step {name:?} exited with {}: {}",
+                                "step {name:?} exited with {}; {}",
                                 p.code
                                     .map_or("a signal".to_string(), |c| format!("code {c}")),
-                                last_lines(&p.stderr, 5)
+                                head_and_tail(&p.stderr, 5)
                             ),
                         ),
                     };

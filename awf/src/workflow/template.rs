@@ -48,7 +48,7 @@ pub enum ExprError {
 }
 
 /// Fields of a state a template may read.
-pub const STATE_FIELDS: &[&str] = &["Output", "ExitCode", "Status"];
+pub const STATE_FIELDS: &[&str] = &["Output", "Stderr", "ExitCode", "Status"];
 /// What `{{.loop.FIELD}}` may name.
 pub const LOOP_FIELDS: &[&str] = &["Item", "Index", "Index1", "First", "Last", "Length"];
 /// What `{{.workflow.*}}` gives.
