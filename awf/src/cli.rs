@@ -141,12 +141,12 @@ pub enum Cmd {
 }
 
 #[derive(Args, Debug, Clone)]
-#[group(multiple = false)]
 pub struct Source {
-    /// mcp-serve config file (JSON).
+    /// mcp-serve config file (JSON; docs/servers.md shows a whole one).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Serve the builtins over DIR (default for `tools`: the current directory).
+    /// Serve over DIR (with --config: instead of the config's root; default: the config's
+    /// root, else the current directory).
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
 }
@@ -188,11 +188,16 @@ pub enum ToolsCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Start each third-party server of a workflow, show how its tools differ from their
-    /// pins (the lock file), and pin them as they are now.
+    /// Start each third-party server of a workflow (or of an `awf mcp-serve` config), show
+    /// how its tools differ from their pins (the lock file), and pin them as they are now.
     Pin {
         /// The workflow YAML file.
-        workflow: PathBuf,
+        #[arg(required_unless_present = "config", conflicts_with = "config")]
+        workflow: Option<PathBuf>,
+        /// An `awf mcp-serve` config (a gateway) instead: its `servers`, pinned in its
+        /// `pins` file, by default the one beside it (`gw.json` → `gw.lock.json`).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// Only this server.
         #[arg(long, value_name = "NAME")]
         server: Option<String>,
@@ -231,9 +236,17 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
         Cmd::Tools(ToolsCmd::List { source, json }) => tools_list(&source, json, cli.log_format),
         Cmd::Tools(ToolsCmd::Pin {
             workflow,
+            config,
             server,
             check,
-        }) => crate::proxy::pin_tools::run(&workflow, server.as_deref(), check),
+        }) => match (workflow, config) {
+            (_, Some(c)) => crate::proxy::pin_tools::run_config(&c, server.as_deref(), check),
+            (Some(w), None) => crate::proxy::pin_tools::run(&w, server.as_deref(), check),
+            (None, None) => Err(AwfError::new(
+                codes::USAGE,
+                "awf tools pin takes a workflow file or --config FILE",
+            )),
+        },
         Cmd::Validate {
             files,
             format,
@@ -332,9 +345,15 @@ fn serve_command(
         LogFormat::Json => "json",
     });
     cmd.arg("mcp-serve");
+    if let Some(c) = &source.config {
+        // Checked here first: a config error is told as itself, not as a server that
+        // ended before it answered.
+        ServeConfig::load_with_root(c, source.root.clone())?;
+        cmd.arg("--config").arg(c);
+    }
     match (&source.config, &source.root) {
-        (Some(c), _) => cmd.arg("--config").arg(c),
-        (None, Some(r)) => cmd.arg("--root").arg(r),
+        (_, Some(r)) => cmd.arg("--root").arg(r),
+        (Some(_), None) => &mut cmd,
         (None, None) => cmd.arg("--root").arg("."),
     };
     if let Some(a) = audit {

@@ -21,8 +21,10 @@ use std::sync::atomic::{AtomicI32, Ordering};
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServeConfig {
-    /// The workspace root every builtin is confined to. Relative paths in this file are
-    /// relative to the file's own directory.
+    /// The workspace root every builtin is confined to (absent: the directory `awf
+    /// mcp-serve` starts in, or `--root`). Relative paths in this file are relative to the
+    /// file's own directory.
+    #[serde(default)]
     pub root: PathBuf,
     #[serde(default = "yes")]
     pub intercept_builtins: bool,
@@ -141,6 +143,13 @@ impl ServeConfig {
 
     /// Reads and checks a config file; every error names the file and the problem.
     pub fn load(path: &Path) -> Result<ServeConfig, AwfError> {
+        Self::load_with_root(path, None)
+    }
+
+    /// [`ServeConfig::load`], with `root` (from `--root`) over the file's; without either,
+    /// the current directory. With servers and no `pins`, the lock file is the one beside
+    /// the config (`gw.json` → `gw.lock.json`), as `awf tools pin --config` writes it.
+    pub fn load_with_root(path: &Path, root: Option<PathBuf>) -> Result<ServeConfig, AwfError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             let code = if e.kind() == std::io::ErrorKind::NotFound {
                 codes::CONFIG_MISSING
@@ -166,7 +175,19 @@ impl ServeConfig {
                 base.join(p)
             }
         };
-        cfg.root = abs(&cfg.root);
+        cfg.root = match root {
+            Some(r) => r,
+            None if cfg.root.as_os_str().is_empty() => std::env::current_dir().map_err(|e| {
+                AwfError::new(
+                    codes::IO,
+                    format!("cannot read the current directory (the root): {e}"),
+                )
+            })?,
+            None => abs(&cfg.root),
+        };
+        if cfg.pins.is_none() && !cfg.servers.is_empty() {
+            cfg.pins = Some(crate::workflow::default_lock_file(path));
+        }
         cfg.audit_path = cfg.audit_path.as_deref().map(abs);
         cfg.servers_dir = cfg.servers_dir.as_deref().map(abs);
         cfg.pins = cfg.pins.as_deref().map(abs);
@@ -599,25 +620,19 @@ pub fn serve_in_child() -> Result<(), AwfError> {
     })
 }
 
-/// `awf mcp-serve` from its flags: `--config FILE` or `--root DIR`, and `--audit FILE`
-/// (overrides the config's audit_path).
+/// `awf mcp-serve` from its flags: `--config FILE`, `--root DIR` or both (the root over the
+/// config's), and `--audit FILE` (overrides the config's audit_path).
 pub fn run_from_flags(
     config: Option<PathBuf>,
     root: Option<PathBuf>,
     audit: Option<PathBuf>,
 ) -> Result<(), AwfError> {
     let mut cfg = match (config, root) {
-        (Some(c), None) => ServeConfig::load(&c)?,
+        (Some(c), root) => ServeConfig::load_with_root(&c, root)?,
         (None, Some(r)) => {
             let cfg = ServeConfig::for_root(r);
             cfg.check("--root")?;
             cfg
-        }
-        (Some(_), Some(_)) => {
-            return Err(AwfError::new(
-                codes::USAGE,
-                "awf mcp-serve takes --config FILE or --root DIR, not both",
-            ));
         }
         (None, None) => {
             return Err(AwfError::new(
@@ -675,8 +690,8 @@ pub fn fast_serve_args(args: &[std::ffi::OsString]) -> Option<FastServeArgs> {
             _ => return None,
         }
     }
-    // Exactly one source; clap reports the other cases with its usual messages.
-    (seen_command && out.config.is_some() != out.root.is_some()).then_some(out)
+    // A source; clap reports the other cases with its usual messages.
+    (seen_command && (out.config.is_some() || out.root.is_some())).then_some(out)
 }
 
 /// Runs `awf mcp-serve` to completion. Returns Ok on every clean stop.

@@ -598,3 +598,72 @@ fn an_npx_server_starts_offline_in_its_jail_from_a_filled_cache() {
     let (status, _, stderr) = s.finish();
     assert!(status.success(), "{stderr}");
 }
+
+/// The gateway as docs/servers.md shows it: a config with `servers` and no `root` serves
+/// the directory it is started in (or `--root`), `awf tools pin --config` pins its servers
+/// in the lock file beside it, and a config error is one line naming the key.
+#[test]
+fn a_gateway_config_needs_no_root_and_pins_beside_itself() {
+    if !python_available() {
+        return;
+    }
+    let (base, root, _o) = workspace("gateway");
+    let eras = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/servers/eras.py")
+        .display()
+        .to_string();
+    let gw = base.join("gw.json");
+    std::fs::write(
+        &gw,
+        json!({"servers": {"srv": {"command": ["python3", eras], "env": {"ERA": "legacy"}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let awf = |args: &[&str], cwd: &Path| {
+        std::process::Command::new(AWF)
+            .args(args)
+            .current_dir(cwd)
+            .env("AWF_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let gw_s = gw.to_str().unwrap();
+    // Pinned first, beside the config.
+    let out = awf(&["tools", "pin", "--config", gw_s], &root);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lock = base.join("gw.lock.json");
+    assert!(lock.is_file(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(std::fs::read_to_string(&lock).unwrap().contains("\"srv\""));
+    let out = awf(&["tools", "pin", "--config", gw_s, "--check"], &root);
+    assert_eq!(out.status.code(), Some(0));
+    // No root in the config: the directory it starts in; or --root.
+    for args in [
+        vec!["tools", "call", "Bash", r#"{"command": "pwd"}"#, "--config", gw_s],
+        vec![
+            "tools",
+            "call",
+            "Bash",
+            r#"{"command": "pwd"}"#,
+            "--config",
+            gw_s,
+            "--root",
+            root.to_str().unwrap(),
+        ],
+    ] {
+        let cwd = if args.len() == 6 { root.as_path() } else { base.as_path() };
+        let out = awf(&args, cwd);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(&root.canonicalize().unwrap().display().to_string()), "{stdout}");
+    }
+    let out = awf(&["tools", "list", "--config", gw_s], &root);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("srv_echo"));
+    // A config error: one line, naming the key; no word of a server that ended.
+    let bad = base.join("bad.json");
+    std::fs::write(&bad, r#"{"servers": {}, "bogus": 1}"#).unwrap();
+    let out = awf(&["tools", "list", "--config", bad.to_str().unwrap()], &root);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("unknown field `bogus`"), "{err}");
+}

@@ -1,4 +1,4 @@
-//! `awf tools pin WORKFLOW [--server NAME] [--check]`: starts each third-party server of
+//! `awf tools pin (WORKFLOW | --config FILE) [--server NAME] [--check]`: starts each third-party server of
 //! the workflow as a step would (in its jail, from the current directory), shows how its
 //! tools differ from their pins — the pinned and the current description and schemas one
 //! above the other — and, unless `--check`, writes the current ones as the new pins.
@@ -60,17 +60,61 @@ pub fn run(file: &Path, only: Option<&str>, check: bool) -> Result<u8, AwfError>
             },
         ));
     }
+    let servers = servers
+        .into_iter()
+        .map(|(lock, server)| {
+            let spec = super::server_spec(&server, &[crate::private_files::state_dir()]);
+            (lock, server.name, spec)
+        })
+        .collect();
+    pin(servers, &root, check)
+}
+
+/// `awf tools pin --config FILE`: the servers of an `awf mcp-serve` config (a gateway),
+/// pinned in its lock file (its `pins`, by default the one beside it).
+pub fn run_config(file: &Path, only: Option<&str>, check: bool) -> Result<u8, AwfError> {
+    let cfg = crate::mcp_serve::ServeConfig::load(file)?;
+    let lock = cfg
+        .pins
+        .clone()
+        .unwrap_or_else(|| workflow::default_lock_file(file));
+    let servers: Vec<(PathBuf, String, crate::mcp_servers::ServerSpec)> = cfg
+        .servers
+        .iter()
+        .filter(|(name, _)| only.is_none_or(|n| n == name.as_str()))
+        .map(|(name, spec)| (lock.clone(), name.clone(), spec.clone()))
+        .collect();
+    if servers.is_empty() {
+        return Err(AwfError::new(
+            codes::CONFIG_INVALID,
+            match only {
+                Some(n) => format!("{} has no server {n:?} in `servers`", file.display()),
+                None => format!(
+                    "{} has no `servers`, so there is nothing to pin",
+                    file.display()
+                ),
+            },
+        ));
+    }
+    pin(servers, &cfg.root, check)
+}
+
+/// Lists each server's tools, says how they differ from their pins and, unless `check`,
+/// writes the lock files.
+fn pin(
+    servers: Vec<(PathBuf, String, crate::mcp_servers::ServerSpec)>,
+    root: &Path,
+    check: bool,
+) -> Result<u8, AwfError> {
     let mut differs = false;
     let mut by_lock: Vec<(PathBuf, Pins)> = Vec::new();
-    for (lock, server) in &servers {
-        let spec = super::server_spec(server, &[crate::private_files::state_dir()]);
-        let tools = crate::mcp_servers::list_once(&server.name, &spec, &root).map_err(|why| {
+    for (lock, name, spec) in &servers {
+        let tools = crate::mcp_servers::list_once(name, spec, root).map_err(|why| {
             AwfError::new(
                 codes::SERVER_FAILED,
                 format!(
-                    "server {} ({}) did not start: {why}",
-                    server.name,
-                    server.command.join(" ")
+                    "server {name} ({}) did not start: {why}",
+                    spec.command.join(" ")
                 ),
             )
         })?;
@@ -79,8 +123,8 @@ pub fn run(file: &Path, only: Option<&str>, check: bool) -> Result<u8, AwfError>
             by_lock.push((lock.clone(), p));
         }
         let pins = &mut by_lock.iter_mut().find(|(l, _)| l == lock).unwrap().1;
-        differs |= report(&server.name, pins, &tools);
-        pins.record(&server.name, &tools);
+        differs |= report(name, pins, &tools);
+        pins.record(name, &tools);
     }
     if check {
         return Ok(u8::from(differs));
