@@ -60,6 +60,9 @@ pub mod codes {
     pub const UNKNOWN_OPERATION: &str = "USER.MCP_PROXY.UNKNOWN_OPERATION";
     /// A third-party server's `command[0]` is neither an executable path nor on its PATH.
     pub const SERVER_COMMAND: &str = "USER.MCP_PROXY.SERVER_COMMAND_NOT_FOUND";
+    /// A server's command is a package runner (`npx`, `uvx`, …) its network keeps from its
+    /// registry (a warning).
+    pub const REGISTRY_UNREACHABLE: &str = "USER.MCP_PROXY.REGISTRY_UNREACHABLE";
     pub const PLUGIN_MANIFEST: &str = "USER.PLUGINS.BAD_MANIFEST";
     pub const PLUGIN_START: &str = "EXECUTION.PLUGINS.START_FAILED";
     pub const TOOL_FAILED: &str = "EXECUTION.TOOLS.TOOL_ERROR";

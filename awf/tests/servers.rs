@@ -630,7 +630,11 @@ fn a_gateway_config_needs_no_root_and_pins_beside_itself() {
     let gw_s = gw.to_str().unwrap();
     // Pinned first, beside the config.
     let out = awf(&["tools", "pin", "--config", gw_s], &root);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lock = base.join("gw.lock.json");
     assert!(lock.is_file(), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(std::fs::read_to_string(&lock).unwrap().contains("\"srv\""));
@@ -638,7 +642,14 @@ fn a_gateway_config_needs_no_root_and_pins_beside_itself() {
     assert_eq!(out.status.code(), Some(0));
     // No root in the config: the directory it starts in; or --root.
     for args in [
-        vec!["tools", "call", "Bash", r#"{"command": "pwd"}"#, "--config", gw_s],
+        vec![
+            "tools",
+            "call",
+            "Bash",
+            r#"{"command": "pwd"}"#,
+            "--config",
+            gw_s,
+        ],
         vec![
             "tools",
             "call",
@@ -650,11 +661,22 @@ fn a_gateway_config_needs_no_root_and_pins_beside_itself() {
             root.to_str().unwrap(),
         ],
     ] {
-        let cwd = if args.len() == 6 { root.as_path() } else { base.as_path() };
+        let cwd = if args.len() == 6 {
+            root.as_path()
+        } else {
+            base.as_path()
+        };
         let out = awf(&args, cwd);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-        assert!(stdout.contains(&root.canonicalize().unwrap().display().to_string()), "{stdout}");
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains(&root.canonicalize().unwrap().display().to_string()),
+            "{stdout}"
+        );
     }
     let out = awf(&["tools", "list", "--config", gw_s], &root);
     assert!(String::from_utf8_lossy(&out.stdout).contains("srv_echo"));
@@ -666,4 +688,70 @@ fn a_gateway_config_needs_no_root_and_pins_beside_itself() {
     assert!(!out.status.success());
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("unknown field `bogus`"), "{err}");
+}
+
+/// `npx -y pkg` under the default `network: deny` waits for the registry for good: `awf
+/// validate` warns with the ways out, and the start gives up in seconds with them. The
+/// runner here is a stand-in named `npx` that waits as the real one does without network.
+#[test]
+fn a_package_runner_that_cannot_reach_its_registry_is_told_before_and_at_start() {
+    let (base, root, _o) = workspace("npx-deny");
+    let bin = base.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let npx = bin.join("npx");
+    std::fs::write(&npx, "#!/bin/sh\nexec sleep 600\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&npx, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wf = base.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            "name: n\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
+             prompt: hi\n    mcp_proxy:\n      enable: true\n      servers:\n        gh:\n          \
+             command: [{}, -y, '@modelcontextprotocol/server-github']\n    on_success: done\n  \
+             done:\n    type: terminal\n",
+            npx.display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(AWF)
+        .args(["validate", "--format", "json"])
+        .arg(&wf)
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{v:#}");
+    let p = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["code"] == "USER.MCP_PROXY.REGISTRY_UNREACHABLE")
+        .unwrap_or_else(|| panic!("no warning: {v:#}"));
+    assert_eq!(p["severity"], "warning");
+    let message = p["message"].as_str().unwrap();
+    assert!(
+        message.contains("registry.npmjs.org") && message.contains("--offline"),
+        "{message}"
+    );
+    // At start: the same reason, after a few seconds rather than start_timeout_seconds.
+    let gw = base.join("gw.json");
+    std::fs::write(
+        &gw,
+        json!({"servers": {"gh": {"command": [npx, "-y", "@modelcontextprotocol/server-github"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let out = std::process::Command::new(AWF)
+        .args(["tools", "list", "--config"])
+        .arg(&gw)
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("within 5 s: npx fetches the package from registry.npmjs.org"),
+        "{err}"
+    );
 }

@@ -130,7 +130,18 @@ impl Link {
                 tracing::info!(server = %server, level, "{}", &data[..cut]);
             }),
         );
-        let timeout = self.start_timeout();
+        // A package runner that cannot reach its registry waits on it for good: it gets a
+        // few seconds (a cache it uses without asking), then the ways out.
+        let unreachable = super::runners::unreachable_registry(
+            &self.spec.command,
+            self.spec.sandbox.network.as_ref(),
+        );
+        let timeout = match &unreachable {
+            Some(_) => self
+                .start_timeout()
+                .min(super::runners::UNREACHABLE_REGISTRY_WAIT),
+            None => self.start_timeout(),
+        };
         // The probe's wait comes on top: a server silent to it still has all of
         // start_timeout_seconds for initialize and tools/list.
         let probe_wait = if known.is_none() {
@@ -146,12 +157,16 @@ impl Link {
             } else {
                 String::new()
             };
-            let failure = match f {
-                Failure::TimedOut(_) => format!(
+            let failure = match (f, &unreachable) {
+                (Failure::TimedOut(_), Some(why)) => format!(
+                    "it did not answer {what} within {} s: {why}",
+                    timeout.as_secs()
+                ),
+                (Failure::TimedOut(_), None) => format!(
                     "it did not answer {what} within {} s (start_timeout_seconds)",
                     timeout.as_secs()
                 ),
-                other => format!("{what} failed: {other}"),
+                (other, _) => format!("{what} failed: {other}"),
             };
             format!("{failure}{exited}; {}", process.stderr_tail())
         };

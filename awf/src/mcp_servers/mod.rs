@@ -15,6 +15,7 @@ pub mod link;
 pub mod pins;
 pub mod probe;
 pub mod process;
+pub mod runners;
 pub mod source;
 
 pub use config::{SandboxSpec, ServerSpec, ServerTools};

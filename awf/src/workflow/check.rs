@@ -552,6 +552,31 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 .into(),
         });
     }
+    // A package runner its network keeps from its registry would wait for good.
+    for s in &wf.states {
+        let StateKind::Agent(a) = &s.kind else {
+            continue;
+        };
+        let Some(p) = a.mcp_proxy.as_ref().filter(|p| p.enable) else {
+            continue;
+        };
+        for server in &p.servers {
+            if let Some(why) = crate::mcp_servers::runners::unreachable_registry(
+                &server.command,
+                server.sandbox.network.as_ref(),
+            ) {
+                d.push(Diagnostic::warning(
+                    codes::REGISTRY_UNREACHABLE,
+                    format!("{}.command", server.path),
+                    server.command_line,
+                    format!("server {:?} will not start: {why}", server.name),
+                    "allow the registry host in the server's sandbox network, add the \
+                     runner's offline flag, or install the package beforehand"
+                        .into(),
+                ));
+            }
+        }
+    }
     // A state the parse refused is in the file: its own error is said, and a reference
     // to it is no second error (each of these messages quotes the missing name).
     d.retain(|x| {
