@@ -118,6 +118,26 @@ pub enum Cmd {
         #[arg(long, value_name = "DIR")]
         audit_dir: Option<PathBuf>,
     },
+    /// One self-contained HTML file of a run: its graph, a timeline of its states (a lane per
+    /// for_each item and parallel branch), each agent's model turns and tool calls, denials.
+    Report {
+        /// The run id (`awf run` prints it first; `awf history` lists them).
+        run_id: String,
+        /// Where the run's audit files are, when `awf run` was given `--audit-dir`.
+        #[arg(long, value_name = "DIR")]
+        audit_dir: Option<PathBuf>,
+        /// The file to write (default: awf-run-RUN_ID.html here).
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// A workflow's graph: its states and where each goes.
+    Diagram {
+        /// The workflow YAML file.
+        workflow: PathBuf,
+        /// dot (Graphviz), mermaid (Markdown renderers draw it) or svg (laid out here).
+        #[arg(long, value_parser = ["dot", "mermaid", "svg"], default_value = "dot")]
+        format: String,
+    },
     /// A run's states: status, attempt, duration, tokens.
     Status {
         run_id: String,
@@ -303,6 +323,14 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
                 json: output == "json",
                 audit_dir,
             })
+        }
+        Cmd::Report {
+            run_id,
+            audit_dir,
+            output,
+        } => crate::picture::html::report_command(&run_id, audit_dir, output),
+        Cmd::Diagram { workflow, format } => {
+            crate::picture::diagram_command(&workflow_file(&workflow), &format)
         }
         Cmd::Status { run_id, output } => crate::run::history::status(&run_id, output == "json"),
         Cmd::History {

@@ -27,6 +27,7 @@ pub mod confine;
 pub mod error;
 pub mod mcp_serve;
 pub mod mcp_servers;
+pub mod picture;
 pub mod plugins;
 pub mod private_files;
 pub mod process;

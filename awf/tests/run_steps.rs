@@ -677,3 +677,150 @@ fn a_flood_of_output_is_counted_not_shown_and_kept_in_the_result() {
         &output[output.len() - 20..]
     );
 }
+
+/// Debian's `chromium` (installed by .ci/run), or None (and a note) where it is missing,
+/// a failure in CI.
+fn chromium() -> Option<PathBuf> {
+    for name in ["chromium", "chromium-browser", "google-chrome"] {
+        for dir in std::env::var("PATH").unwrap_or_default().split(':') {
+            let p = Path::new(dir).join(name);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "chromium is required in CI (run .ci/run)"
+    );
+    eprintln!("skipping: no chromium on PATH");
+    None
+}
+
+/// `awf report` of a run with a parallel, a for_each and a proxied agent, opened in a
+/// real headless Chromium: it loads with no console message and no request, the timeline
+/// holds every state of every lane and the agent's tool calls, and a screenshot is taken.
+#[test]
+fn a_run_s_report_opens_in_chromium_with_every_state_and_call() {
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let dir = scratch("report");
+    let state = dir.join("state");
+    let model = fake_model::FakeModel::start(
+        fake_model::Script::new()
+            .call(
+                "Bash",
+                serde_json::json!({"command": "echo from-the-agent"}),
+            )
+            .call("Read", serde_json::json!({"path": "missing.txt"})),
+    );
+    let wf = workflow(
+        &dir,
+        &format!(
+            "name: pictured\nstates:\n  initial: each\n  each:\n    type: for_each\n    \
+             items: [a, b, c]\n    body: [item]\n    on_complete: both\n  item:\n    type: step\n    \
+             command: echo item {{{{.loop.Item}}}}\n  both:\n    type: parallel\n    \
+             parallel: [left, right]\n    on_success: agent\n  left:\n    type: step\n    \
+             command: echo left\n  right:\n    type: step\n    command: echo right\n  agent:\n    \
+             type: agent\n    provider: openai_compatible\n    prompt: work\n    timeout: 60s\n    \
+             options:\n      base_url: {}/v1\n      model: fake-model\n    mcp_proxy:\n      \
+             enable: true\n    on_success: done\n  done:\n    type: terminal\n",
+            model.base_url()
+        ),
+    );
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let awf = |args: &[&str]| {
+        Command::new(AWF)
+            .args(args)
+            .current_dir(&dir)
+            .env("XDG_STATE_HOME", &state)
+            .env("TMPDIR", &tmp)
+            .env("AWF_PLUGINS_PATH", "")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .output()
+            .unwrap()
+    };
+    let out = awf(&["run", wf.to_str().unwrap(), "--output", "json", "--quiet"]);
+    let s = run_summary(&out);
+    assert_eq!(out.status.code(), Some(0), "{s:#}\n{}", model.describe());
+    let run_id = s["run_id"].as_str().unwrap().to_string();
+    let html = dir.join("run.html");
+    let out = awf(&["report", &run_id, "-o", html.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&html).unwrap();
+    // Self-contained: nothing to fetch, and a policy that would refuse it.
+    assert!(!text.contains("src="), "a source in the page");
+    assert_eq!(
+        text.matches("href=\"").count(),
+        text.matches("href=\"#").count(),
+        "a link out of the page"
+    );
+    assert!(text.contains("default-src 'none'"));
+    let url = format!("file://{}", html.display());
+    let browse = |extra: &[&str]| {
+        Command::new(&chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--enable-logging=stderr",
+                "--v=0",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.join("chromium").display()
+            ))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap()
+    };
+    let out = browse(&["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    for message in ["CONSOLE", "Uncaught", "Refused to"] {
+        assert!(
+            !log.contains(message),
+            "{message} in chromium's log:\n{log}"
+        );
+    }
+    // Every state of every lane (the three items, both branches), and the agent's calls.
+    for st in ["each", "item", "both", "left", "right", "agent", "done"] {
+        assert!(
+            dom.contains(&format!("data-state=\"{st}\"")),
+            "no {st} in the timeline"
+        );
+    }
+    assert_eq!(
+        dom.matches("data-state=\"item\"").count(),
+        3,
+        "one bar per item"
+    );
+    for lane in ["item 0", "item 1", "item 2", "both · left", "both · right"] {
+        assert!(dom.contains(lane), "no lane {lane}");
+    }
+    assert!(dom.contains("data-tool=\"Bash\"") && dom.contains("data-tool=\"Read\""));
+    assert!(dom.contains("from-the-agent"), "the call's arguments");
+    assert!(dom.contains("<svg"), "the graph");
+    let shot = dir.join("report.png");
+    let out = browse(&[
+        &format!("--screenshot={}", shot.display()),
+        "--window-size=1280,1400",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "no screenshot");
+}

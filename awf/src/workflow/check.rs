@@ -600,7 +600,6 @@ pub fn proxy_problems(p: &McpProxy, plugins: &mut dyn PluginCatalog) -> Vec<Diag
     d
 }
 
-/// True when some `terminal` state can be reached from `start` through transitions.
 /// What `/bin/sh -n` (the shell steps run in, reading without running) says of `command`,
 /// its template actions read as one word each; None when it parses, or when no shell
 /// could be asked.
@@ -643,6 +642,7 @@ fn shell_syntax_error(command: &str) -> Option<String> {
     Some(why.to_string())
 }
 
+/// True when some `terminal` state can be reached from `start` through transitions.
 fn terminal_reachable(wf: &Workflow, start: &State) -> bool {
     let mut seen = vec![start.name.as_str()];
     let mut todo = vec![start];
