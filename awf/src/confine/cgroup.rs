@@ -243,7 +243,7 @@ fn sweep(home: &Path) {
 /// from here a few small reads and writes. Each holds `memory` bytes and `processes` tasks
 /// at most; they go with the pool (the session's end).
 ///
-/// Under cgroup v1 each also keeps a thread of awf's inside it (its [`Spawner`]), which
+/// Under cgroup v1 each also keeps a thread of awf's inside it (its `Spawner`), which
 /// forks the call's process there: a process moved into a cgroup (a write to
 /// `cgroup.procs`) waits for the kernel's cgroup lock to change hands, which takes an RCU
 /// grace period when no move came shortly before — 7 to 13 ms for a call that follows a

@@ -117,7 +117,7 @@ impl ToolProxyService {
     /// beneath the system temp dir, which anyone may write (each step's Bash writes only
     /// its own temp dir, made fresh under it); beneath the workspace only where the jail
     /// has no mount namespace. With one they are covered in every jail of the run (Bash,
-    /// plugins, servers: [`ToolProxyService::own_dirs`] are hidden paths) and refused by
+    /// plugins, servers: awf's own dirs are hidden paths) and refused by
     /// the file tools, so an agent cannot reach them even there; Landlock alone cannot
     /// carve them out of a writable tree.
     pub fn check_locations(&self) -> Result<(), AwfError> {
