@@ -833,10 +833,12 @@ mod tests {
         );
         let f = fast_serve_args(&v(&["mcp-serve", "--config", "c", "--serve-in-child"])).unwrap();
         assert!(f.serve_in_child);
+        // Both: the root over the config's.
+        let f = fast_serve_args(&v(&["mcp-serve", "--root", "a", "--config", "b"])).unwrap();
+        assert!(f.root.is_some() && f.config.is_some());
         for bad in [
             &["mcp-serve"][..],
             &["mcp-serve", "--help"],
-            &["mcp-serve", "--root", "a", "--config", "b"],
             &["mcp-serve", "--root"],
             &["tools", "list"],
             &["mcp-serve", "--root", "a", "--root", "b"],

@@ -452,6 +452,30 @@ states:
     let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
     assert!(!all.contains("hunter2-secret"), "{all}");
     assert!(all.contains("saw pw=***"), "{all}");
+
+    // What a failing step writes of it to stderr: masked as it is shown live, in the
+    // state's stderr and in its error.
+    let c = Case::new(
+        "secret-stderr",
+        r#"name: s
+inputs:
+  - name: PASSWORD_DB
+states:
+  initial: leak
+  leak:
+    type: step
+    command: echo "cannot log in with {{inputs.PASSWORD_DB}}" >&2; exit 1
+    on_success: done
+  done:
+    type: terminal
+"#,
+    );
+    let out = c.run(&["PASSWORD_DB=hunter2-secret"]);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(!all.contains("hunter2-secret"), "{all}");
+    assert!(all.contains("[leak!] cannot log in with ***"), "{all}");
+    assert!(all.contains("  cannot log in with ***"), "{all}");
 }
 
 #[test]

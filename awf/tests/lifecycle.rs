@@ -67,9 +67,10 @@ fn config_errors_exit_1_with_a_message_and_nothing_on_stdout() {
             "--root",
         ),
         (vec![], "needs --config FILE or --root DIR"),
+        // Both may be given (the root over the config's): the config is read first.
         (
             vec!["--config".into(), "a".into(), "--root".into(), "b".into()],
-            "cannot be used with",
+            "cannot read the config a",
         ),
     ];
     for (args, want) in cases {

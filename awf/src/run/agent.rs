@@ -369,6 +369,16 @@ impl Runner<'_> {
             })?,
         };
         let prompt = self.render(&prompt_text);
+        // Known before the proxy starts, so that nothing is to close on this way out.
+        let Some(provider) = providers::provider(&a.provider) else {
+            return Err(AwfError::new(
+                codes::PROVIDER_UNAVAILABLE,
+                format!(
+                    "the provider {:?} is not available in this build of awf",
+                    a.provider
+                ),
+            ));
+        };
         let session = match &a.mcp_proxy {
             Some(p) if p.enable => {
                 Some(
@@ -378,23 +388,11 @@ impl Runner<'_> {
             }
             _ => None,
         };
-        match providers::provider(&a.provider) {
-            Some(Provider::Cli(provider)) => {
+        match provider {
+            Provider::Cli(provider) => {
                 self.cli_agent(name, a, provider.as_ref(), &prompt, session, r)
             }
-            Some(Provider::OpenAiCompatible) => self.openai_agent(name, a, &prompt, session, r),
-            None => {
-                if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None));
-                }
-                Err(AwfError::new(
-                    codes::PROVIDER_UNAVAILABLE,
-                    format!(
-                        "the provider {:?} is not available in this build of awf",
-                        a.provider
-                    ),
-                ))
-            }
+            Provider::OpenAiCompatible => self.openai_agent(name, a, &prompt, session, r),
         }
     }
 
@@ -588,123 +586,16 @@ impl Runner<'_> {
         r: &mut StateResult,
     ) -> Result<(), AwfError> {
         let deadline = a.timeout.map(|t| Instant::now() + t);
-        let lease = match self.model_lease(a, provider.name(), session.as_ref()) {
-            Ok(l) => l,
-            Err(e) => {
-                if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None));
-                }
-                return Err(e);
-            }
-        };
-        let route = lease.as_ref().map(|l| RelayRoute {
-            base_url: l.base_url().to_string(),
-            key: l.placeholder().map(String::from),
-        });
-        let conversation = match self.conversation(name, a) {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None));
-                }
-                return Err(e);
-            }
-        };
-        r.session_id = conversation
-            .as_ref()
-            .map(|c| c.session_id.clone())
-            .filter(|id| !id.is_empty());
-        let req = AgentRequest {
-            conversation: conversation.as_ref(),
-            state: name,
-            prompt,
-            options: &a.options,
-            workdir: &self.workdir,
-            proxy: session.as_ref().map(|s| &s.injection),
-            relay: route.as_ref(),
-        };
-        let command = match provider.command(&req).and_then(|mut c| {
-            // The real key's variable stays with awf: the CLI has the placeholder.
-            if lease.as_ref().is_some_and(|l| l.placeholder().is_some())
-                && let Some(var) = providers::claude::opt_str(&a.options, "api_key_env", name)?
-            {
-                c.env_remove.push(var);
-            }
-            Ok(c)
-        }) {
-            Ok(c) => c,
-            Err(e) => {
-                if let Some(s) = session {
-                    r.proxy = Some(self.proxy.close(s, None));
-                }
-                return Err(e);
-            }
-        };
-        for w in &command.warnings {
-            tracing::warn!(state = name, provider = %a.provider, "{w}");
-        }
-        // The CLIs take the prompt as an argument, which the kernel bounds: say so rather
-        // than "Argument list too long".
-        if let Some(arg) = command
-            .args
-            .iter()
-            .find(|arg| arg.len() >= super::step::MAX_ARG_BYTES)
-        {
-            if let Some(s) = session {
-                r.proxy = Some(self.proxy.close(s, None));
-            }
-            let what = if arg.contains(prompt) {
-                format!("the prompt of state {name:?} is {} bytes", prompt.len())
-            } else {
-                format!(
-                    "an argument of state {name:?} for the {} CLI is {} bytes",
-                    a.provider,
-                    arg.len()
-                )
-            };
-            return Err(AwfError::new(
-                codes::SPAWN,
-                format!(
-                    "{what}; the {} CLI takes it as a command-line argument, which Linux \
-                     limits to {} bytes (MAX_ARG_STRLEN): make it shorter, e.g. write the \
-                     large text to a file in a step before and let the prompt name the file",
-                    a.provider,
-                    super::step::MAX_ARG_BYTES - 1
-                ),
-            ));
-        }
-        let mut cmd = Command::new(&command.program);
-        cmd.args(&command.args).current_dir(&self.workdir);
-        for k in &command.env_remove {
-            cmd.env_remove(k);
-        }
-        for (k, v) in &command.env {
-            cmd.env(k, v);
-        }
-        let audit = session.as_ref().map(|s| s.audit_path.clone());
-        let waited = self.spawn_and_supervise(
-            super::supervise::Start::Command(cmd),
-            deadline,
-            audit.as_deref(),
-            name,
-            // An agent CLI's stdout is its event stream: not shown line by line.
-            None,
-        );
-        let (mut p, mut leader) = match waited {
+        // Whatever stops the CLI from starting, the proxy is closed here, once.
+        let started =
+            self.cli_agent_start(name, a, provider, prompt, session.as_ref(), deadline, r);
+        let (mut p, mut leader, lease) = match started {
             Ok(v) => v,
             Err(e) => {
                 if let Some(s) = session {
                     r.proxy = Some(self.proxy.close(s, None));
                 }
-                return Err(AwfError::new(
-                    codes::SPAWN,
-                    format!(
-                        "{}; install {} or set options.command or AWF_{}_BIN (state {name:?})",
-                        e.message(),
-                        a.provider,
-                        a.provider.to_ascii_uppercase()
-                    ),
-                ));
+                return Err(e);
             }
         };
         match session {
@@ -783,6 +674,116 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// The CLI of an agent state, started under its lease of the model relay and supervised
+    /// until it ends; an error before it started leaves the proxy to the caller to close.
+    #[allow(clippy::too_many_arguments)]
+    fn cli_agent_start(
+        &mut self,
+        name: &str,
+        a: &workflow::AgentState,
+        provider: &dyn CliProvider,
+        prompt: &str,
+        session: Option<&ProxySession>,
+        deadline: Option<Instant>,
+        r: &mut StateResult,
+    ) -> Result<
+        (
+            super::supervise::Waited,
+            process::ProcessGroup,
+            Option<LeaseHandle>,
+        ),
+        AwfError,
+    > {
+        let lease = self.model_lease(a, provider.name(), session)?;
+        let route = lease.as_ref().map(|l| RelayRoute {
+            base_url: l.base_url().to_string(),
+            key: l.placeholder().map(String::from),
+        });
+        let conversation = self.conversation(name, a)?;
+        r.session_id = conversation
+            .as_ref()
+            .map(|c| c.session_id.clone())
+            .filter(|id| !id.is_empty());
+        let req = AgentRequest {
+            conversation: conversation.as_ref(),
+            state: name,
+            prompt,
+            options: &a.options,
+            workdir: &self.workdir,
+            proxy: session.map(|s| &s.injection),
+            relay: route.as_ref(),
+        };
+        let command = provider.command(&req).and_then(|mut c| {
+            // The real key's variable stays with awf: the CLI has the placeholder.
+            if lease.as_ref().is_some_and(|l| l.placeholder().is_some())
+                && let Some(var) = providers::claude::opt_str(&a.options, "api_key_env", name)?
+            {
+                c.env_remove.push(var);
+            }
+            Ok(c)
+        })?;
+        for w in &command.warnings {
+            tracing::warn!(state = name, provider = %a.provider, "{w}");
+        }
+        // The CLIs take the prompt as an argument, which the kernel bounds: say so rather
+        // than "Argument list too long".
+        if let Some(arg) = command
+            .args
+            .iter()
+            .find(|arg| arg.len() >= super::step::MAX_ARG_BYTES)
+        {
+            let what = if arg.contains(prompt) {
+                format!("the prompt of state {name:?} is {} bytes", prompt.len())
+            } else {
+                format!(
+                    "an argument of state {name:?} for the {} CLI is {} bytes",
+                    a.provider,
+                    arg.len()
+                )
+            };
+            return Err(AwfError::new(
+                codes::SPAWN,
+                format!(
+                    "{what}; the {} CLI takes it as a command-line argument, which Linux \
+                     limits to {} bytes (MAX_ARG_STRLEN): make it shorter, e.g. write the \
+                     large text to a file in a step before and let the prompt name the file",
+                    a.provider,
+                    super::step::MAX_ARG_BYTES - 1
+                ),
+            ));
+        }
+        let mut cmd = Command::new(&command.program);
+        cmd.args(&command.args).current_dir(&self.workdir);
+        for k in &command.env_remove {
+            cmd.env_remove(k);
+        }
+        for (k, v) in &command.env {
+            cmd.env(k, v);
+        }
+        let audit = session.map(|s| s.audit_path.clone());
+        let (p, leader) = self
+            .spawn_and_supervise(
+                super::supervise::Start::Command(cmd),
+                deadline,
+                audit.as_deref(),
+                name,
+                // An agent CLI's stdout is its event stream: not shown line by line.
+                None,
+            )
+            .map_err(|e| {
+                AwfError::new(
+                    codes::SPAWN,
+                    format!(
+                        "{}; install {} or set options.command or AWF_{}_BIN (state {name:?})",
+                        e.message(),
+                        a.provider,
+                        a.provider.to_ascii_uppercase()
+                    ),
+                )
+            })?;
+        Ok((p, leader, lease))
+    }
+
     /// The `openai_compatible` conversation: in a thread, with the step's tools served
     /// in-process; a timeout or interrupt cancels it and gives it the grace period to stop.
     fn openai_agent(
@@ -794,49 +795,15 @@ impl Runner<'_> {
         r: &mut StateResult,
     ) -> Result<(), AwfError> {
         let deadline = a.timeout.map(|t| Instant::now() + t);
-        // Its requests go through the run's relay too (unless `relay: false`): the same
-        // chat spans, audit records and budget as a CLI's, from one place.
-        let relayed = a.options.get("relay") != Some(&serde_json::Value::Bool(false));
-        let opts =
-            providers::openai::OpenAiOptions::from_map(name, &a.options).and_then(|mut o| {
-                if !relayed {
-                    return Ok((o, None));
-                }
-                o.shown_url = Some(o.url());
-                let upstream = o.base_url.trim_end_matches('/');
-                let upstream = upstream
-                    .strip_suffix("/chat/completions")
-                    .unwrap_or(upstream);
-                let key = o.api_key.take().map(|k| (KeyHeader::Bearer, k));
-                let lease =
-                    self.open_lease(a, upstream.to_string(), key, "openai", session.as_ref())?;
-                o.base_url = lease.base_url().to_string();
-                o.api_key = lease.placeholder().map(String::from);
-                Ok((o, Some(lease)))
-            });
-        let (opts, lease) = match opts {
-            Ok(o) => o,
+        // Whatever stops the conversation from starting, the proxy is closed here, once.
+        let (opts, lease, prepared) = match self.openai_prepare(name, a, session.as_ref()) {
+            Ok(v) => v,
             Err(e) => {
                 if let Some(s) = session {
                     r.proxy = Some(self.proxy.close(s, None));
                 }
                 return Err(e);
             }
-        };
-        let prepared = match &session {
-            Some(s) => match self.proxy.inproc(s).and_then(|p| {
-                let server = providers::openai::tool_server(&p)?;
-                Ok((p, server))
-            }) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    if let Some(s) = session {
-                        r.proxy = Some(self.proxy.close(s, None));
-                    }
-                    return Err(e);
-                }
-            },
-            None => None,
         };
         let (prepared, server) = prepared.unzip();
         let cancel = CancellationToken::new();
@@ -937,5 +904,52 @@ impl Runner<'_> {
                 ))
             }
         }
+    }
+
+    /// The options of an `openai_compatible` state (its base URL and key put behind the
+    /// run's relay unless `relay: false`) and, with a proxy, its tool server in-process.
+    #[allow(clippy::type_complexity)]
+    fn openai_prepare(
+        &mut self,
+        name: &str,
+        a: &workflow::AgentState,
+        session: Option<&ProxySession>,
+    ) -> Result<
+        (
+            providers::openai::OpenAiOptions,
+            Option<LeaseHandle>,
+            Option<(crate::mcp_serve::Prepared, mcpserver::Server)>,
+        ),
+        AwfError,
+    > {
+        // Its requests go through the run's relay too (unless `relay: false`): the same
+        // chat spans, audit records and budget as a CLI's, from one place.
+        let relayed = a.options.get("relay") != Some(&serde_json::Value::Bool(false));
+        let opts =
+            providers::openai::OpenAiOptions::from_map(name, &a.options).and_then(|mut o| {
+                if !relayed {
+                    return Ok((o, None));
+                }
+                o.shown_url = Some(o.url());
+                let upstream = o.base_url.trim_end_matches('/');
+                let upstream = upstream
+                    .strip_suffix("/chat/completions")
+                    .unwrap_or(upstream);
+                let key = o.api_key.take().map(|k| (KeyHeader::Bearer, k));
+                let lease = self.open_lease(a, upstream.to_string(), key, "openai", session)?;
+                o.base_url = lease.base_url().to_string();
+                o.api_key = lease.placeholder().map(String::from);
+                Ok((o, Some(lease)))
+            });
+        let (opts, lease) = opts?;
+        let prepared = match session {
+            Some(s) => {
+                let p = self.proxy.inproc(s)?;
+                let server = providers::openai::tool_server(&p)?;
+                Some((p, server))
+            }
+            None => None,
+        };
+        Ok((opts, lease, prepared))
     }
 }

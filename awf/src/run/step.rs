@@ -127,8 +127,13 @@ impl Runner<'_> {
         dir: &Path,
     ) -> (StateResult, bool) {
         let (mut r, ran) = self.run_attempt_unmasked(name, s, dir);
-        // As AWF: what a command printed of a secret input's value is kept as `***`.
+        // As AWF: what a command printed of a secret input's value is kept as `***`, in
+        // its output, its stderr and the error that quotes it.
         r.output = self.mask_secrets(r.output);
+        r.stderr = self.mask_secrets(std::mem::take(&mut r.stderr));
+        if let Some(e) = r.error.as_mut() {
+            e.message = self.mask_secrets(std::mem::take(&mut e.message));
+        }
         (r, ran)
     }
 

@@ -37,8 +37,10 @@ impl Runner<'_> {
             Some(i) if !i.is_empty() => format!("{name}#{i}"),
             _ => name.to_string(),
         };
+        let secrets = super::inputs::secret_input_values(&self.inputs);
+        let echo = Echo::of(&shown, secrets);
         let (mut w, mut child) =
-            self.spawn_and_supervise(Start::Launch(cmd), deadline, None, name, Echo::of(&shown))?;
+            self.spawn_and_supervise(Start::Launch(cmd), deadline, None, name, echo)?;
         // Whatever the end, nothing the step started outlives it.
         child.terminate(process::GRACE);
         // What left the group and was re-parented to this subreaper goes too, before
@@ -252,6 +254,8 @@ pub fn set_live_output(on: bool) {
 /// step nor the run waits for the terminal. Everything stays in the run's result.
 pub(super) struct Echo {
     prefix: String,
+    /// Values of secret inputs, shown as `***` (as the run's result keeps them).
+    secrets: Vec<String>,
     partial: [Vec<u8>; 2],
     tokens: f64,
     refilled: Instant,
@@ -264,9 +268,10 @@ impl Echo {
     const PER_SECOND: f64 = 50.0;
 
     /// The echo of the step `name`, unless live output is off.
-    pub(super) fn of(name: &str) -> Option<Echo> {
+    pub(super) fn of(name: &str, secrets: Vec<String>) -> Option<Echo> {
         LIVE_OUTPUT.load(Ordering::SeqCst).then(|| Echo {
             prefix: crate::terminal::printable(name).into_owned(),
+            secrets,
             partial: [Vec::new(), Vec::new()],
             tokens: Self::BURST,
             refilled: Instant::now(),
@@ -319,7 +324,12 @@ impl Echo {
             );
             self.skipped = 0;
         }
-        let text = String::from_utf8_lossy(line);
+        let mut text = String::from_utf8_lossy(line).into_owned();
+        for s in &self.secrets {
+            if !s.is_empty() && text.contains(s.as_str()) {
+                text = text.replace(s.as_str(), "***");
+            }
+        }
         let text = text.trim_end_matches('\r');
         let cut: String = text.chars().take(Self::LINE_CHARS).collect();
         let more = if cut.len() < text.len() { " …" } else { "" };
