@@ -53,8 +53,8 @@ pub enum Cmd {
         /// The workflow YAML file (several with --compat).
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// Output format.
-        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        /// Output format (`--format` is another name of it).
+        #[arg(long = "output", alias = "format", value_parser = ["human", "json"], default_value = "human")]
         format: String,
         /// Say which features of another workflow language each file uses and what this awf
         /// does with them (`awf`: AWF's), one line per file.
@@ -176,8 +176,8 @@ pub enum SandboxCmd {
     /// One line per layer of the sandbox: available, degraded (and why) or missing, what
     /// each guarantee falls back to, and the command that fixes it.
     Check {
-        /// Output format.
-        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        /// Output format (`--format` is another name of it).
+        #[arg(long = "output", alias = "format", value_parser = ["human", "json"], default_value = "human")]
         format: String,
     },
     /// Print an AppArmor profile that lets this awf make user namespaces where Ubuntu
@@ -192,8 +192,11 @@ pub enum PluginsCmd {
         /// Project root whose .awf/plugins is searched (default: the current directory).
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
-        /// Print the report as JSON.
-        #[arg(long)]
+        /// Output format.
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        output: String,
+        /// The same as `--output json` (kept for scripts that use it).
+        #[arg(long, hide = true)]
         json: bool,
     },
 }
@@ -204,8 +207,11 @@ pub enum ToolsCmd {
     List {
         #[command(flatten)]
         source: Source,
-        /// Print the raw tools/list result as JSON.
-        #[arg(long)]
+        /// Output format (json: the raw tools/list result).
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        output: String,
+        /// The same as `--output json` (kept for scripts that use it).
+        #[arg(long, hide = true)]
         json: bool,
     },
     /// Start each third-party server of a workflow (or of an `awf mcp-serve` config), show
@@ -233,8 +239,11 @@ pub enum ToolsCmd {
         arguments: Option<String>,
         #[command(flatten)]
         source: Source,
-        /// Print {tool, is_error, result, audit} as JSON.
-        #[arg(long)]
+        /// Output format (json: {tool, is_error, result, audit}).
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        output: String,
+        /// The same as `--output json` (kept for scripts that use it).
+        #[arg(long, hide = true)]
         json: bool,
     },
 }
@@ -253,7 +262,11 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             mcp_serve::run_from_flags(source.config, source.root, audit)?;
             Ok(0)
         }
-        Cmd::Tools(ToolsCmd::List { source, json }) => tools_list(&source, json, cli.log_format),
+        Cmd::Tools(ToolsCmd::List {
+            source,
+            output,
+            json,
+        }) => tools_list(&source, json || output == "json", cli.log_format),
         Cmd::Tools(ToolsCmd::Pin {
             workflow,
             config,
@@ -348,15 +361,23 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
         ),
         Cmd::Sandbox(SandboxCmd::Check { format }) => crate::sandbox_check::check(format == "json"),
         Cmd::Sandbox(SandboxCmd::ApparmorProfile) => crate::sandbox_check::print_apparmor_profile(),
-        Cmd::Plugins(PluginsCmd::List { root, json }) => {
-            crate::plugins::list::run(root.as_deref().unwrap_or(Path::new(".")), json)
-        }
+        Cmd::Plugins(PluginsCmd::List { root, output, json }) => crate::plugins::list::run(
+            root.as_deref().unwrap_or(Path::new(".")),
+            json || output == "json",
+        ),
         Cmd::Tools(ToolsCmd::Call {
             name,
             arguments,
             source,
+            output,
             json,
-        }) => tools_call(&name, arguments.as_deref(), &source, json, cli.log_format),
+        }) => tools_call(
+            &name,
+            arguments.as_deref(),
+            &source,
+            json || output == "json",
+            cli.log_format,
+        ),
     }
 }
 

@@ -166,3 +166,42 @@ fn the_apparmor_profile_names_the_installed_binary_and_grants_userns() {
         "{text}"
     );
 }
+
+/// One spelling for JSON on every command that prints it: `--output json`, the older
+/// `--format json` and `--json` kept as other names of it.
+#[test]
+fn every_command_that_prints_json_takes_output_json() {
+    let wf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workflows/first.yaml");
+    let wf = wf.to_str().unwrap();
+    let dir = std::env::temp_dir();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = std::process::Command::new(common::AWF)
+            .args(args)
+            .current_dir(&dir)
+            .env("AWF_PLUGINS_PATH", dir.join("no-such-plugins-dir"))
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{args:?}: not JSON ({e}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    };
+    assert_eq!(
+        json(&["validate", "--output", "json", wf]),
+        json(&["validate", "--format", "json", wf])
+    );
+    assert!(json(&["sandbox", "check", "--output", "json"])["layers"].is_array());
+    assert!(json(&["sandbox", "check", "--format", "json"])["layers"].is_array());
+    let root = dir.to_str().unwrap();
+    for old in ["--json", "--output"] {
+        let mut args = vec!["tools", "list", "--root", root, old];
+        if old == "--output" {
+            args.push("json");
+        }
+        assert!(json(&args)["tools"].is_array(), "{args:?}");
+    }
+    json(&["plugins", "list", "--output", "json"]);
+}
