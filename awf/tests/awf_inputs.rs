@@ -391,6 +391,11 @@ fn a_workflow_is_found_by_its_name() {
     let out = c.awf(&["run", "nothing"]);
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr(&out).contains("nothing"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("nothing.yaml, nothing.yml or .awf/workflows/nothing.yaml"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// AWF passes an undeclared `--input` to templates; here the template check that `awf

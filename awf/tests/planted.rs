@@ -20,20 +20,37 @@ fn trivial_workflow(dir: &Path) -> PathBuf {
     wf
 }
 
-/// `awf run` in `root` with `tmp` as its temp dir and `state` as XDG_STATE_HOME.
+/// `awf run` of the trivial workflow in `root` with `tmp` as its temp dir and `state` as
+/// XDG_STATE_HOME.
 fn awf_run(root: &Path, tmp: &Path, state: &Path, extra: &[&str]) -> std::process::Output {
     let wf = trivial_workflow(root.parent().unwrap());
-    Command::new(AWF)
-        .arg("run")
-        .arg(&wf)
+    awf_run_of(&wf, root, tmp, state, extra, false)
+}
+
+/// `awf run` of `wf` in `root`, as [`awf_run`]; `no_mounts`: where Bash gets no mount
+/// namespace.
+fn awf_run_of(
+    wf: &Path,
+    root: &Path,
+    tmp: &Path,
+    state: &Path,
+    extra: &[&str],
+    no_mounts: bool,
+) -> std::process::Output {
+    let mut cmd = Command::new(AWF);
+    cmd.arg("run")
+        .arg(wf)
         .args(["--output", "json"])
         .args(extra)
         .current_dir(root)
         .env("TMPDIR", tmp)
         .env("XDG_STATE_HOME", state)
         .env("AWF_PLUGINS_PATH", "")
-        .output()
-        .unwrap()
+        .env_remove("OPENAI_API_KEY");
+    if no_mounts {
+        common::restricted::without_mounts(&mut cmd);
+    }
+    cmd.output().unwrap()
 }
 
 #[test]
@@ -108,20 +125,8 @@ fn awf_run_proxied(
     extra: &[&str],
     no_mounts: bool,
 ) -> std::process::Output {
-    let mut cmd = Command::new(AWF);
-    cmd.arg("run")
-        .arg(proxied_workflow(root.parent().unwrap()))
-        .args(["--output", "json"])
-        .args(extra)
-        .current_dir(root)
-        .env("TMPDIR", tmp)
-        .env("XDG_STATE_HOME", state)
-        .env("AWF_PLUGINS_PATH", "")
-        .env_remove("OPENAI_API_KEY");
-    if no_mounts {
-        common::restricted::without_mounts(&mut cmd);
-    }
-    cmd.output().unwrap()
+    let wf = proxied_workflow(root.parent().unwrap());
+    awf_run_of(&wf, root, tmp, state, extra, no_mounts)
 }
 
 #[test]

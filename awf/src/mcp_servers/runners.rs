@@ -48,11 +48,9 @@ pub fn unreachable_registry(command: &[String], network: Option<&Network>) -> Op
     let reaches = match network.unwrap_or(&Network::Deny) {
         Network::Allow => true,
         Network::Deny => false,
-        Network::Hosts(allowed) => hosts.iter().all(|h| {
-            allowed
-                .iter()
-                .any(|a| a == h || a.strip_prefix("*.").is_some_and(|d| h.ends_with(d)))
-        }),
+        // As the egress proxy will judge them (HTTPS to the registry).
+        Network::Hosts(allowed) => crate::confine::egress::rules::AllowList::parse(allowed)
+            .is_ok_and(|list| hosts.iter().all(|h| list.find(h, 443).is_some())),
     };
     if reaches {
         return None;
@@ -98,6 +96,8 @@ mod tests {
         assert!(unreachable_registry(&npx, Some(&Network::Allow)).is_none());
         let hosts = Network::Hosts(vec!["registry.npmjs.org".into()]);
         assert!(unreachable_registry(&npx, Some(&hosts)).is_none());
+        let wildcard = Network::Hosts(vec!["*.npmjs.org".into()]);
+        assert!(unreachable_registry(&npx, Some(&wildcard)).is_none());
         assert!(unreachable_registry(&cmd(&["npx", "--offline", "-y", "pkg"]), None).is_none());
         assert!(unreachable_registry(&cmd(&["node", "server.js"]), None).is_none());
         assert!(unreachable_registry(&cmd(&["pipx", "install", "x"]), None).is_none());

@@ -610,10 +610,7 @@ pub(super) fn state_fields(r: &StateResult) -> serde_json::Value {
         "ExitCode": r.exit_code.unwrap_or(if r.status == Status::Success { 0 } else { -1 }),
         "Status": awf_status(r.status),
         "Response": Value::Null,
-        "TokensUsed": r.usage.as_ref().map_or(0, |u| {
-            u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0)
-                + u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0)
-        }),
+        "TokensUsed": r.usage.as_ref().and_then(super::state::tokens_in).unwrap_or(0),
     })
 }
 

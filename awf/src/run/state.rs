@@ -392,7 +392,7 @@ fn tokens_of(r: &StateResult) -> Option<u64> {
     tokens_in(r.usage.as_ref()?)
 }
 
-fn tokens_in(u: &Value) -> Option<u64> {
+pub(super) fn tokens_in(u: &Value) -> Option<u64> {
     let n = |keys: &[&str]| {
         keys.iter().find_map(|k| {
             let v = u.get(k)?;

@@ -602,8 +602,23 @@ pub fn proxy_problems(p: &McpProxy, plugins: &mut dyn PluginCatalog) -> Vec<Diag
 
 /// What `/bin/sh -n` (the shell steps run in, reading without running) says of `command`,
 /// its template actions read as one word each; None when it parses, or when no shell
-/// could be asked.
+/// could be asked. Each text is asked once per process: `awf run` loads a called workflow
+/// at every call (a for_each of calls would start a shell per step per item).
 fn shell_syntax_error(command: &str) -> Option<String> {
+    type Seen = std::collections::HashMap<String, Option<String>>;
+    static SEEN: std::sync::OnceLock<std::sync::Mutex<Seen>> = std::sync::OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(known) = seen.lock().unwrap_or_else(|e| e.into_inner()).get(command) {
+        return known.clone();
+    }
+    let found = ask_sh_n(command);
+    seen.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(command.to_string(), found.clone());
+    found
+}
+
+fn ask_sh_n(command: &str) -> Option<String> {
     let mut text = String::with_capacity(command.len());
     let mut rest = command;
     while let Some(open) = rest.find("{{") {

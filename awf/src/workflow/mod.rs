@@ -508,7 +508,17 @@ pub fn load(
                     message: format!("cannot read the workflow {}: {e}", path.display()),
                     path: String::new(),
                     line: None,
-                    hint: "check the file name and its permissions".into(),
+                    hint: if path.extension().is_none() && e.kind() == std::io::ErrorKind::NotFound
+                    {
+                        // `awf run NAME` looked for these first (cli::workflow_file).
+                        let n = path.display();
+                        format!(
+                            "no file {n}, {n}.yaml, {n}.yml or .awf/workflows/{n}.yaml here; \
+                             check the name"
+                        )
+                    } else {
+                        "check the file name and its permissions".into()
+                    },
                 }],
             );
         }
