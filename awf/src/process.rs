@@ -437,18 +437,27 @@ pub fn spawn_dying_with_awf(
     mut cmd: Command,
     after_tie: impl FnOnce(&mut Command),
 ) -> io::Result<ProcessGroup> {
-    type Job = (Command, mpsc::Sender<io::Result<ProcessGroup>>);
-    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     arm_parent_death(&mut cmd, false);
     after_tie(&mut cmd);
-    let spawner = SPAWNER.get_or_init(|| {
+    on_lasting_thread(move || ProcessGroup::spawn(&mut cmd))?
+}
+
+/// Runs `f` on a thread of awf's that lives as long as the process, and returns what it
+/// returns: a child forked there with PR_SET_PDEATHSIG dies with awf, not with the thread
+/// that asked for it.
+pub fn on_lasting_thread<R: Send + 'static>(
+    f: impl FnOnce() -> R + Send + 'static,
+) -> io::Result<R> {
+    type Job = Box<dyn FnOnce() + Send>;
+    static THREAD: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    let thread = THREAD.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("awf-spawner".into())
             .spawn(move || {
                 // Never ends: the sender lives in the static.
-                for (mut cmd, reply) in rx {
-                    let _ = reply.send(ProcessGroup::spawn(&mut cmd));
+                for job in rx {
+                    job();
                 }
             })
             .expect("cannot start the spawner thread");
@@ -456,12 +465,14 @@ pub fn spawn_dying_with_awf(
     });
     let (tx, rx) = mpsc::channel();
     let gone = || io::Error::other("the spawner thread is gone");
-    spawner
+    thread
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .send((cmd, tx))
+        .send(Box::new(move || {
+            let _ = tx.send(f());
+        }))
         .map_err(|_| gone())?;
-    rx.recv().map_err(|_| gone())?
+    rx.recv().map_err(|_| gone())
 }
 
 /// How a supervised group leader ended.
@@ -534,6 +545,67 @@ impl ProcessGroup {
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),
             stderr: child.stderr.take(),
+            pgid: pid,
+            status: None,
+            usage: None,
+        })
+    }
+
+    /// Forks the leader of a new process group, tied as [`ProcessGroup::tie`] ties a
+    /// spawned one (SIGKILL when the forking thread ends; a subreaper), which runs `child`
+    /// and exits with what it returns. `child` must only make syscalls (this process may
+    /// have other threads, whose locks the copy must not take) and should end in an exec;
+    /// `stdout` and `stderr` are the read ends of the pipes it writes to.
+    pub fn fork(
+        stdout: std::os::fd::OwnedFd,
+        stderr: std::os::fd::OwnedFd,
+        mut child: impl FnMut() -> i32,
+    ) -> io::Result<ProcessGroup> {
+        SPAWNED.store(true, Ordering::SeqCst);
+        let parent = my_pid();
+        // Registered under the lock before anyone can see the child as an orphan.
+        let mut owned = owned();
+        // SAFETY: clone with no new stack behaves like fork; the child only makes syscalls
+        // (the closure's contract) and exits.
+        let pid = unsafe {
+            libc::syscall(
+                libc::SYS_clone,
+                libc::SIGCHLD as libc::c_ulong,
+                0usize,
+                0usize,
+                0usize,
+                0usize,
+            )
+        };
+        if pid == 0 {
+            // SAFETY: syscalls on stack memory, then the closure, then _exit.
+            unsafe {
+                let mut none: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut none);
+                libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                if libc::setpgid(0, 0) != 0
+                    || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0
+                    || libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0
+                    || libc::getppid() != parent
+                {
+                    libc::_exit(127);
+                }
+                libc::_exit(child());
+            }
+        }
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let pid = pid as i32;
+        owned.insert(pid);
+        // SAFETY: setpgid on our own child (also done in the child: whichever comes first).
+        unsafe { libc::setpgid(pid, pid) };
+        Ok(ProcessGroup {
+            pid,
+            stdin: None,
+            stdout: Some(ChildStdout::from(stdout)),
+            stderr: Some(ChildStderr::from(stderr)),
             pgid: pid,
             status: None,
             usage: None,

@@ -183,3 +183,100 @@ fn symlinks_that_stay_inside_are_followed() {
     );
     s.finish();
 }
+
+/// From the second Bash call of a session on, the call's jail was made ahead, while no call
+/// ran (`confine::standby`): it must be the jail a fresh call gets — a PID namespace and
+/// /proc of its own, the system read-only, the working directory, environment and rlimits
+/// of this call, its exit status and streams — and a secret written since it was made is
+/// covered all the same (that call starts fresh). When the session ends, the jail waiting
+/// for a call goes with it.
+#[test]
+fn a_jail_made_ahead_is_the_jail_a_fresh_call_gets_and_goes_with_the_session() {
+    let (base, root, _) = workspace("ahead");
+    let root = std::fs::canonicalize(&root).unwrap();
+    let home = base.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    let audit = base.join("audit.jsonl");
+    let cfg = write_config(
+        &base,
+        &json!({"root": root, "audit_path": audit, "bounds": {"cpu_seconds": 77},
+                "hidden_paths": [root.join(".env")]}),
+    );
+    let mut s = Server::start(
+        &["mcp-serve", "--config", cfg.to_str().unwrap()],
+        &[("HOME", home.to_str().unwrap())],
+    );
+    s.initialize();
+    s.ok("Bash", json!({"command": "true"}));
+    let probe = "echo pid=$$; echo procs=$(ls /proc | grep -c '^[0-9]'); pwd; ulimit -t; \
+                 echo tmp=$TMPDIR; touch /etc/awf-ahead-probe 2>&1; echo to-stderr >&2; exit 3";
+    let out = s.err("Bash", json!({"command": probe, "cwd": "sub"}));
+    assert!(out.starts_with("exit code: 3\n"), "{out}");
+    // The shell is the second process of its namespace (the init is the first), and the
+    // namespace holds a handful of processes, not the machine's.
+    assert!(out.contains("pid=2\n"), "{out}");
+    let procs: usize = out
+        .split("procs=")
+        .nth(1)
+        .and_then(|r| r.lines().next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(procs <= 6, "{out}");
+    assert!(
+        out.contains(&format!("\n{}\n77\n", root.join("sub").display())),
+        "{out}"
+    );
+    assert!(out.contains("tmp=/"), "{out}");
+    assert!(!root.join("etc").exists() && !std::path::Path::new("/etc/awf-ahead-probe").exists());
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert!(out.contains("stderr:\nto-stderr\n"), "{out}");
+
+    // Waiting for the next call: a process of the server's (the jail made ahead).
+    let server = s.pid();
+    let children = || -> Vec<i32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                    st.rsplit_once(") ")
+                        .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<i32>().ok())
+                        == Some(server)
+                })
+            })
+            .collect()
+    };
+    assert!(
+        eventually(|| !children().is_empty()),
+        "no jail made ahead is waiting"
+    );
+    // A secret that appears once the next jail is made: that jail does not cover it, so
+    // the next call starts fresh; the one after gets a jail made ahead that covers it.
+    std::fs::write(root.join(".env"), "PASSWORD=ENV-3k9\n").unwrap();
+    for _ in 0..2 {
+        let (out, _) = s.call("Bash", json!({"command": "cat .env; echo done"}));
+        assert!(out.contains("done") && !out.contains("ENV-3k9"), "{out}");
+    }
+
+    // The jail made ahead goes with the session.
+    assert!(eventually(|| !children().is_empty()));
+    let children = children();
+    let (status, _, stderr) = s.finish();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        eventually(|| children.iter().all(|&p| dead(p))),
+        "left running: {children:?}"
+    );
+    let ahead: Vec<i64> = audit_lines(&audit)
+        .iter()
+        .filter(|r| r["type"] == "tool.result" && r["tool"] == "Bash")
+        .map(|r| r["jail_ahead"].as_i64().unwrap_or(-1))
+        .collect();
+    assert_eq!(
+        ahead,
+        [0, 1, 0, 1],
+        "fresh, ahead, fresh (a secret since), ahead"
+    );
+}

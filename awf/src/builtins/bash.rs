@@ -9,7 +9,7 @@
 
 use super::bound::HeadBuffer;
 use super::{BuiltinEnv, resolve, schema};
-use crate::confine::egress;
+use crate::confine::{Links, egress};
 use crate::process::{self, Ended, ProcessGroup};
 use crate::telemetry::CallScope;
 use mcpserver::{CancellationToken, Tool};
@@ -133,6 +133,49 @@ fn unix_reporter() -> crate::confine::unix_grants::Reporter {
     })
 }
 
+/// Starts `cmd` in a jail made for it now: returns its group, the jail's links, whether
+/// what it starts may leave it (no PID namespace of its own: the orphan sweep runs after),
+/// and when the jail was ready.
+fn start_fresh(
+    env: &BuiltinEnv,
+    mut cmd: Command,
+    cwd: &std::path::Path,
+    timeout: u64,
+) -> Result<(ProcessGroup, Option<Links>, bool, Instant), String> {
+    // Tied first: the shell dies with this server, and its orphans stay below it while it
+    // runs. Then the jail (its namespaces fork: the shell is a grandchild of the spawn).
+    ProcessGroup::tie(&mut cmd);
+    let jail = env
+        .confine
+        .jail(cwd, Some(timeout))
+        .map_err(|e| format!("cannot prepare the sandbox for the command: {e}"))?;
+    let mut may_leave_orphans = true;
+    let links = jail.map(|(jail, links)| {
+        may_leave_orphans = !jail.own_pids();
+        jail.install(&mut cmd);
+        links
+    });
+    let jailed = Instant::now();
+    // The jail's end of the egress bridge is in the command now: ours closes with `cmd`.
+    let spawn = move || {
+        let spawned = ProcessGroup::spawn(&mut cmd);
+        drop(cmd);
+        spawned
+    };
+    // Forked inside the call's cgroup where a thread waits there (see confine::cgroup).
+    let spawned = match links.as_ref().and_then(|l| l.cgroup.as_ref()) {
+        Some(c) => c.spawn_inside(spawn).and_then(|s| s),
+        None => spawn(),
+    };
+    let group = spawned.map_err(|e| {
+        // The machine may have changed since its namespaces were probed: the next session
+        // probes again.
+        crate::confine::namespaces::forget_support();
+        format!("cannot start {}: {e}", shell())
+    })?;
+    Ok((group, links, may_leave_orphans, jailed))
+}
+
 pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<String, String> {
     let max = env.limits.bash_max_timeout_seconds;
     let timeout = args
@@ -169,49 +212,23 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // Tied first: the shell dies with this server, and its orphans stay below it while it
-    // runs. Then the jail (its namespaces fork: the shell is a grandchild of the spawn).
-    ProcessGroup::tie(&mut cmd);
-    let started = Instant::now();
-    let jail = env
-        .confine
-        .jail(&cwd, Some(timeout))
-        .map_err(|e| format!("cannot prepare the sandbox for the command: {e}"))?;
-    let mut bridge = None;
-    let mut unix = None;
-    let mut cgroup = None;
-    // Without a PID namespace of its own, what the command starts may leave its group and be
-    // re-parented here: the orphan sweep runs after it.
-    let mut may_leave_orphans = true;
-    if let Some((jail, links)) = jail {
-        may_leave_orphans = !jail.own_pids();
-        jail.install(&mut cmd);
-        bridge = links.egress;
-        unix = links.unix;
-        cgroup = links.cgroup;
-    }
-    if bridge.is_some() {
+    // Under a host list, the way out is the egress proxy in the command's namespace.
+    if *env.confine.net() == crate::confine::NetStatus::Hosts {
         cmd.envs(egress::proxy_env());
     }
-    let jailed = Instant::now();
-    // The jail's end of the egress bridge is in the command now: ours closes with `cmd`.
-    let spawn = move || {
-        let spawned = ProcessGroup::spawn(&mut cmd);
-        drop(cmd);
-        spawned
-    };
-    // Forked inside the call's cgroup where a thread waits there (see confine::cgroup).
-    let spawned = match &cgroup {
-        Some(c) => c.spawn_inside(spawn).and_then(|s| s),
-        None => spawn(),
+    let started = Instant::now();
+    // Where a jail was made ahead, only the exec is left; else the jail is made now.
+    let ahead = env.confine.start_ahead(&cmd, timeout);
+    let made_ahead = ahead.is_some();
+    let (mut group, links, may_leave_orphans, jailed) = match ahead {
+        Some((group, links)) => (group, Some(links), false, started),
+        None => start_fresh(env, cmd, &cwd, timeout)?,
     };
     let exec_done = Instant::now();
-    let mut group = spawned.map_err(|e| {
-        // The machine may have changed since its namespaces were probed: the next session
-        // probes again.
-        crate::confine::namespaces::forget_support();
-        format!("cannot start {}: {e}", shell())
-    })?;
+    let (bridge, unix, mut cgroup) = match links {
+        Some(l) => (l.egress, l.unix, l.cgroup),
+        None => (None, None, None),
+    };
     let serving = match (bridge, env.confine.egress()) {
         (Some(bridge), Some(egress)) => match bridge.serve(egress.clone(), reporter()) {
             Ok(s) => Some(s),
@@ -278,6 +295,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     if may_leave_orphans {
         process::kill_orphans();
     }
+    env.confine.make_next_ahead();
     if let Some(serving) = serving {
         serving.stop(Duration::from_secs(2));
     }
@@ -291,9 +309,11 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     if let Some(scope) = CallScope::current() {
         scope.figure("awf.call.max_rss_bytes", max_rss as i64);
         scope.figure("awf.call.cpu_ms", usage.cpu_ms as i64);
-        // Where the call's time went: its jail made, the shell started (fork to exec),
-        // the command run, the jail taken down.
+        // Where the call's time went: its jail made (or taken, made ahead), the shell
+        // started (fork to exec, or the command handed to the jail made ahead to its
+        // exec), the command run, the jail taken down.
         let us = |from: Instant, to: Instant| to.duration_since(from).as_micros() as i64;
+        scope.figure("awf.call.jail_ahead", i64::from(made_ahead));
         scope.figure("awf.call.jail_us", us(started, jailed));
         scope.figure("awf.call.spawn_us", us(jailed, exec_done));
         scope.figure("awf.call.run_us", us(exec_done, exited));

@@ -176,6 +176,9 @@ impl Mechanism {
     }
 }
 
+/// The length of [`Rlimits::to_words`].
+pub const RLIMIT_WORDS: usize = 13;
+
 /// The rlimits a call's child sets on itself, between fork and exec.
 #[derive(Debug, Clone, Copy)]
 pub struct Rlimits {
@@ -204,6 +207,35 @@ impl Rlimits {
         }
         if let Some(n) = bounds.open_files {
             r.push(libc::RLIMIT_NOFILE, n, n);
+        }
+        r
+    }
+
+    /// As plain words, for a jail made ahead of its command to read from a pipe
+    /// ([`super::standby`]): the count, then resource, soft and hard of each.
+    pub fn to_words(&self) -> [u64; RLIMIT_WORDS] {
+        let mut w = [0u64; RLIMIT_WORDS];
+        w[0] = self.count as u64;
+        for (i, &(resource, soft, hard)) in self.limits[..self.count].iter().enumerate() {
+            w[1 + 3 * i] = u64::from(resource);
+            w[2 + 3 * i] = soft;
+            w[3 + 3 * i] = hard;
+        }
+        w
+    }
+
+    /// Back from [`Rlimits::to_words`] (in the child: no allocation).
+    pub fn from_words(w: &[u64; RLIMIT_WORDS]) -> Rlimits {
+        let mut r = Rlimits {
+            limits: [(libc::RLIMIT_CPU, 0, 0); 4],
+            count: 0,
+        };
+        for i in 0..(w[0] as usize).min(4) {
+            r.push(
+                w[1 + 3 * i] as libc::__rlimit_resource_t,
+                w[2 + 3 * i],
+                w[3 + 3 * i],
+            );
         }
         r
     }

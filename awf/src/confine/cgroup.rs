@@ -542,6 +542,11 @@ impl CallCgroup {
         }
     }
 
+    /// True when [`CallCgroup::spawn_inside`] forks on the cgroup's own thread.
+    pub fn forks_inside(&self) -> bool {
+        self.slot.as_ref().is_some_and(|s| s.spawner.is_some())
+    }
+
     /// Runs `spawn` (which forks the call's process) where its child is born inside the
     /// cgroup: on the cgroup's own thread where it has one, else here (and the child joins
     /// through [`CallCgroup::procs`]). The thread that forks is the one whose end

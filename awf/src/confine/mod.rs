@@ -36,6 +36,7 @@ pub mod readable;
 pub mod seccomp;
 pub mod secrets;
 pub mod session_ns;
+pub mod standby;
 mod syscalls;
 mod tmp;
 pub mod unix_grants;
@@ -355,6 +356,9 @@ pub struct Confinement {
     /// The session's namespace, whose TMPDIR is a tmpfs of `tmp_size` (Bash, where mounts
     /// work): made at the first call, shared by the clones of this value.
     session: Option<Arc<std::sync::OnceLock<Option<Arc<session_ns::SessionNs>>>>>,
+    /// The jail made ahead for the next Bash call, where a call's jail has namespaces of
+    /// its own to make ([`standby`]); shared by the clones of this value.
+    ahead: Option<Arc<standby::Shelf>>,
 }
 
 /// What a call's jail hands out once the command is spawned.
@@ -518,6 +522,7 @@ impl Confinement {
             cgroups,
             degraded,
             session: None,
+            ahead: (support.mounts && support.pids).then(Arc::default),
         };
         if policy.bounds.is_some() {
             if c.support.mounts {
@@ -758,6 +763,7 @@ impl Confinement {
             cgroups: None,
             degraded: Vec::new(),
             session: None,
+            ahead: None,
         }
     }
 
@@ -851,7 +857,18 @@ impl Confinement {
     /// also what the jail hands out ([`Links`]), to serve once the command is spawned.
     /// A Bash call's (`timeout`: its timeout in seconds) gets the bounds too.
     pub fn jail(&self, cwd: &Path, timeout: Option<u64>) -> std::io::Result<Option<(Jail, Links)>> {
-        let bounds = self.bounds.zip(timeout);
+        let bounds = self.bounds.zip(timeout).map(|(b, t)| (b, Some(t)));
+        self.jail_covering(cwd, bounds, &self.hidden_now())
+    }
+
+    /// [`Confinement::jail`] covering `hidden`; with `bounds` but no timeout, the cgroup
+    /// but no rlimits (they come with the command: [`standby`]).
+    fn jail_covering(
+        &self,
+        cwd: &Path,
+        bounds: Option<(bounds::Bounds, Option<u64>)>,
+        hidden: &[PathBuf],
+    ) -> std::io::Result<Option<(Jail, Links)>> {
         if !self.support.mounts
             && self.plan.is_none()
             && self.unix_filter.is_none()
@@ -878,18 +895,17 @@ impl Confinement {
             }
             _ => (NetJail::Host, None),
         };
-        let hidden = self.hidden_now();
         let jail = Jail::new(
             self.support,
             self.processes,
             net,
             self.status != Status::Off,
             writable,
-            &hidden,
+            hidden,
             cwd,
             self.plan.clone(),
         )
-        .with_pins(&pins(&hidden, &self.writable))
+        .with_pins(&pins(hidden, &self.writable))
         .with_session(self.session_ns());
         let (jail, unix) = match &self.unix_filter {
             Some(f) if f.supervised() => {
@@ -904,9 +920,9 @@ impl Confinement {
                     Some(pool) => Some(pool.take()?),
                     None => None,
                 };
-                let rlimits = bounds::Rlimits::new(&b, timeout, cgroup.is_none());
+                let rlimits = timeout.map(|t| bounds::Rlimits::new(&b, t, cgroup.is_none()));
                 let procs = cgroup.as_ref().map_or(&[][..], |c| c.procs()).to_vec();
-                (jail.with_bounds(procs, Some(rlimits)), cgroup)
+                (jail.with_bounds(procs, rlimits), cgroup)
             }
             None => (jail, None),
         };
@@ -918,6 +934,58 @@ impl Confinement {
                 cgroup,
             },
         )))
+    }
+
+    /// Starts `cmd` (a Bash call's, of `timeout` seconds) in the jail made ahead for this
+    /// session, where one is ready and covers what a fresh jail would now. None: start it
+    /// fresh, in a [`Confinement::jail`].
+    pub fn start_ahead(
+        &self,
+        cmd: &std::process::Command,
+        timeout: u64,
+    ) -> Option<(crate::process::ProcessGroup, Links)> {
+        let shelf = self.ahead.as_ref()?;
+        let ready = shelf.take()?;
+        if !ready.matches(&self.hidden_now(), &self.writable_now()) {
+            tracing::debug!("the jail made ahead no longer covers what it must: a fresh one");
+            return None;
+        }
+        let rlimits = self
+            .bounds
+            .map(|b| bounds::Rlimits::new(&b, timeout, !ready.has_cgroup()));
+        match ready.start(cmd, rlimits) {
+            Ok(started) => Some(started),
+            Err(e) => {
+                tracing::debug!("the jail made ahead did not start ({e}): none any more");
+                shelf.switch_off();
+                None
+            }
+        }
+    }
+
+    /// Has the next Bash call's jail made ahead ([`standby`]), unless one is there: once a
+    /// call's processes are gone (made while one runs, its set-up would slow the call).
+    pub fn make_next_ahead(&self) {
+        if let Some(shelf) = &self.ahead {
+            let me = self.clone();
+            shelf.refill(move || me.make_ahead());
+        }
+    }
+
+    /// The next Bash call's jail, its process waiting for the command.
+    fn make_ahead(&self) -> std::io::Result<standby::Standby> {
+        let hidden = self.hidden_now();
+        let writable = self.writable_now();
+        let bounds = self.bounds.map(|b| (b, None));
+        match self.jail_covering(&self.tmp, bounds, &hidden)? {
+            Some((jail, links)) => standby::Standby::make(jail, links, hidden, writable),
+            None => Err(std::io::Error::other("no jail to make")),
+        }
+    }
+
+    /// Which writable paths exist now (a jail has a writable mount of those only).
+    fn writable_now(&self) -> Vec<bool> {
+        self.writable.iter().map(|p| p.exists()).collect()
     }
 
     /// The policy in words, for the Bash tool's description (and so `awf tools list`).

@@ -210,6 +210,25 @@ impl Jail {
 
     /// In the child, between fork and exec. Returns in the process that execs the shell.
     pub fn enter(&mut self) -> io::Result<()> {
+        self.enter_namespaces()?;
+        // SAFETY: a NUL-terminated path prepared before fork.
+        check(unsafe { libc::chdir(self.cwd.as_ptr()) })?;
+        if let Some(r) = &self.rlimits {
+            r.apply()?;
+        }
+        self.restrict()
+    }
+
+    /// [`enter`](Self::enter) but the working directory and the rlimits, for a jail made
+    /// ahead of its command ([`super::standby`]): those come with the command. Returns in
+    /// the process that will exec it.
+    pub fn enter_ahead(&mut self) -> io::Result<()> {
+        self.enter_namespaces()?;
+        self.restrict()
+    }
+
+    /// The cgroup, then the namespaces (mounts, network, PIDs).
+    fn enter_namespaces(&mut self) -> io::Result<()> {
         cgroup::enter(&self.cgroup)?;
         if self.mounts {
             self.enter_mounts()?;
@@ -228,11 +247,11 @@ impl Jail {
             // SAFETY: syscalls only; see the module's process tree.
             unsafe { enter_pid_namespace(self.argv, self.pid_max.as_deref())? };
         }
-        // SAFETY: a NUL-terminated path prepared before fork.
-        check(unsafe { libc::chdir(self.cwd.as_ptr()) })?;
-        if let Some(r) = &self.rlimits {
-            r.apply()?;
-        }
+        Ok(())
+    }
+
+    /// Landlock, then the seccomp filter: what the process may still do.
+    fn restrict(&self) -> io::Result<()> {
         if let Some(plan) = &self.landlock {
             plan.apply()?;
         }
