@@ -16,7 +16,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "../../../plugin-sdk/tests/support/examples.rs"]
-mod plugin_examples;
+pub mod plugin_examples;
 
 pub const AWF: &str = env!("CARGO_BIN_EXE_awf");
 

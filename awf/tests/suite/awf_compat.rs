@@ -1,0 +1,1013 @@
+//! AWF's workflow language through the real binary, with workflows written for these tests
+//! (not copied from AWF): `transitions` and `continue_on_error`, `while` (its conditions,
+//! `break_when`, its limit, jumps inside its body), `for_each`'s `break_when`, state hooks,
+//! `call_workflow` (inputs, output, cycles, depth, a failing child), `script_file`, the
+//! template namespaces (`env`, `workflow`, `context`, dotless spellings), and the keys AWF
+//! accepts without using them. Each test states the AWF behaviour it pins.
+
+use crate::common;
+use crate::fake_model;
+use crate::harness;
+
+use common::{run_summary, summary_state};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const AWF: &str = env!("CARGO_BIN_EXE_awf");
+
+struct Case {
+    dir: PathBuf,
+    base: PathBuf,
+}
+
+impl Case {
+    fn new(tag: &str) -> Case {
+        let base = common::scratch(&format!("compat-{tag}"));
+        let dir = base.join("work");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(base.join("state")).unwrap();
+        std::fs::create_dir_all(base.join("tmp")).unwrap();
+        std::fs::create_dir_all(base.join("home")).unwrap();
+        Case { dir, base }
+    }
+
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn awf(&self, args: &[&str]) -> Output {
+        let plugins = self.base.join("plugins");
+        Command::new(AWF)
+            .args(args)
+            .current_dir(&self.dir)
+            .env("XDG_STATE_HOME", self.base.join("state"))
+            .env("TMPDIR", self.base.join("tmp"))
+            .env("AWF_PLUGINS_PATH", &plugins)
+            .env("AWF_COMPAT_TEST_VAR", "from-the-environment")
+            .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
+            .env("HOME", self.base.join("home"))
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .output()
+            .unwrap()
+    }
+
+    fn run(&self, wf: &Path, extra: &[&str]) -> (Option<i32>, Value, String) {
+        let mut args = vec!["run", wf.to_str().unwrap(), "--output", "json"];
+        args.extend_from_slice(extra);
+        let out = self.awf(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), run_summary(&out), stderr)
+    }
+
+    fn validate(&self, wf: &Path) -> (Option<i32>, String) {
+        let out = self.awf(&["validate", wf.to_str().unwrap()]);
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+}
+
+/// The states of a summary in the order they ran.
+fn order(s: &Value) -> Vec<String> {
+    s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["state"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn transitions_pick_the_first_match_on_success_and_on_failure_and_continue_on_error_goes_on() {
+    let c = Case::new("transitions");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: transitions
+inputs:
+  - name: mode
+    default: full
+states:
+  initial: test
+  test:
+    type: step
+    command: echo ran; exit 3
+    transitions:
+      - when: 'states.test.ExitCode == 0'
+        goto: never
+      - when: 'states.test.ExitCode == 3 and inputs.mode == "full"'
+        goto: triage
+      - goto: never
+  triage:
+    type: step
+    command: "false"
+    continue_on_error: true
+    on_success: check
+    on_failure: never
+  check:
+    type: step
+    command: echo "{{states.triage.ExitCode}}"
+    transitions:
+      - goto: done
+      - when: 'true'
+        goto: never
+  never:
+    type: terminal
+    status: failure
+  done:
+    type: terminal
+    message: "{{.states.check.Output}}"
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(order(&s), ["test", "triage", "check", "done"]);
+    assert_eq!(summary_state(&s, "done")["output"], "1");
+    // A `when` that does not parse is refused by validate, with its path.
+    let bad = c.file(
+        "bad.yaml",
+        "name: bad\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'true'\n    transitions:\n      - when: 'states.a.ExitCode =='\n        goto: done\n      - goto: nowhere\n  done:\n    type: terminal\n",
+    );
+    let (code, text) = c.validate(&bad);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("states.a.transitions[0].when"), "{text}");
+    assert!(
+        text.contains("transitions[1].goto") && text.contains("nowhere"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_while_runs_until_break_when_and_at_its_limit_goes_on_to_on_complete() {
+    let c = Case::new("while");
+    let count = c.base.join("count.txt");
+    let wf = c.file(
+        "wf.yaml",
+        &r#"name: while
+inputs:
+  - name: tries
+    default: "7"
+states:
+  initial: poll
+  poll:
+    type: while
+    while: "true"
+    max_iterations: "{{inputs.tries}}"
+    break_when: 'states.probe.Output == "3"'
+    body: [probe]
+    on_complete: capped
+  probe:
+    type: step
+    command: echo x >> COUNT; wc -l < COUNT | tr -d ' '
+    on_success: poll
+  capped:
+    type: while
+    while: 'loop.Index < 100'
+    max_iterations: 2
+    body: [tick]
+    on_complete: never_ran
+  tick:
+    type: step
+    command: echo "tick {{.loop.Index1}}"
+    on_success: capped
+  never_ran:
+    type: while
+    while: 'states.inner.ExitCode == 0'
+    body: [inner]
+    on_complete: done
+  inner:
+    type: step
+    command: "true"
+    on_success: never_ran
+  done:
+    type: terminal
+    message: "{{.states.poll.Output}}; {{.states.capped.Output}}; {{.states.never_ran.Output}}"
+"#
+        .replace("COUNT", &count.display().to_string()),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    // break_when is checked after each body: 3 iterations, not the 7 allowed.
+    assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 3);
+    // At its limit the loop goes on to on_complete; a while whose condition reads a body
+    // state that has not run yet runs zero times (AWF: that comparison is false).
+    assert_eq!(
+        summary_state(&s, "done")["output"],
+        "completed 3 iterations; completed 2 iterations; completed 0 iterations",
+        "{s:#}"
+    );
+    let ticks: Vec<&Value> = s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["state"] == "tick")
+        .collect();
+    assert_eq!(ticks.len(), 2, "{s:#}");
+    assert_eq!(ticks[1]["output"], "tick 2");
+    assert!(err.contains("reached max_iterations (2)"), "{err}");
+}
+
+#[test]
+fn a_while_at_its_limit_with_a_failing_body_fails_and_a_body_transition_out_ends_it() {
+    let c = Case::new("while-fail");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: while-fail
+states:
+  initial: loop
+  loop:
+    type: while
+    while: "true"
+    max_iterations: 2
+    body: [flaky]
+    on_failure: escape
+  flaky:
+    type: step
+    command: "false"
+    on_success: loop
+    on_failure: loop
+  escape:
+    type: while
+    while: "true"
+    body: [first, second]
+    on_complete: failed
+  first:
+    type: step
+    command: echo first
+    on_success: done
+  second:
+    type: step
+    command: echo never
+    on_success: escape
+  done:
+    type: terminal
+  failed:
+    type: terminal
+    status: failure
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let loop_state = summary_state(&s, "loop");
+    assert_eq!(loop_state["status"], "failure", "{s:#}");
+    assert!(
+        loop_state["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("maximum iterations (2) with step failures"),
+        "{loop_state:#}"
+    );
+    // `first` goes out of the loop: `second` never runs and the run goes to done.
+    assert_eq!(
+        order(&s).iter().filter(|n| *n == "second").count(),
+        0,
+        "{s:#}"
+    );
+    assert_eq!(order(&s).last().unwrap(), "done");
+}
+
+#[test]
+fn state_hooks_run_around_the_state_and_a_failing_hook_is_only_a_warning() {
+    let c = Case::new("hooks");
+    let log = c.base.join("hooks.txt");
+    let wf = c.file(
+        "wf.yaml",
+        &r#"name: hooks
+states:
+  initial: build
+  build:
+    type: step
+    command: echo build >> LOG
+    hooks:
+      pre:
+        - log: "building {{workflow.Name}}"
+        - command: echo pre >> LOG
+      post:
+        - command: echo post >> LOG; exit 4
+        - command: echo "after {{.states.build.ExitCode}}" >> LOG
+    on_success: done
+  done:
+    type: terminal
+"#
+        .replace("LOG", &log.display().to_string()),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "pre\nbuild\npost\nafter 0\n"
+    );
+    assert!(err.contains("building hooks"), "{err}");
+    assert!(
+        err.contains("WARN post hook of build failed (exit code 4)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn call_workflow_runs_the_child_with_its_inputs_and_refuses_cycles_and_depth() {
+    let c = Case::new("call");
+    c.file(
+        "child.yaml",
+        r#"name: child
+inputs:
+  - name: who
+    required: true
+states:
+  initial: greet
+  greet:
+    type: step
+    command: echo "hello {{inputs.who}}"
+    on_success: done
+  done:
+    type: terminal
+    message: "child said {{states.greet.Output}}"
+"#,
+    );
+    let wf = c.file(
+        "parent.yaml",
+        r#"name: parent
+inputs:
+  - name: name
+    default: bob
+states:
+  initial: call
+  call:
+    type: call_workflow
+    workflow: child
+    inputs:
+      who: "{{inputs.name}}"
+    on_success: after
+  after:
+    type: step
+    command: echo "got {{states.call.Output}}"
+    on_success: done
+  done:
+    type: terminal
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(
+        summary_state(&s, "after")["output"],
+        "got child said hello bob"
+    );
+    assert!(err.contains("call calls child"), "{err}");
+
+    // A child that fails follows on_failure; its missing input is named.
+    let wf = c.file(
+        "missing.yaml",
+        "name: missing\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: child.yaml\n    on_success: done\n    on_failure: failed\n  done:\n    type: terminal\n  failed:\n    type: terminal\n    message: \"{{states.call.Output}}\"\n",
+    );
+    let (code, s, _) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}");
+    let call = summary_state(&s, "call");
+    assert_eq!(call["status"], "failure");
+    assert!(
+        call["error"]["message"].as_str().unwrap().contains("who"),
+        "{call:#}"
+    );
+
+    // A → B → A is a cycle: the run stops, whatever on_failure says.
+    c.file(
+        "a.yaml",
+        "name: a\nstates:\n  initial: c\n  c:\n    type: call_workflow\n    workflow: b.yaml\n    on_success: done\n    on_failure: done\n  done:\n    type: terminal\n",
+    );
+    c.file(
+        "b.yaml",
+        "name: b\nstates:\n  initial: c\n  c:\n    type: call_workflow\n    workflow: a.yaml\n    on_success: done\n    on_failure: done\n  done:\n    type: terminal\n",
+    );
+    let (code, s, err) = c.run(&c.dir.join("a.yaml"), &[]);
+    assert_eq!(code, Some(2), "{s:#}\n{err}");
+    assert!(err.contains("circular workflow call"), "{err}");
+
+    // A chain of 12 distinct workflows passes the depth limit of 10.
+    for i in 0..12 {
+        c.file(
+            &format!("d{i}.yaml"),
+            &format!(
+                "name: d{i}\nstates:\n  initial: c\n  c:\n    type: call_workflow\n    workflow: d{}.yaml\n    on_success: done\n  done:\n    type: terminal\n",
+                i + 1
+            ),
+        );
+    }
+    c.file(
+        "d12.yaml",
+        "name: d12\nstates:\n  initial: done\n  done:\n    type: terminal\n",
+    );
+    let (code, _, err) = c.run(&c.dir.join("d0.yaml"), &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("maximum call_workflow nesting depth"), "{err}");
+    // Ten levels below are fine.
+    let (code, _, err) = c.run(&c.dir.join("d2.yaml"), &[]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn template_namespaces_script_file_and_keys_awf_ignores() {
+    let c = Case::new("namespaces");
+    c.file("script.sh", "echo \"script sees {{inputs.x}}\"\n");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: namespaces
+inputs:
+  - name: x
+    default: "y z"
+states:
+  initial: env
+  env:
+    type: step
+    command: echo "{{.env.AWF_COMPAT_TEST_VAR}} {{workflow.Name}} {{.context.WorkingDir}}"
+    capture: {stdout: out}
+    depends_on: [nothing]
+    on_success: script
+  script:
+    type: step
+    script_file: script.sh
+    on_success: done
+  done:
+    type: terminal
+"#,
+    );
+    let (code, text) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("`capture` of state \"env\" has no effect")
+            && text.contains("`depends_on` of state \"env\" has no effect"),
+        "{text}"
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let work = std::fs::canonicalize(&c.dir).unwrap();
+    assert_eq!(
+        summary_state(&s, "env")["output"],
+        format!("from-the-environment namespaces {}", work.display())
+    );
+    assert_eq!(summary_state(&s, "script")["output"], "script sees y z");
+    // {{.error.*}} outside a workflow_error hook is refused.
+    let bad = c.file(
+        "bad.yaml",
+        "name: bad\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo {{.error.Message}}\n    on_success: done\n  done:\n    type: terminal\n",
+    );
+    let (code, text) = c.validate(&bad);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("workflow_error"), "{text}");
+}
+
+#[test]
+fn break_when_ends_a_for_each_after_the_iteration_that_satisfies_it() {
+    let c = Case::new("each-break");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: each-break
+states:
+  initial: each
+  each:
+    type: for_each
+    items: [a, b, c, d, e]
+    body: [work]
+    break_when: 'loop.Index >= 2'
+    on_complete: done
+  work:
+    type: step
+    command: echo "item {{loop.Index}}"
+  done:
+    type: terminal
+    message: "{{.states.each.Output}}"
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    // AWF: checked after each iteration, so `loop.Index >= 2` runs 3 items.
+    assert_eq!(
+        summary_state(&s, "done")["output"],
+        r#"["item 0","item 1","item 2"]"#
+    );
+}
+
+#[test]
+fn workflow_hooks_run_at_start_end_and_error_and_a_failing_start_hook_runs_nothing() {
+    let c = Case::new("wf-hooks");
+    let log = c.base.join("log.txt");
+    let wf = |start_cmd: &str, fail: bool| {
+        c.file(
+            "wf.yaml",
+            &format!(
+                r#"name: wf-hooks
+hooks:
+  workflow_start:
+    - command: {start_cmd}
+  workflow_end:
+    - log: "ended {{{{workflow.Name}}}}"
+    - command: echo end >> LOG
+  workflow_error:
+    - command: echo "error in {{{{.error.State}}}} ({{{{.error.Type}}}}) {{{{.error.Message}}}}" >> LOG
+  workflow_cancel:
+    - command: echo cancel >> LOG
+states:
+  initial: work
+  work:
+    type: step
+    command: echo work >> LOG; {}
+    on_success: done
+  done:
+    type: terminal
+"#,
+                if fail { "exit 5" } else { "true" }
+            )
+            .replace("LOG", &log.display().to_string()),
+        )
+    };
+    let (code, s, err) = c.run(&wf(&format!("echo start >> {}", log.display()), false), &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "start\nwork\nend\n");
+    assert!(err.contains("ended wf-hooks"), "{err}");
+
+    std::fs::remove_file(&log).unwrap();
+    let (code, _, err) = c.run(&wf("'true'", true), &[]);
+    assert_eq!(code, Some(3), "{err}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.starts_with("work\nerror in work (execution) ") && text.contains("exit"),
+        "{text}"
+    );
+
+    // A failing workflow_start hook ends the run before any state.
+    std::fs::remove_file(&log).unwrap();
+    let (code, s, err) = c.run(&wf("exit 7", false), &[]);
+    assert_eq!(code, Some(3), "{s:#}\n{err}");
+    assert!(err.contains("workflow_start hook failed"), "{err}");
+    assert!(!log.exists() || !std::fs::read_to_string(&log).unwrap().contains("work"));
+}
+
+#[test]
+fn validate_compat_awf_describes_a_directory_of_mixed_workflows_one_line_each() {
+    let c = Case::new("compat-dir");
+    let dir = c.dir.join("awf-workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("plain.yaml"),
+        "name: plain\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("loops.yaml"),
+        "name: loops\nauthor: someone\ntags: [ci]\nstates:\n  initial: w\n  w:\n    type: while\n    while: 'true'\n    break_when: 'states.a.ExitCode == 0'\n    body: [a]\n    on_complete: done\n  a:\n    type: step\n    command: echo {{inputs.x}}\n    capture: {stdout: out}\n    on_success: w\n  done:\n    type: terminal\ninputs:\n  - name: x\n    default: y\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("chat.yaml"),
+        "name: chat\nstates:\n  initial: talk\n  talk:\n    type: agent\n    provider: claude\n    mode: conversation\n    use_template: review\n    prompt: hi\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().display().to_string())
+        .collect();
+    files.sort();
+    let mut args = vec!["validate", "--compat", "awf"];
+    args.extend(files.iter().map(String::as_str));
+    let out = c.awf(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "one line per file: {text}");
+    // The worst file decides the exit code: chat does not validate here.
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    let line = |name: &str| *lines.iter().find(|l| l.contains(name)).unwrap();
+    assert!(
+        line("plain.yaml").contains("runs here; uses no AWF-specific feature"),
+        "{text}"
+    );
+    let loops = line("loops.yaml");
+    assert!(loops.contains("runs here"), "{loops}");
+    for want in [
+        "type: while (supported)",
+        "break_when (supported)",
+        "capture (accepted, no effect)",
+        "metadata (author, tags, version) (supported)",
+        "templates without the leading dot (supported)",
+    ] {
+        assert!(loops.contains(want), "{want}: {loops}");
+    }
+    let chat = line("chat.yaml");
+    assert!(
+        chat.contains("does not validate here")
+            && chat.contains("agent mode: conversation (supported)")
+            && chat.contains("step templates (use_template) (not supported)"),
+        "{chat}"
+    );
+    // JSON, for scripts.
+    let mut args = vec!["validate", "--compat", "awf", "--format", "json"];
+    args.extend(files.iter().map(String::as_str));
+    let json: Value = serde_json::from_slice(&c.awf(&args).stdout).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 3);
+}
+
+/// AWF's user guide (`docs/user-guide/examples.md` at awf-project/cli) shows its examples
+/// as snippets; the ones that run offline are written again here, in our own words, with
+/// the outcome the guide describes. Checked: "Hello World" (a step and a terminal), "With
+/// Inputs" (a required input and a default, templates without the dot), "Loop Over Files"
+/// (for_each over a literal list, loop variables), "Conditional Branching" (transitions
+/// on an exit code, with a local script instead of `./deploy.sh`), "Nested Loops" (a
+/// for_each inside a while's body). Left out: the agent examples (a real model), "Retry
+/// with Backoff" and "HTTP API Integration" (network), "Parallel Execution" (golangci-lint
+/// and a Go toolchain).
+#[test]
+fn the_offline_examples_of_awf_s_user_guide_run_with_the_outcome_it_describes() {
+    let c = Case::new("guide");
+    let hello = c.file(
+        "hello.yaml",
+        "name: hello\nversion: \"1.0.0\"\nstates:\n  initial: greet\n  greet:\n    type: step\n    command: echo \"Hello, World!\"\n    on_success: done\n  done:\n    type: terminal\n",
+    );
+    let (code, s, _) = c.run(&hello, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(summary_state(&s, "greet")["output"], "Hello, World!");
+
+    let inputs = c.file(
+        "inputs.yaml",
+        "name: greet\ninputs:\n  - name: name\n    type: string\n    required: true\n  - name: greeting\n    type: string\n    default: Hello\nstates:\n  initial: greet\n  greet:\n    type: step\n    command: echo \"{{inputs.greeting}}, {{inputs.name}}!\"\n    on_success: done\n  done:\n    type: terminal\n",
+    );
+    let (code, s, _) = c.run(&inputs, &["--input", "name=Ada"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(summary_state(&s, "greet")["output"], "Hello, Ada!");
+    let out = c.awf(&["run", inputs.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "a required input is missing");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("inputs.name: required"));
+
+    let files = c.file(
+        "files.yaml",
+        "name: files\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"a.txt\", \"b.txt\", \"c.txt\"]'\n    body: [count]\n    on_complete: done\n  count:\n    type: step\n    command: echo \"{{.loop.Index1}}/{{.loop.Length}} {{.loop.Item}}\"\n  done:\n    type: terminal\n    message: \"{{.states.each.Output}}\"\n",
+    );
+    let (code, s, _) = c.run(&files, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        summary_state(&s, "done")["output"],
+        r#"["1/3 a.txt","2/3 b.txt","3/3 c.txt"]"#
+    );
+
+    c.file("deploy.sh", "exit \"$1\"\n");
+    let branch = c.file(
+        "branch.yaml",
+        "name: branch\ninputs:\n  - name: code\n    default: \"0\"\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: sh deploy.sh {{inputs.code}}\n    transitions:\n      - when: 'states.deploy.ExitCode == 0'\n        goto: success\n      - when: 'states.deploy.ExitCode == 2'\n        goto: rollback\n      - goto: failure\n  rollback:\n    type: step\n    command: echo rolled back\n    on_success: failure\n  success:\n    type: terminal\n  failure:\n    type: terminal\n    status: failure\n",
+    );
+    let (code, s, _) = c.run(&branch, &[]);
+    assert_eq!(
+        (code, order(&s)),
+        (Some(0), vec!["deploy".into(), "success".into()])
+    );
+    let (code, s, _) = c.run(&branch, &["--input", "code=2"]);
+    assert_eq!(code, Some(3));
+    assert_eq!(order(&s), ["deploy", "rollback", "failure"]);
+
+    let nested = c.file(
+        "nested.yaml",
+        "name: nested\nstates:\n  initial: outer\n  outer:\n    type: while\n    while: 'loop.Index < 2'\n    body: [inner]\n    on_complete: done\n  inner:\n    type: for_each\n    items: [x, y, z]\n    body: [cell]\n    on_complete: outer\n  cell:\n    type: step\n    command: echo \"{{.loop.Item}}\"\n  done:\n    type: terminal\n",
+    );
+    let (code, s, err) = c.run(&nested, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let cells = s["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["state"] == "cell")
+        .count();
+    assert_eq!(cells, 6, "2 × 3 cells: {s:#}");
+}
+
+#[test]
+fn an_operation_state_calls_a_plugin_through_the_plugin_host_audited() {
+    let c = Case::new("operation");
+    harness::install_notes_plugin(&c.base.join("plugins"));
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: operation
+inputs:
+  - name: what
+    default: milk
+states:
+  initial: note
+  note:
+    type: operation
+    operation: notes.add
+    inputs:
+      text: "buy {{inputs.what}}"
+      tags: [shop]
+    on_success: done
+    on_failure: failed
+  done:
+    type: terminal
+    message: "{{states.note.Output}}"
+  failed:
+    type: terminal
+    status: failure
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let out = summary_state(&s, "done")["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(out.starts_with("added note 1"), "{out}");
+    // The call is in the state's audit file, as an agent's tool call would be.
+    let audit_dir = std::path::PathBuf::from(s["audit_dir"].as_str().unwrap());
+    let records: Vec<Value> = std::fs::read_dir(&audit_dir)
+        .unwrap()
+        .flatten()
+        .flat_map(|e| common::audit_lines(&e.path()))
+        .collect();
+    let call = records
+        .iter()
+        .find(|r| r["type"] == "tool.call" && r["tool"] == "notes_add")
+        .unwrap_or_else(|| panic!("no audited call: {records:?}"));
+    assert!(call.to_string().contains("buy milk"), "{call}");
+    // An unknown operation is refused by validate, naming the plugin's operations.
+    let bad = c.file(
+        "bad.yaml",
+        "name: bad\nstates:\n  initial: a\n  a:\n    type: operation\n    operation: notes.nope\n    on_success: done\n  done:\n    type: terminal\n",
+    );
+    let (code, text) = c.validate(&bad);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("nope") && text.contains("add"), "{text}");
+}
+
+#[test]
+fn loops_nest_in_a_for_each_body_as_in_awf() {
+    let c = Case::new("nested-each");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: nested-each
+states:
+  initial: rows
+  rows:
+    type: for_each
+    items: [r1, r2]
+    body: [cols, count]
+    on_complete: done
+  cols:
+    type: for_each
+    items: [a, b, c]
+    body: [cell]
+    on_complete: rows
+  cell:
+    type: step
+    command: echo "{{.loop.Item}}"
+  count:
+    type: while
+    while: 'loop.Index < 2'
+    body: [tick]
+    on_complete: rows
+  tick:
+    type: step
+    command: echo tick
+    on_success: count
+  done:
+    type: terminal
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let n = |name: &str| {
+        s["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["state"] == name)
+            .count()
+    };
+    // 2 rows × (3 cells + 2 ticks).
+    assert_eq!(
+        (n("cell"), n("tick"), n("cols"), n("count")),
+        (6, 4, 2, 2),
+        "{s:#}"
+    );
+}
+
+#[test]
+fn mode_conversation_takes_each_line_of_input_as_the_next_turn_until_an_empty_line() {
+    let Some(claude) = harness::agent_cli("claude") else {
+        return;
+    };
+    let c = Case::new("mode-conversation");
+    let model = fake_model::FakeModel::start(fake_model::Script::new());
+    let wf = c.file(
+        "wf.yaml",
+        &format!(
+            r#"name: chat
+states:
+  initial: chat
+  chat:
+    type: agent
+    provider: claude
+    mode: conversation
+    prompt: Remember the word PELICAN.
+    options: {{command: "{}", model: claude-sonnet-4-5, base_url: "{}", api_key_env: AWF_TEST_FAKE_KEY}}
+    mcp_proxy: {{enable: true}}
+    on_success: done
+  done:
+    type: terminal
+"#,
+            claude.display(),
+            model.base_url()
+        ),
+    );
+    let run = |input: &str| {
+        use std::io::Write;
+        let mut child = Command::new(AWF)
+            .args(["run", wf.to_str().unwrap(), "--output", "json"])
+            .current_dir(&c.dir)
+            .env("XDG_STATE_HOME", c.base.join("state"))
+            .env("TMPDIR", c.base.join("tmp"))
+            .env("HOME", c.base.join("home"))
+            .env("AWF_PLUGINS_PATH", "")
+            .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run("Which word did I ask you to remember?\n\n");
+    let s = run_summary(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{s:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let main = model.main_requests();
+    assert_eq!(main.len(), 2, "two turns");
+    let second = main[1].body.to_string();
+    assert!(
+        second.contains("Remember the word PELICAN") && second.contains("Which word did I ask"),
+        "the second turn does not hold the first: {second}"
+    );
+    // As AWF: the input ending before the empty line fails the state.
+    let out = run("one more\n");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the input ended before the empty line"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_nested_call_workflow_block_of_awf_s_docs_and_keys_awf_ignores_on_states_are_taken() {
+    let c = Case::new("nested-call");
+    c.file(
+        "child.yaml",
+        "name: child\ninputs:\n  - name: n\nstates:\n  initial: done\n  done:\n    type: terminal\n    message: \"child got {{inputs.n}}\"\n",
+    );
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: nested-call
+states:
+  initial: call
+  call:
+    type: call_workflow
+    call_workflow:
+      workflow: child.yaml
+      inputs: {n: "7"}
+      outputs: [{name: x, from: done}]
+      timeout: 30s
+    pre_hook: echo ignored
+    when: 'true'
+    on_success: done
+  done:
+    type: terminal
+    message: "{{states.call.Output}}"
+"#,
+    );
+    let (code, text) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{text}");
+    for key in ["pre_hook", "when"] {
+        assert!(
+            text.contains(&format!("`{key}` of state \"call\" has no effect")),
+            "{key}: {text}"
+        );
+    }
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(summary_state(&s, "done")["output"], "child got 7");
+}
+
+/// Two states of `provider` in one conversation (`model` and `base_url` as its options
+/// want them): the second continues the first's session. The summary names one session for
+/// both, and the second state's request holds the first state's turn (a session started
+/// anew would not). Returns the case, its fake model and the options, for more checks.
+fn continue_from_holds_the_earlier_turn(
+    provider: &str,
+    model_name: &str,
+    url_suffix: &str,
+) -> Option<(Case, fake_model::FakeModel, String)> {
+    let program = harness::agent_cli(provider)?;
+    let c = Case::new(&format!("continue-{provider}"));
+    let model = fake_model::FakeModel::start(fake_model::Script::new());
+    let options = format!(
+        "{{command: \"{}\", model: {model_name}, base_url: \"{}{url_suffix}\", api_key_env: AWF_TEST_FAKE_KEY}}",
+        program.display(),
+        model.base_url()
+    );
+    let wf = c.file(
+        "wf.yaml",
+        &format!(
+            r#"name: conversation
+states:
+  initial: seed
+  seed:
+    type: agent
+    provider: {provider}
+    system_prompt: You answer in one word.
+    prompt: Remember the word PELICAN.
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation: {{}}
+    on_success: follow
+  follow:
+    type: agent
+    provider: {provider}
+    prompt: Which word did I ask you to remember?
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    conversation:
+      continue_from: seed
+    on_success: done
+  done:
+    type: terminal
+"#
+        ),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let seed = summary_state(&s, "seed")["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!seed.is_empty());
+    assert_eq!(summary_state(&s, "follow")["session_id"], seed.as_str());
+    let last = model
+        .main_requests()
+        .last()
+        .expect("a request of the follow state")
+        .body
+        .to_string();
+    assert!(
+        last.contains("Remember the word PELICAN") && last.contains("Which word did I ask"),
+        "the follow state's request does not hold the seed's turn: {last}"
+    );
+    Some((c, model, options))
+}
+
+#[test]
+fn continue_from_resumes_the_claude_session_of_an_earlier_state() {
+    let Some((c, model, options)) =
+        continue_from_holds_the_earlier_turn("claude", "claude-sonnet-4-5", "")
+    else {
+        return;
+    };
+    // The system prompt went with the session's start.
+    let first = model.main_requests().first().unwrap().body.to_string();
+    assert!(first.contains("You answer in one word."), "{first}");
+    // A continue_from of a state that kept no session is refused by validate.
+    let bad = c.file(
+        "bad.yaml",
+        &format!(
+            "name: bad\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    prompt: x\n    options: {options}\n    on_success: b\n  b:\n    type: agent\n    provider: claude\n    prompt: y\n    options: {options}\n    conversation: {{continue_from: a}}\n    on_success: done\n  done:\n    type: terminal\n"
+        ),
+    );
+    let (code, text) = c.validate(&bad);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("keeps none"), "{text}");
+}
+
+#[test]
+fn continue_from_resumes_the_codex_session_of_an_earlier_state() {
+    continue_from_holds_the_earlier_turn("codex", "gpt-5-codex", "/v1");
+}
+
+#[test]
+fn continue_from_resumes_the_gemini_session_of_an_earlier_state() {
+    continue_from_holds_the_earlier_turn("gemini", "gemini-2.5-flash", "");
+}
+
+#[test]
+fn continue_from_resumes_the_opencode_session_of_an_earlier_state() {
+    continue_from_holds_the_earlier_turn("opencode", "fake-model", "/v1");
+}

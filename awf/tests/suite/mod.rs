@@ -1,0 +1,49 @@
+//! Every integration test of awf but the subreaper's (`tests/process_group.rs`, whose flag is
+//! the whole process's), one module per subject, in one test binary (`tests/all.rs`): one
+//! link of awf with its dependencies instead of one per file, and one pool of test threads.
+
+mod agents_claude;
+mod agents_codex;
+mod agents_fake_model;
+mod agents_gemini;
+mod agents_opencode;
+mod agents_run;
+mod audit;
+mod awf_compat;
+mod awf_inputs;
+mod bounded;
+mod builtins;
+mod docs_examples;
+mod durable_runs;
+mod egress;
+mod escapes;
+mod fallbacks;
+mod hidden_paths;
+mod landlock;
+mod leftovers;
+mod lifecycle;
+mod metadata;
+mod nothing_outlives;
+mod official_suite;
+mod openai_pins;
+mod otlp;
+mod parallel;
+mod planted;
+mod plugins;
+mod races;
+mod read_confinement;
+mod relay;
+mod retry;
+mod run_openai;
+mod run_otlp;
+mod run_proxy;
+mod run_steps;
+mod sandbox_agents;
+mod sandbox_check;
+mod sdk_clients;
+mod sdk_clients_modern;
+mod servers;
+mod servers_eras;
+mod unix_sockets;
+mod workflow_examples;
+mod workflow_validate;
