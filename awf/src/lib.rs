@@ -42,5 +42,6 @@ pub mod telemetry;
 pub mod terminal;
 pub mod text;
 pub mod tools;
+pub mod tools_cli;
 pub mod validate;
 pub mod workflow;
