@@ -9,7 +9,7 @@
 //! disabled; what Codex cannot switch off is named in a warning. A `base_url` option
 //! becomes a model provider of its own (`wire_api = "responses"`).
 
-use super::claude::{agent_failed, extra_args, json_lines, opt_str};
+use super::shared::{agent_failed, extra_args, json_lines, opt_str};
 use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
 use crate::error::AwfError;
 use std::process::ExitStatus;
@@ -40,6 +40,14 @@ const PROVIDER_ID: &str = "awf_model";
 impl CliProvider for Codex {
     fn name(&self) -> &'static str {
         "codex"
+    }
+
+    fn model_api(&self) -> super::ModelApi {
+        super::ModelApi {
+            endpoint: Some("https://api.openai.com/v1"),
+            key_header: crate::relay::KeyHeader::Bearer,
+            gen_ai: "openai",
+        }
     }
 
     fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {
@@ -200,7 +208,7 @@ impl CliProvider for Codex {
         if let Some(f) = failure {
             return Err(agent_failed(
                 "codex",
-                &format!("failed: {}", super::claude::excerpt(&f)),
+                &format!("failed: {}", super::shared::excerpt(&f)),
                 stderr,
                 status,
             ));

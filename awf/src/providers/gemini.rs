@@ -5,7 +5,7 @@
 //! would change the user's own settings. A model is always passed, because without `-m`
 //! Gemini CLI first makes a routing call.
 
-use super::claude::{agent_failed, excerpt, extra_args, json_lines, opt_str, write_private};
+use super::shared::{agent_failed, excerpt, extra_args, json_lines, opt_str, write_private};
 use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
 use crate::error::AwfError;
 use serde_json::json;
@@ -19,6 +19,14 @@ pub const DEFAULT_MODEL: &str = "gemini-2.5-pro";
 impl CliProvider for Gemini {
     fn name(&self) -> &'static str {
         "gemini"
+    }
+
+    fn model_api(&self) -> super::ModelApi {
+        super::ModelApi {
+            endpoint: Some("https://generativelanguage.googleapis.com"),
+            key_header: crate::relay::KeyHeader::Goog,
+            gen_ai: "gcp.gemini",
+        }
     }
 
     fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {

@@ -14,6 +14,7 @@ pub mod codex;
 pub mod gemini;
 pub mod openai;
 pub mod opencode;
+pub mod shared;
 
 /// What the runner hands a provider for one agent step.
 pub struct AgentRequest<'a> {
@@ -80,7 +81,7 @@ impl AgentRequest<'_> {
     pub fn base_url(&self, provider: &str) -> Result<Option<String>, AwfError> {
         match self.relay {
             Some(r) => Ok(Some(r.base_url.clone())),
-            None => claude::opt_str(self.options, "base_url", provider),
+            None => shared::opt_str(self.options, "base_url", provider),
         }
     }
 
@@ -88,7 +89,7 @@ impl AgentRequest<'_> {
     pub fn api_key(&self, provider: &str) -> Result<Option<String>, AwfError> {
         match self.relay {
             Some(r) if r.key.is_some() => Ok(r.key.clone()),
-            _ => claude::api_key(self.options, provider),
+            _ => shared::api_key(self.options, provider),
         }
     }
 
@@ -99,10 +100,10 @@ impl AgentRequest<'_> {
             Some(RelayRoute { key: Some(k), .. }) => {
                 Ok(Some((RELAY_KEY_VAR.to_string(), Some(k.clone()))))
             }
-            _ => match claude::opt_str(self.options, "api_key_env", provider)? {
+            _ => match shared::opt_str(self.options, "api_key_env", provider)? {
                 Some(var) => {
                     // Checked here so a missing key fails before the CLI starts.
-                    claude::api_key(self.options, provider)?;
+                    shared::api_key(self.options, provider)?;
                     Ok(Some((var, None)))
                 }
                 None => Ok(None),
@@ -194,9 +195,22 @@ pub struct AgentOutput {
     pub session_id: Option<String>,
 }
 
+/// Where a CLI's model API is and how it takes its key, for the model relay.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelApi {
+    /// The API's base URL when `base_url` names none (None: the CLI's own catalogue says).
+    pub endpoint: Option<&'static str>,
+    /// How the key is sent.
+    pub key_header: crate::relay::KeyHeader,
+    /// `gen_ai.provider.name` of the chat spans.
+    pub gen_ai: &'static str,
+}
+
 pub trait CliProvider: Send + Sync {
     /// "claude", "gemini", "codex", "opencode".
     fn name(&self) -> &'static str;
+    /// Its model API, as the run's model relay reaches it.
+    fn model_api(&self) -> ModelApi;
     /// Writes any per-step files into `proxy.step_dir` and returns the command.
     fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError>;
     /// Parses the CLI's stdout (JSON lines) into the final text; exit status given.

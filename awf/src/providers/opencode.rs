@@ -5,7 +5,7 @@
 //! what the model is offered. A `base_url` option becomes an OpenAI-compatible provider in
 //! the same file (`-m awf-model/<model>`).
 
-use super::claude::{agent_failed, excerpt, extra_args, json_lines, opt_str, write_private};
+use super::shared::{agent_failed, excerpt, extra_args, json_lines, opt_str, write_private};
 use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
 use crate::error::{AwfError, codes};
 use serde_json::{Value, json};
@@ -19,6 +19,15 @@ const PROVIDER_ID: &str = "awf-model";
 impl CliProvider for OpenCode {
     fn name(&self) -> &'static str {
         "opencode"
+    }
+
+    fn model_api(&self) -> super::ModelApi {
+        // Its endpoint comes from its model catalogue unless base_url names one.
+        super::ModelApi {
+            endpoint: None,
+            key_header: crate::relay::KeyHeader::Bearer,
+            gen_ai: "openai",
+        }
     }
 
     fn command(&self, req: &AgentRequest<'_>) -> Result<AgentCommand, AwfError> {

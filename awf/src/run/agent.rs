@@ -403,10 +403,11 @@ impl Runner<'_> {
     fn model_lease(
         &mut self,
         a: &workflow::AgentState,
-        cli: &str,
+        provider: &dyn CliProvider,
         session: Option<&ProxySession>,
     ) -> Result<Option<LeaseHandle>, AwfError> {
-        let key_env = providers::claude::opt_str(&a.options, "api_key_env", cli)?;
+        let cli = provider.name();
+        let key_env = providers::shared::opt_str(&a.options, "api_key_env", cli)?;
         match a.options.get("relay") {
             None | Some(serde_json::Value::Bool(true)) => {}
             Some(serde_json::Value::Bool(false)) => {
@@ -426,35 +427,17 @@ impl Runner<'_> {
                 ));
             }
         }
-        let base_url = providers::claude::opt_str(&a.options, "base_url", cli)?;
-        let (default, header, gen_ai) = match cli {
-            "claude" => (
-                Some("https://api.anthropic.com"),
-                KeyHeader::XApiKey,
-                "anthropic",
-            ),
-            "codex" => (
-                Some("https://api.openai.com/v1"),
-                KeyHeader::Bearer,
-                "openai",
-            ),
-            "gemini" => (
-                Some("https://generativelanguage.googleapis.com"),
-                KeyHeader::Goog,
-                "gcp.gemini",
-            ),
-            // Its endpoint comes from its model catalogue unless base_url names one.
-            "opencode" => (None, KeyHeader::Bearer, "openai"),
-            _ => return Ok(None),
-        };
+        let base_url = providers::shared::opt_str(&a.options, "base_url", cli)?;
+        let api = provider.model_api();
         if key_env.is_none() && base_url.is_none() {
             return Ok(None);
         }
-        let Some(upstream) = base_url.or(default.map(String::from)) else {
+        let Some(upstream) = base_url.or(api.endpoint.map(String::from)) else {
             return Ok(None);
         };
-        let key = providers::claude::api_key(&a.options, cli)?.map(|k| (header, k));
-        self.open_lease(a, upstream, key, gen_ai, session).map(Some)
+        let key = providers::shared::api_key(&a.options, cli)?.map(|k| (api.key_header, k));
+        self.open_lease(a, upstream, key, api.gen_ai, session)
+            .map(Some)
     }
 
     /// A route through the run's model relay (started with the first one).
@@ -694,7 +677,7 @@ impl Runner<'_> {
         ),
         AwfError,
     > {
-        let lease = self.model_lease(a, provider.name(), session)?;
+        let lease = self.model_lease(a, provider, session)?;
         let route = lease.as_ref().map(|l| RelayRoute {
             base_url: l.base_url().to_string(),
             key: l.placeholder().map(String::from),
@@ -716,7 +699,7 @@ impl Runner<'_> {
         let command = provider.command(&req).and_then(|mut c| {
             // The real key's variable stays with awf: the CLI has the placeholder.
             if lease.as_ref().is_some_and(|l| l.placeholder().is_some())
-                && let Some(var) = providers::claude::opt_str(&a.options, "api_key_env", name)?
+                && let Some(var) = providers::shared::opt_str(&a.options, "api_key_env", name)?
             {
                 c.env_remove.push(var);
             }

@@ -417,13 +417,13 @@ impl Runner<'_> {
         let value: serde_json::Value = serde_json::from_str(text.trim()).map_err(|e| {
             format!(
                 "the items of for_each {name:?} are not a JSON list ({e}): {}",
-                crate::providers::claude::excerpt(&text)
+                crate::providers::shared::excerpt(&text)
             )
         })?;
         let Some(list) = value.as_array() else {
             return Err(format!(
                 "the items of for_each {name:?} are {}, not a JSON list",
-                crate::providers::claude::excerpt(&text)
+                crate::providers::shared::excerpt(&text)
             ));
         };
         if list.len() > f.max_iterations {
