@@ -13,7 +13,7 @@
 
 use super::AgentOutput;
 use crate::error::{AwfError, codes};
-use crate::mcp_serve::{Prepared, build_server};
+use crate::mcp_serve::assembly::{Prepared, build_server};
 use crate::telemetry::Transport;
 use mcpserver::{CallContext, CallError, CancellationToken, Content, RequestId, Server};
 use serde_json::{Map, Value, json};

@@ -12,7 +12,8 @@
 pub mod pin_tools;
 
 use crate::error::{AwfError, codes};
-use crate::mcp_serve::{self, ServeConfig};
+use crate::mcp_serve::ServeConfig;
+use crate::mcp_serve::assembly;
 use crate::mcp_servers::{SandboxSpec, ServerSpec};
 use crate::plugins::PluginTools;
 use crate::private_files::{check_private_location, private_dir, write_private};
@@ -393,8 +394,8 @@ impl ToolProxyService {
 
     /// Prepares the in-process tools for `openai_compatible` (same sandbox and telemetry as
     /// `awf mcp-serve`); the caller ends its session with `session_end`.
-    pub fn inproc(&self, session: &ProxySession) -> Result<mcp_serve::Prepared, AwfError> {
-        let prepared = mcp_serve::prepare(&session.serve_config)?;
+    pub fn inproc(&self, session: &ProxySession) -> Result<assembly::Prepared, AwfError> {
+        let prepared = assembly::prepare(&session.serve_config)?;
         prepared.telemetry.session_start(
             &prepared.root.display().to_string(),
             prepared.tools.offered(),

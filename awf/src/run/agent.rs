@@ -901,7 +901,7 @@ impl Runner<'_> {
         (
             providers::openai::OpenAiOptions,
             Option<LeaseHandle>,
-            Option<(crate::mcp_serve::Prepared, mcpserver::Server)>,
+            Option<(crate::mcp_serve::assembly::Prepared, mcpserver::Server)>,
         ),
         AwfError,
     > {

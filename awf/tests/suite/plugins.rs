@@ -787,7 +787,7 @@ fn plugin_results_keep_their_structured_data_and_output_schema() {
         expose: vec!["add".into(), "search".into()],
         timeout_seconds: None,
     }];
-    let prepared = awf::mcp_serve::prepare(&cfg).unwrap();
+    let prepared = awf::mcp_serve::assembly::prepare(&cfg).unwrap();
     let mut server = Server::in_process(
         prepared
             .tools
@@ -954,7 +954,7 @@ fn plugin_results_are_bounded_with_a_note_like_the_builtins() {
         expose: vec!["big".into()],
         timeout_seconds: None,
     }];
-    let prepared = awf::mcp_serve::prepare(&cfg).unwrap();
+    let prepared = awf::mcp_serve::assembly::prepare(&cfg).unwrap();
     let mut server = Server::in_process(
         prepared
             .tools

@@ -1,0 +1,239 @@
+//! The tool server of one step, assembled: the builtins (in their jail), the plugin
+//! operations and the third-party servers of a checked [`ServeConfig`] become one
+//! [`ToolSet`] under the step's policy, with the step's telemetry, and then one
+//! `mcpserver::Server` whose hooks record every call. `awf mcp-serve` serves it over stdio;
+//! the HTTP provider calls it in-process.
+
+use super::config::ServeConfig;
+use crate::builtins::{BuiltinEnv, Builtins, sandbox::Sandbox};
+use crate::confine;
+use crate::error::{AwfError, codes};
+use crate::process::Shutdown;
+use crate::telemetry::{CallHooks, StepIds, Telemetry, Transport, audit::AuditLog};
+use crate::tools::{ToolSet, ToolSource};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Everything the serve path builds before serving (also used by tests in-process).
+pub struct Prepared {
+    /// The step's tools, checked (names, collisions, policy).
+    pub tools: ToolSet,
+    pub telemetry: Arc<Telemetry>,
+    pub root: PathBuf,
+    /// Begun on a signal: the builtins' running commands stop, new ones are refused.
+    pub shutdown: Shutdown,
+    /// Bash's private temp directory (when the builtins are served); removed when this is
+    /// dropped, which is where the session ends, served or in-process.
+    pub private_tmp: Option<confine::PrivateTmp>,
+}
+
+/// Builds the tool sources, telemetry and tool set from a checked config.
+pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
+    let sandbox = Sandbox::new(&cfg.root).map_err(|e| {
+        AwfError::new(
+            codes::CONFIG_BAD_ROOT,
+            format!("root {}: {e}", cfg.root.display()),
+        )
+    })?;
+    let root = sandbox.root().to_path_buf();
+    let mut sources: Vec<Box<dyn ToolSource>> = Vec::new();
+    let shutdown = Shutdown::new();
+    let mut private_tmp = None;
+    if cfg.intercept_builtins {
+        // What killed sessions left goes, while this one starts (once per process:
+        // in-process sessions share one; on a thread of its own, off the start's path).
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(confine::PrivateTmp::sweep_leftovers);
+        let tmp = confine::PrivateTmp::create().map_err(|e| {
+            AwfError::new(
+                codes::IO,
+                format!(
+                    "cannot create a private temp directory under {}: {e}; make it writable \
+                     or point TMPDIR at a directory that is",
+                    std::env::temp_dir().display()
+                ),
+            )
+        })?;
+        let bash_env = crate::child_env::ChildEnv {
+            passthrough: cfg.env_passthrough.clone(),
+            set: cfg.env.clone().into_iter().collect(),
+        };
+        let vars = bash_env.vars();
+        let var = |name: &str| {
+            vars.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let policy = confine::Policy {
+            landlock: cfg.landlock,
+            read: cfg.read,
+            network: cfg.network.clone(),
+            writable: cfg.writable_paths.clone(),
+            readable: cfg.readable_paths.clone(),
+            hidden: cfg.hidden_paths.clone(),
+            unix_sockets: cfg.unix_sockets.clone(),
+            processes: cfg.processes,
+            support: cfg.confine_support,
+            root_read_only: false,
+            serves_unix_socket: false,
+            bounds: Some(cfg.bounds),
+            require: cfg.require.clone(),
+        };
+        let confinement = confine::Confinement::new(
+            &policy,
+            &root,
+            tmp.path(),
+            std::path::Path::new(crate::builtins::bash::shell()),
+            var("PATH"),
+            var("HOME").map(Path::new),
+            &|name| std::env::var(name).ok(),
+        )
+        .map_err(|e| AwfError::new(codes::CONFIG_INVALID, format!("{}: {e}", cfg.origin)))?;
+        match confinement.status() {
+            confine::Status::Unavailable(why) => {
+                tracing::warn!("Bash writes are NOT confined: {why}")
+            }
+            confine::Status::Off => {
+                tracing::warn!(
+                    "Bash writes are NOT confined: Landlock is switched off (landlock: false)"
+                )
+            }
+            confine::Status::On(_) => {}
+        }
+        if let (confine::NetStatus::Unenforced(why), true) = (
+            confinement.net(),
+            confinement.status() != &confine::Status::Off,
+        ) {
+            tracing::warn!("Bash's network is NOT restricted: {why}");
+        }
+        // Bash must not be able to forge or delete the records of its own calls: the audit
+        // file lies outside what it may write, or in a hidden path its mounts cover.
+        let covered = |dir: &Path| {
+            let dir = crate::private_files::real_path(dir);
+            confinement.support().mounts
+                && cfg
+                    .hidden_paths
+                    .iter()
+                    .any(|h| dir.starts_with(crate::private_files::real_path(h)))
+        };
+        if let Some(dir) = cfg
+            .audit_path
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|d| !covered(d))
+        {
+            crate::private_files::check_private_location(
+                "audit file's directory",
+                dir,
+                confinement.writable(),
+                "give the audit file (--audit or audit_path) a place outside the root and the \
+                 writable paths",
+            )?;
+        }
+        private_tmp = Some(tmp);
+        sources.push(Box::new(Builtins::new(BuiltinEnv {
+            sandbox: sandbox.with_hidden(confinement.hidden_paths()),
+            limits: cfg.limits.clone(),
+            confine: confinement,
+            bash_env,
+            shutdown: shutdown.clone(),
+        })));
+    }
+    let audit = match &cfg.audit_path {
+        Some(p) => Some(AuditLog::open(p).map_err(|e| {
+            AwfError::new(
+                codes::CONFIG_INVALID,
+                format!("cannot open the audit file {}: {e}", p.display()),
+            )
+        })?),
+        None => None,
+    };
+    let traceparent = cfg
+        .traceparent
+        .clone()
+        .or_else(|| std::env::var("TRACEPARENT").ok());
+    let telemetry = Arc::new(Telemetry::new(
+        crate::telemetry::new_session_id(),
+        StepIds {
+            run_id: cfg.run_id.clone(),
+            step_id: cfg.step_id.clone(),
+        },
+        audit,
+        traceparent.as_deref(),
+    ));
+    // Plugins start (and their tools are checked) only when the config exposes some.
+    let bounds = crate::plugins::CallBounds {
+        timeout: std::time::Duration::from_secs(cfg.limits.bash_timeout_seconds),
+        output_bytes: cfg.limits.output_bytes,
+    };
+    for adapter in crate::plugins::start_exposed(
+        &cfg.plugin_tools,
+        &cfg.origin,
+        &root,
+        &shutdown,
+        bounds,
+        &crate::plugins::JailContext {
+            root: root.clone(),
+            support: cfg.confine_support,
+            processes: cfg.processes,
+        },
+    )? {
+        sources.push(Box::new(adapter));
+    }
+    let step = crate::mcp_servers::Step {
+        root: &root,
+        support: cfg.confine_support,
+        processes: cfg.processes,
+        pins: cfg.pins.as_deref(),
+        timeout: bounds.timeout,
+        output_bytes: bounds.output_bytes,
+        shutdown: &shutdown,
+        telemetry: &telemetry,
+        origin: &cfg.origin,
+    };
+    for server in crate::mcp_servers::start(&cfg.servers, &step)? {
+        sources.push(Box::new(server));
+    }
+    let tools = ToolSet::new(sources, &cfg.tools)
+        .map_err(|e| AwfError::new(e.code(), format!("{}: {}", cfg.origin, e.message())))?;
+    Ok(Prepared {
+        tools,
+        telemetry,
+        root,
+        shutdown,
+        private_tmp,
+    })
+}
+
+/// Assembles the step's tools into one `mcpserver::Server` whose hooks record every call
+/// (span, log line, audit pair), rejected ones too; `transport` is how its calls arrive
+/// (`awf mcp-serve` serves stdio, the HTTP provider calls it in-process).
+pub fn build_server(
+    prepared: &Prepared,
+    transport: Transport,
+) -> Result<mcpserver::Server, AwfError> {
+    let mut builder = mcpserver::Server::builder("awf", env!("CARGO_PKG_VERSION"))
+        .instructions(format!(
+            "AWF workspace tools. Every path is inside the workspace root {} (relative paths \
+             are relative to it); paths leading outside are refused.",
+            prepared.root.display()
+        ))
+        .hooks(
+            CallHooks::new(
+                prepared.telemetry.clone(),
+                prepared.tools.sources(),
+                transport,
+                prepared.shutdown.clone(),
+            )
+            .with_upstream_names(prepared.tools.upstream_names()),
+        );
+    if transport == Transport::Pipe {
+        // A client that closed our input waits about this long before it kills us: a call
+        // still running then (a stuck plugin, a hung server) is cancelled, not waited for.
+        builder = builder.cancel_after_end_of_input(END_OF_INPUT_GRACE);
+    }
+    prepared.tools.build(builder)
+}
+
+/// How long calls may still run once the client closed the server's input.
+pub const END_OF_INPUT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
