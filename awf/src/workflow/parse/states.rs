@@ -10,7 +10,7 @@ use crate::workflow::retry::{MAX_ATTEMPTS_LIMIT, RetryOn};
 use crate::workflow::yaml::{Kind, Node};
 use crate::workflow::{
     AgentState, Backoff, CallWorkflowState, Conversation, DEFAULT_MAX_ITERATIONS, ForEachState,
-    HookAction, MAX_ITERATIONS_LIMIT, MaxIterations, ParallelState, Prompt, Retry, State,
+    HookAction, MAX_ITERATIONS_LIMIT, MaxIterations, McpProxy, ParallelState, Prompt, Retry, State,
     StateHooks, StateKind, StepState, Strategy, TerminalState, TerminalStatus, Transition,
     WhileState,
 };
@@ -248,57 +248,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
         );
         return None;
     };
-    let allowed = match ty.as_str() {
-        Some("agent") => AGENT_KEYS,
-        // AWF takes `command` as another name of `step`.
-        Some("step") | Some("command") => STEP_KEYS,
-        Some("while") => WHILE_KEYS,
-        Some("call_workflow") => CALL_KEYS,
-        Some("operation") => OPERATION_KEYS,
-        Some("terminal") => TERMINAL_KEYS,
-        Some("parallel") => PARALLEL_KEYS,
-        Some("for_each") => FOR_EACH_KEYS,
-        _ => {
-            const TYPES: &[&str] = &[
-                "agent",
-                "step",
-                "parallel",
-                "for_each",
-                "while",
-                "call_workflow",
-                "operation",
-                "terminal",
-            ];
-            let near = ty
-                .as_str()
-                .and_then(|t| super::context::closest(t, TYPES))
-                .map(|t| format!("did you mean `{t}`? "))
-                .unwrap_or_default();
-            cx.push(
-                codes::INVALID_VALUE,
-                &join(path, "type"),
-                ty.line,
-                format!("state {name:?} has the unknown type {}", ty.describe()),
-                format!("{near}the types are {}", TYPES.join(", ")),
-            );
-            return None;
-        }
-    };
-    // Keys AWF's docs and workflows write on states that AWF itself ignores: accepted, with
-    // a warning (below), so that such a workflow runs here too.
-    let ty_name = ty.as_str().unwrap_or("");
-    let ignored: Vec<&str> = AWF_IGNORED_STATE_KEYS
-        .iter()
-        .map(|(k, _)| *k)
-        .filter(|k| ty_name != "terminal" && !allowed.contains(k))
-        .filter(|k| !(*k == "operation" && ty_name == "operation"))
-        .filter(|k| !(*k == "outputs" && ty_name == "call_workflow"))
-        .collect();
-    let allowed: Vec<&str> = allowed
-        .iter()
-        .copied()
-        .chain(ignored.iter().copied())
-        .collect();
+    let (allowed, ignored) = state_keys(cx, name, path, ty)?;
     let fields = cx.fields(node, path, &allowed, codes::UNKNOWN_KEY)?;
     for (key, hint) in AWF_IGNORED_STATE_KEYS {
         if !ignored.contains(key) {
@@ -314,24 +264,19 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
             );
         }
     }
-    let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-    let str_field = |cx: &mut Ctx, k: &str| get(k).and_then(|v| cx.string(v, &join(path, k)));
-    let require = |cx: &mut Ctx, k: &str, hint: &str| -> Option<String> {
-        match get(k) {
-            Some(v) => cx.string(v, &join(path, k)),
-            None => {
-                cx.push(
-                    codes::MISSING_FIELD,
-                    &join(path, k),
-                    node.line,
-                    format!("{} state {name:?} has no `{k}`", ty.as_str().unwrap_or("")),
-                    hint,
-                );
-                None
-            }
-        }
+    let mut state = StateMap {
+        name,
+        path,
+        node,
+        ty: ty.as_str().unwrap_or(""),
+        wf_dir,
+        fields,
+        timeout: None,
     };
-    let timeout = get("timeout").and_then(|v| cx.timeout(v, &join(path, "timeout")));
+    state.timeout = state
+        .get("timeout")
+        .and_then(|v| cx.timeout(v, &join(path, "timeout")));
+    let get = |k: &str| state.get(k);
     let mcp_proxy = get("mcp_proxy").and_then(|v| parse_proxy(cx, v, &join(path, "mcp_proxy")));
     if let Some(p) = &mcp_proxy
         && p.enable
@@ -349,497 +294,14 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
         );
     }
     let kind = match ty.as_str() {
-        Some("agent") => {
-            let provider = require(
-                cx,
-                "provider",
-                "add `provider: claude` (or gemini, codex, opencode, openai_compatible)",
-            );
-            let prompt = match (get("prompt"), get("prompt_file")) {
-                (Some(p), None) => cx.string(p, &join(path, "prompt")).map(Prompt::Inline),
-                (None, Some(f)) => cx
-                    .string(f, &join(path, "prompt_file"))
-                    .map(|f| Prompt::File(wf_dir.join(f))),
-                (Some(_), Some(f)) => {
-                    cx.push(
-                        codes::INVALID_VALUE,
-                        &join(path, "prompt_file"),
-                        f.line,
-                        format!("state {name:?} has both `prompt` and `prompt_file`"),
-                        "keep one of them",
-                    );
-                    None
-                }
-                (None, None) => {
-                    cx.push(
-                        codes::MISSING_FIELD,
-                        &join(path, "prompt"),
-                        node.line,
-                        format!("agent state {name:?} has no `prompt`"),
-                        "add `prompt: ...` or `prompt_file: FILE`",
-                    );
-                    None
-                }
-            };
-            let options = match get("options") {
-                None => Map::new(),
-                Some(o) if o.is_null() => Map::new(),
-                Some(o) => {
-                    // Options are provider-specific: any keys, checked by the provider.
-                    cx.fields(o, &join(path, "options"), &[], codes::UNKNOWN_KEY);
-                    match o.to_json() {
-                        Value::Object(m) => m,
-                        _ => Map::new(),
-                    }
-                }
-            };
-            let interactive = match get("mode") {
-                None => false,
-                Some(m) => match m.as_str().map(str::to_ascii_lowercase).as_deref() {
-                    Some("single") => false,
-                    Some("conversation") => {
-                        if get("prompt_file").is_some() {
-                            cx.push(
-                                codes::INVALID_VALUE,
-                                &join(path, "prompt_file"),
-                                m.line,
-                                format!(
-                                    "agent state {name:?} in mode: conversation takes `prompt`, \
-                                     not `prompt_file` (as AWF)"
-                                ),
-                                "write the first turn in `prompt`",
-                            );
-                        }
-                        true
-                    }
-                    _ => {
-                        cx.push(
-                            codes::INVALID_VALUE,
-                            &join(path, "mode"),
-                            m.line,
-                            format!("mode {} is not known", m.describe()),
-                            "use single (the default) or conversation",
-                        );
-                        false
-                    }
-                },
-            };
-            let budget = get("budget").and_then(|b| parse_budget(cx, b, &join(path, "budget")));
-            let model_content = get("telemetry").is_some_and(|t| {
-                let tpath = join(path, "telemetry");
-                cx.fields(t, &tpath, &["model_content"], codes::UNKNOWN_KEY)
-                    .and_then(|f| f.into_iter().find(|(k, _)| *k == "model_content"))
-                    .and_then(|(_, v)| {
-                        cx.boolean(v, &join(&tpath, "model_content"), codes::WRONG_TYPE)
-                    })
-                    .unwrap_or(false)
-            });
-            StateKind::Agent(Box::new(AgentState {
-                provider: provider.unwrap_or_default(),
-                prompt: prompt.unwrap_or(Prompt::Inline(String::new())),
-                options,
-                timeout,
-                mcp_proxy,
-                budget,
-                model_content,
-                retry: get("retry").and_then(|r| parse_retry(cx, r, &join(path, "retry"), true)),
-                conversation: get("conversation").map(|c| {
-                    let cpath = join(path, "conversation");
-                    if c.is_null() {
-                        return Conversation::default();
-                    }
-                    let fields = cx
-                        .fields(c, &cpath, &["continue_from"], codes::UNKNOWN_KEY)
-                        .unwrap_or_default();
-                    Conversation {
-                        continue_from: fields
-                            .iter()
-                            .find(|(k, _)| *k == "continue_from")
-                            .and_then(|(_, v)| cx.string(v, &join(&cpath, "continue_from"))),
-                    }
-                }),
-                system_prompt: str_field(cx, "system_prompt"),
-                interactive,
-                resume_continue: match get("resume") {
-                    None => false,
-                    Some(v) => match v.as_str() {
-                        Some("continue") => true,
-                        Some("restart") => false,
-                        _ => {
-                            cx.push(
-                                codes::INVALID_VALUE,
-                                &join(path, "resume"),
-                                v.line,
-                                format!("resume {} is not known", v.describe()),
-                                "use restart (the default: a state that was running starts a \
-                                 fresh session on `awf resume`) or continue (its CLI session goes on)",
-                            );
-                            false
-                        }
-                    },
-                },
-                on_success: str_field(cx, "on_success"),
-                on_failure: str_field(cx, "on_failure"),
-            }))
-        }
-        Some("for_each") => {
-            let bpath = join(path, "body");
-            let mut body = Vec::new();
-            match get("body").map(|n| (n, &n.kind)) {
-                Some((_, Kind::Seq(items))) if !items.is_empty() => {
-                    for (i, item) in items.iter().enumerate() {
-                        if let Some(b) = cx.string(item, &format!("{bpath}[{i}]")) {
-                            body.push(b);
-                        }
-                    }
-                }
-                other => cx.push(
-                    codes::MISSING_FIELD,
-                    &bpath,
-                    other.map_or(node.line, |(n, _)| n.line),
-                    format!("for_each state {name:?} has no body"),
-                    "list the states each iteration runs: `body: [review_one]`",
-                ),
-            }
-            let items = match get("items") {
-                Some(v) if matches!(v.kind, Kind::Seq(_)) => Some(v.to_json().to_string()),
-                Some(v) => cx.string(v, &join(path, "items")),
-                None => {
-                    cx.push(
-                        codes::MISSING_FIELD,
-                        &join(path, "items"),
-                        node.line,
-                        format!("for_each state {name:?} has no items"),
-                        "write `items: [a, b]`, `items: '[\"a\", \"b\"]'` or a template giving \
-                         a JSON list: `items: \"{{.states.list.Output}}\"`",
-                    );
-                    None
-                }
-            };
-            let count = |cx: &mut Ctx, key: &str, max: usize, default: usize, example: &str| {
-                get(key).map_or(default, |v| {
-                    match v.as_str().and_then(|s| s.parse::<usize>().ok()) {
-                        Some(n) if (1..=max).contains(&n) => n,
-                        _ => {
-                            cx.push(
-                                codes::INVALID_VALUE,
-                                &join(path, key),
-                                v.line,
-                                format!(
-                                    "{key} must be a whole number from 1 to {max}, found {}",
-                                    v.describe()
-                                ),
-                                example,
-                            );
-                            default
-                        }
-                    }
-                })
-            };
-            let max_iterations = count(
-                cx,
-                "max_iterations",
-                MAX_ITERATIONS_LIMIT,
-                DEFAULT_MAX_ITERATIONS,
-                "write e.g. `max_iterations: 500` (the default is 100, the limit 10000)",
-            );
-            let max_concurrent = count(
-                cx,
-                "max_concurrent",
-                MAX_ITERATIONS_LIMIT,
-                1,
-                "write e.g. `max_concurrent: 4` (the default 1 runs iterations one after another)",
-            );
-            expression(cx, get("break_when"), &join(path, "break_when"));
-            StateKind::ForEach(ForEachState {
-                break_when: str_field(cx, "break_when"),
-                items: items.unwrap_or_default(),
-                body,
-                max_iterations,
-                max_concurrent,
-                timeout,
-                on_complete: str_field(cx, "on_complete"),
-                on_failure: str_field(cx, "on_failure"),
-            })
-        }
-        Some("parallel") => {
-            let ppath = join(path, "parallel");
-            let mut branches = Vec::new();
-            match get("parallel").map(|n| (n, &n.kind)) {
-                Some((_, Kind::Seq(items))) if !items.is_empty() => {
-                    for (i, item) in items.iter().enumerate() {
-                        if let Some(b) = cx.string(item, &format!("{ppath}[{i}]")) {
-                            branches.push(b);
-                        }
-                    }
-                }
-                other => cx.push(
-                    codes::MISSING_FIELD,
-                    &ppath,
-                    other.map_or(node.line, |(n, _)| n.line),
-                    format!("parallel state {name:?} names no branch"),
-                    "list the states to run at once: `parallel: [security, tests, style]`",
-                ),
-            }
-            let strategy = match get("strategy").map(|v| (v, v.as_str())) {
-                None => Strategy::AllSucceed,
-                Some((_, Some("all_succeed"))) => Strategy::AllSucceed,
-                Some((_, Some("any_succeed"))) => Strategy::AnySucceed,
-                Some((_, Some("best_effort"))) => Strategy::BestEffort,
-                Some((v, _)) => {
-                    cx.push(
-                        codes::INVALID_VALUE,
-                        &join(path, "strategy"),
-                        v.line,
-                        format!("strategy {} is not known", v.describe()),
-                        "use all_succeed (the default), any_succeed or best_effort",
-                    );
-                    Strategy::AllSucceed
-                }
-            };
-            let max_concurrent = get("max_concurrent").and_then(|v| {
-                match v.as_str().and_then(|s| s.parse::<usize>().ok()) {
-                    Some(n) if n >= 1 => Some(n),
-                    _ => {
-                        cx.push(
-                            codes::INVALID_VALUE,
-                            &join(path, "max_concurrent"),
-                            v.line,
-                            format!(
-                                "max_concurrent must be a whole number from 1, found {}",
-                                v.describe()
-                            ),
-                            "write e.g. `max_concurrent: 3` (the default: every branch at once)",
-                        );
-                        None
-                    }
-                }
-            });
-            StateKind::Parallel(ParallelState {
-                branches,
-                strategy,
-                max_concurrent,
-                timeout,
-                on_success: str_field(cx, "on_success"),
-                on_failure: str_field(cx, "on_failure"),
-            })
-        }
-        Some("step") | Some("command") => StateKind::Step(StepState {
-            command: match (get("command"), get("script_file")) {
-                (None, Some(f)) => {
-                    script_file(cx, f, &join(path, "script_file"), wf_dir).unwrap_or_default()
-                }
-                (Some(_), Some(f)) => {
-                    cx.push(
-                        codes::INVALID_VALUE,
-                        &join(path, "script_file"),
-                        f.line,
-                        format!("state {name:?} has both `command` and `script_file`"),
-                        "keep one of them",
-                    );
-                    String::new()
-                }
-                _ => require(
-                    cx,
-                    "command",
-                    "add `command: <shell command>` or `script_file: FILE`",
-                )
-                .unwrap_or_default(),
-            },
-            dir: str_field(cx, "dir"),
-            timeout,
-            retry: get("retry").and_then(|r| parse_retry(cx, r, &join(path, "retry"), false)),
-            on_success: str_field(cx, "on_success"),
-            on_failure: str_field(cx, "on_failure"),
-        }),
-        Some("while") => {
-            let body = names_list(cx, get("body"), &join(path, "body"), node.line, name);
-            let condition = require(
-                cx,
-                "while",
-                "add `while: EXPR` (AWF's idiom: `while: \"true\"` with `break_when: EXPR`)",
-            )
-            .unwrap_or_default();
-            expression(cx, get("while"), &join(path, "while"));
-            expression(cx, get("break_when"), &join(path, "break_when"));
-            let max_iterations = match get("max_iterations") {
-                None => MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS),
-                Some(v) => match v.as_str() {
-                    Some(t) if t.contains("{{") => MaxIterations::Template(t.to_string()),
-                    Some(t) => match t.trim().parse::<usize>() {
-                        Ok(n) if (1..=MAX_ITERATIONS_LIMIT).contains(&n) => MaxIterations::Fixed(n),
-                        _ => {
-                            cx.push(
-                                codes::INVALID_VALUE,
-                                &join(path, "max_iterations"),
-                                v.line,
-                                format!(
-                                    "max_iterations must be a whole number from 1 to {MAX_ITERATIONS_LIMIT} or a template, found {}",
-                                    v.describe()
-                                ),
-                                "write e.g. `max_iterations: 20` or `max_iterations: \"{{inputs.tries}}\"` (default 100)",
-                            );
-                            MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS)
-                        }
-                    },
-                    None => MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS),
-                },
-            };
-            StateKind::While(WhileState {
-                condition,
-                body,
-                max_iterations,
-                break_when: str_field(cx, "break_when"),
-                timeout,
-                on_complete: str_field(cx, "on_complete"),
-                on_failure: str_field(cx, "on_failure"),
-            })
-        }
-        Some("operation") => {
-            let written = require(
-                cx,
-                "operation",
-                "add `operation: plugin.op` (an operation of an installed plugin)",
-            )
-            .unwrap_or_default();
-            let (plugin, op) = match written.split_once('.') {
-                Some((p, o)) if !p.is_empty() && !o.is_empty() => (p.to_string(), o.to_string()),
-                _ => {
-                    if !written.is_empty() {
-                        cx.push(
-                            codes::INVALID_VALUE,
-                            &join(path, "operation"),
-                            get("operation").map_or(node.line, |v| v.line),
-                            format!("operation {written:?} is not PLUGIN.OPERATION"),
-                            "write e.g. `operation: notes.add` (`awf plugins list` shows them)",
-                        );
-                    }
-                    (String::new(), String::new())
-                }
-            };
-            // AWF takes the parameters in `inputs`, or in `operation_inputs`.
-            let inputs = match (get("operation_inputs"), get("inputs")) {
-                (Some(v), _) | (None, Some(v)) => match v.to_json() {
-                    Value::Object(m) => Value::Object(m),
-                    Value::Null => Value::Object(Map::new()),
-                    _ => {
-                        cx.push(
-                            codes::WRONG_TYPE,
-                            &join(path, "inputs"),
-                            v.line,
-                            format!("the inputs of operation state {name:?} must be a map"),
-                            "write `inputs: {text: \"...\"}`",
-                        );
-                        Value::Object(Map::new())
-                    }
-                },
-                (None, None) => Value::Object(Map::new()),
-            };
-            StateKind::Operation(crate::workflow::OperationState {
-                plugin,
-                op,
-                inputs,
-                timeout,
-                on_success: str_field(cx, "on_success"),
-                on_failure: str_field(cx, "on_failure"),
-            })
-        }
-        Some("call_workflow") => {
-            // AWF's docs nest the keys in a `call_workflow:` block (its code reads them flat
-            // on the state): both are taken.
-            let nested: Vec<(&str, &Node)> = get("call_workflow")
-                .and_then(|b| {
-                    cx.fields(
-                        b,
-                        &join(path, "call_workflow"),
-                        &["workflow", "inputs", "outputs", "timeout"],
-                        codes::UNKNOWN_KEY,
-                    )
-                })
-                .unwrap_or_default();
-            let get = |k: &str| {
-                nested
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| *v)
-                    .or_else(|| get(k))
-            };
-            let timeout = nested
-                .iter()
-                .find(|(n, _)| *n == "timeout")
-                .and_then(|(_, v)| cx.timeout(v, &join(path, "call_workflow.timeout")))
-                .or(timeout);
-            let workflow = match get("workflow") {
-                Some(v) => cx.string(v, &join(path, "workflow")),
-                None => {
-                    cx.push(
-                        codes::MISSING_FIELD,
-                        &join(path, "workflow"),
-                        node.line,
-                        format!("call_workflow state {name:?} has no `workflow`"),
-                        "add `workflow: child.yaml` (a path from this workflow's directory)",
-                    );
-                    None
-                }
-            }
-            .unwrap_or_default();
-            let mut inputs = Vec::new();
-            if let Some(n) = get("inputs") {
-                let ipath = join(path, "inputs");
-                for (k, v) in cx
-                    .fields(n, &ipath, &[], codes::UNKNOWN_KEY)
-                    .unwrap_or_default()
-                {
-                    let value = match &v.kind {
-                        Kind::Seq(_) | Kind::Map(_) => Some(v.to_json().to_string()),
-                        _ => cx.string(v, &join(&ipath, k)),
-                    };
-                    if let Some(value) = value {
-                        inputs.push((k.to_string(), value));
-                    }
-                }
-            }
-            if let Some(o) = get("outputs") {
-                cx.warn(
-                    codes::NO_EFFECT,
-                    &join(path, "outputs"),
-                    o.line,
-                    format!("`outputs` of call_workflow state {name:?} has no effect"),
-                    "AWF reads no value back from the called workflow either; use the child's \
-                     final message: {{.states.<this state>.Output}}",
-                );
-            }
-            StateKind::CallWorkflow(CallWorkflowState {
-                workflow,
-                inputs,
-                timeout,
-                on_success: str_field(cx, "on_success"),
-                on_failure: str_field(cx, "on_failure"),
-            })
-        }
-        _ => {
-            let status = match get("status") {
-                None => TerminalStatus::Success,
-                Some(v) => match v.as_str() {
-                    Some("success") => TerminalStatus::Success,
-                    Some("failure") | Some("failed") => TerminalStatus::Failure,
-                    _ => {
-                        cx.push(
-                            codes::INVALID_VALUE,
-                            &join(path, "status"),
-                            v.line,
-                            format!("terminal status {} is not known", v.describe()),
-                            "use success or failure",
-                        );
-                        TerminalStatus::Failure
-                    }
-                },
-            };
-            StateKind::Terminal(TerminalState {
-                status,
-                message: str_field(cx, "message"),
-            })
-        }
+        Some("agent") => parse_agent(cx, &state, mcp_proxy)?,
+        Some("for_each") => parse_for_each(cx, &state)?,
+        Some("parallel") => parse_parallel(cx, &state)?,
+        Some("step") | Some("command") => parse_step(cx, &state)?,
+        Some("while") => parse_while_state(cx, &state)?,
+        Some("operation") => parse_operation(cx, &state)?,
+        Some("call_workflow") => parse_call_workflow(cx, &state)?,
+        _ => parse_terminal(cx, &state)?,
     };
     for (key, hint) in [
         (
@@ -879,7 +341,8 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
     Some(State {
         name: name.to_string(),
         line: node.line,
-        field_lines: fields
+        field_lines: state
+            .fields
             .iter()
             .map(|(k, v)| (k.to_string(), v.line))
             .collect(),
@@ -888,6 +351,638 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
         continue_on_error,
         hooks,
     })
+}
+
+/// The keys a state of type `ty` takes, and among them the keys AWF's docs and workflows
+/// write on such a state that AWF itself ignores (accepted with a warning, so that such a
+/// workflow runs here too); None for an unknown type (reported).
+fn state_keys(
+    cx: &mut Ctx,
+    name: &str,
+    path: &str,
+    ty: &Node,
+) -> Option<(Vec<&'static str>, Vec<&'static str>)> {
+    let allowed = match ty.as_str() {
+        Some("agent") => AGENT_KEYS,
+        // AWF takes `command` as another name of `step`.
+        Some("step") | Some("command") => STEP_KEYS,
+        Some("while") => WHILE_KEYS,
+        Some("call_workflow") => CALL_KEYS,
+        Some("operation") => OPERATION_KEYS,
+        Some("terminal") => TERMINAL_KEYS,
+        Some("parallel") => PARALLEL_KEYS,
+        Some("for_each") => FOR_EACH_KEYS,
+        _ => {
+            const TYPES: &[&str] = &[
+                "agent",
+                "step",
+                "parallel",
+                "for_each",
+                "while",
+                "call_workflow",
+                "operation",
+                "terminal",
+            ];
+            let near = ty
+                .as_str()
+                .and_then(|t| super::context::closest(t, TYPES))
+                .map(|t| format!("did you mean `{t}`? "))
+                .unwrap_or_default();
+            cx.push(
+                codes::INVALID_VALUE,
+                &join(path, "type"),
+                ty.line,
+                format!("state {name:?} has the unknown type {}", ty.describe()),
+                format!("{near}the types are {}", TYPES.join(", ")),
+            );
+            return None;
+        }
+    };
+    let ty_name = ty.as_str().unwrap_or("");
+    let ignored: Vec<&str> = AWF_IGNORED_STATE_KEYS
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| ty_name != "terminal" && !allowed.contains(k))
+        .filter(|k| !(*k == "operation" && ty_name == "operation"))
+        .filter(|k| !(*k == "outputs" && ty_name == "call_workflow"))
+        .collect();
+    let allowed: Vec<&str> = allowed
+        .iter()
+        .copied()
+        .chain(ignored.iter().copied())
+        .collect();
+    Some((allowed, ignored))
+}
+
+/// A state's map as the parser of its type reads it: its name, where it is, its type and
+/// fields, and the `timeout` every type but `terminal` takes.
+struct StateMap<'a> {
+    name: &'a str,
+    path: &'a str,
+    node: &'a Node,
+    ty: &'a str,
+    wf_dir: &'a Path,
+    fields: Vec<(&'a str, &'a Node)>,
+    timeout: Option<std::time::Duration>,
+}
+
+impl<'a> StateMap<'a> {
+    fn get(&self, k: &str) -> Option<&'a Node> {
+        self.fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v)
+    }
+
+    /// `k` as a string, when it is there.
+    fn str_field(&self, cx: &mut Ctx, k: &str) -> Option<String> {
+        self.get(k).and_then(|v| cx.string(v, &join(self.path, k)))
+    }
+
+    /// `k` as a string; its absence is an error with `hint`.
+    fn require(&self, cx: &mut Ctx, k: &str, hint: &str) -> Option<String> {
+        match self.get(k) {
+            Some(v) => cx.string(v, &join(self.path, k)),
+            None => {
+                cx.push(
+                    codes::MISSING_FIELD,
+                    &join(self.path, k),
+                    self.node.line,
+                    format!("{} state {:?} has no `{k}`", self.ty, self.name),
+                    hint,
+                );
+                None
+            }
+        }
+    }
+}
+
+/// What a `agent` state takes beyond the keys every state has.
+fn parse_agent(cx: &mut Ctx, state: &StateMap, mcp_proxy: Option<McpProxy>) -> Option<StateKind> {
+    let (name, path, node, wf_dir, timeout) = (
+        state.name,
+        state.path,
+        state.node,
+        state.wf_dir,
+        state.timeout,
+    );
+    let provider = state.require(
+        cx,
+        "provider",
+        "add `provider: claude` (or gemini, codex, opencode, openai_compatible)",
+    );
+    let prompt = match (state.get("prompt"), state.get("prompt_file")) {
+        (Some(p), None) => cx.string(p, &join(path, "prompt")).map(Prompt::Inline),
+        (None, Some(f)) => cx
+            .string(f, &join(path, "prompt_file"))
+            .map(|f| Prompt::File(wf_dir.join(f))),
+        (Some(_), Some(f)) => {
+            cx.push(
+                codes::INVALID_VALUE,
+                &join(path, "prompt_file"),
+                f.line,
+                format!("state {name:?} has both `prompt` and `prompt_file`"),
+                "keep one of them",
+            );
+            None
+        }
+        (None, None) => {
+            cx.push(
+                codes::MISSING_FIELD,
+                &join(path, "prompt"),
+                node.line,
+                format!("agent state {name:?} has no `prompt`"),
+                "add `prompt: ...` or `prompt_file: FILE`",
+            );
+            None
+        }
+    };
+    let options = match state.get("options") {
+        None => Map::new(),
+        Some(o) if o.is_null() => Map::new(),
+        Some(o) => {
+            // Options are provider-specific: any keys, checked by the provider.
+            cx.fields(o, &join(path, "options"), &[], codes::UNKNOWN_KEY);
+            match o.to_json() {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            }
+        }
+    };
+    let interactive = match state.get("mode") {
+        None => false,
+        Some(m) => match m.as_str().map(str::to_ascii_lowercase).as_deref() {
+            Some("single") => false,
+            Some("conversation") => {
+                if state.get("prompt_file").is_some() {
+                    cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, "prompt_file"),
+                        m.line,
+                        format!(
+                            "agent state {name:?} in mode: conversation takes `prompt`, \
+                             not `prompt_file` (as AWF)"
+                        ),
+                        "write the first turn in `prompt`",
+                    );
+                }
+                true
+            }
+            _ => {
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &join(path, "mode"),
+                    m.line,
+                    format!("mode {} is not known", m.describe()),
+                    "use single (the default) or conversation",
+                );
+                false
+            }
+        },
+    };
+    let budget = state
+        .get("budget")
+        .and_then(|b| parse_budget(cx, b, &join(path, "budget")));
+    let model_content = state.get("telemetry").is_some_and(|t| {
+        let tpath = join(path, "telemetry");
+        cx.fields(t, &tpath, &["model_content"], codes::UNKNOWN_KEY)
+            .and_then(|f| f.into_iter().find(|(k, _)| *k == "model_content"))
+            .and_then(|(_, v)| cx.boolean(v, &join(&tpath, "model_content"), codes::WRONG_TYPE))
+            .unwrap_or(false)
+    });
+    Some(StateKind::Agent(Box::new(AgentState {
+        provider: provider.unwrap_or_default(),
+        prompt: prompt.unwrap_or(Prompt::Inline(String::new())),
+        options,
+        timeout,
+        mcp_proxy,
+        budget,
+        model_content,
+        retry: state
+            .get("retry")
+            .and_then(|r| parse_retry(cx, r, &join(path, "retry"), true)),
+        conversation: state.get("conversation").map(|c| {
+            let cpath = join(path, "conversation");
+            if c.is_null() {
+                return Conversation::default();
+            }
+            let fields = cx
+                .fields(c, &cpath, &["continue_from"], codes::UNKNOWN_KEY)
+                .unwrap_or_default();
+            Conversation {
+                continue_from: fields
+                    .iter()
+                    .find(|(k, _)| *k == "continue_from")
+                    .and_then(|(_, v)| cx.string(v, &join(&cpath, "continue_from"))),
+            }
+        }),
+        system_prompt: state.str_field(cx, "system_prompt"),
+        interactive,
+        resume_continue: match state.get("resume") {
+            None => false,
+            Some(v) => match v.as_str() {
+                Some("continue") => true,
+                Some("restart") => false,
+                _ => {
+                    cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, "resume"),
+                        v.line,
+                        format!("resume {} is not known", v.describe()),
+                        "use restart (the default: a state that was running starts a \
+                         fresh session on `awf resume`) or continue (its CLI session goes on)",
+                    );
+                    false
+                }
+            },
+        },
+        on_success: state.str_field(cx, "on_success"),
+        on_failure: state.str_field(cx, "on_failure"),
+    })))
+}
+
+/// What a `for_each` state takes beyond the keys every state has.
+fn parse_for_each(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
+    let (name, path, node, timeout) = (state.name, state.path, state.node, state.timeout);
+    let bpath = join(path, "body");
+    let mut body = Vec::new();
+    match state.get("body").map(|n| (n, &n.kind)) {
+        Some((_, Kind::Seq(items))) if !items.is_empty() => {
+            for (i, item) in items.iter().enumerate() {
+                if let Some(b) = cx.string(item, &format!("{bpath}[{i}]")) {
+                    body.push(b);
+                }
+            }
+        }
+        other => cx.push(
+            codes::MISSING_FIELD,
+            &bpath,
+            other.map_or(node.line, |(n, _)| n.line),
+            format!("for_each state {name:?} has no body"),
+            "list the states each iteration runs: `body: [review_one]`",
+        ),
+    }
+    let items = match state.get("items") {
+        Some(v) if matches!(v.kind, Kind::Seq(_)) => Some(v.to_json().to_string()),
+        Some(v) => cx.string(v, &join(path, "items")),
+        None => {
+            cx.push(
+                codes::MISSING_FIELD,
+                &join(path, "items"),
+                node.line,
+                format!("for_each state {name:?} has no items"),
+                "write `items: [a, b]`, `items: '[\"a\", \"b\"]'` or a template giving \
+                 a JSON list: `items: \"{{.states.list.Output}}\"`",
+            );
+            None
+        }
+    };
+    let count = |cx: &mut Ctx, key: &str, max: usize, default: usize, example: &str| {
+        state.get(key).map_or(default, |v| {
+            match v.as_str().and_then(|s| s.parse::<usize>().ok()) {
+                Some(n) if (1..=max).contains(&n) => n,
+                _ => {
+                    cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, key),
+                        v.line,
+                        format!(
+                            "{key} must be a whole number from 1 to {max}, found {}",
+                            v.describe()
+                        ),
+                        example,
+                    );
+                    default
+                }
+            }
+        })
+    };
+    let max_iterations = count(
+        cx,
+        "max_iterations",
+        MAX_ITERATIONS_LIMIT,
+        DEFAULT_MAX_ITERATIONS,
+        "write e.g. `max_iterations: 500` (the default is 100, the limit 10000)",
+    );
+    let max_concurrent = count(
+        cx,
+        "max_concurrent",
+        MAX_ITERATIONS_LIMIT,
+        1,
+        "write e.g. `max_concurrent: 4` (the default 1 runs iterations one after another)",
+    );
+    expression(cx, state.get("break_when"), &join(path, "break_when"));
+    Some(StateKind::ForEach(ForEachState {
+        break_when: state.str_field(cx, "break_when"),
+        items: items.unwrap_or_default(),
+        body,
+        max_iterations,
+        max_concurrent,
+        timeout,
+        on_complete: state.str_field(cx, "on_complete"),
+        on_failure: state.str_field(cx, "on_failure"),
+    }))
+}
+
+/// What a `parallel` state takes beyond the keys every state has.
+fn parse_parallel(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
+    let (name, path, node, timeout) = (state.name, state.path, state.node, state.timeout);
+    let ppath = join(path, "parallel");
+    let mut branches = Vec::new();
+    match state.get("parallel").map(|n| (n, &n.kind)) {
+        Some((_, Kind::Seq(items))) if !items.is_empty() => {
+            for (i, item) in items.iter().enumerate() {
+                if let Some(b) = cx.string(item, &format!("{ppath}[{i}]")) {
+                    branches.push(b);
+                }
+            }
+        }
+        other => cx.push(
+            codes::MISSING_FIELD,
+            &ppath,
+            other.map_or(node.line, |(n, _)| n.line),
+            format!("parallel state {name:?} names no branch"),
+            "list the states to run at once: `parallel: [security, tests, style]`",
+        ),
+    }
+    let strategy = match state.get("strategy").map(|v| (v, v.as_str())) {
+        None => Strategy::AllSucceed,
+        Some((_, Some("all_succeed"))) => Strategy::AllSucceed,
+        Some((_, Some("any_succeed"))) => Strategy::AnySucceed,
+        Some((_, Some("best_effort"))) => Strategy::BestEffort,
+        Some((v, _)) => {
+            cx.push(
+                codes::INVALID_VALUE,
+                &join(path, "strategy"),
+                v.line,
+                format!("strategy {} is not known", v.describe()),
+                "use all_succeed (the default), any_succeed or best_effort",
+            );
+            Strategy::AllSucceed
+        }
+    };
+    let max_concurrent = state.get("max_concurrent").and_then(|v| {
+        match v.as_str().and_then(|s| s.parse::<usize>().ok()) {
+            Some(n) if n >= 1 => Some(n),
+            _ => {
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &join(path, "max_concurrent"),
+                    v.line,
+                    format!(
+                        "max_concurrent must be a whole number from 1, found {}",
+                        v.describe()
+                    ),
+                    "write e.g. `max_concurrent: 3` (the default: every branch at once)",
+                );
+                None
+            }
+        }
+    });
+    Some(StateKind::Parallel(ParallelState {
+        branches,
+        strategy,
+        max_concurrent,
+        timeout,
+        on_success: state.str_field(cx, "on_success"),
+        on_failure: state.str_field(cx, "on_failure"),
+    }))
+}
+
+/// What a `step` state takes beyond the keys every state has.
+fn parse_step(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
+    let (name, path, wf_dir, timeout) = (state.name, state.path, state.wf_dir, state.timeout);
+    Some(StateKind::Step(StepState {
+        command: match (state.get("command"), state.get("script_file")) {
+            (None, Some(f)) => {
+                script_file(cx, f, &join(path, "script_file"), wf_dir).unwrap_or_default()
+            }
+            (Some(_), Some(f)) => {
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &join(path, "script_file"),
+                    f.line,
+                    format!("state {name:?} has both `command` and `script_file`"),
+                    "keep one of them",
+                );
+                String::new()
+            }
+            _ => state
+                .require(
+                    cx,
+                    "command",
+                    "add `command: <shell command>` or `script_file: FILE`",
+                )
+                .unwrap_or_default(),
+        },
+        dir: state.str_field(cx, "dir"),
+        timeout,
+        retry: state
+            .get("retry")
+            .and_then(|r| parse_retry(cx, r, &join(path, "retry"), false)),
+        on_success: state.str_field(cx, "on_success"),
+        on_failure: state.str_field(cx, "on_failure"),
+    }))
+}
+
+/// What a `while` state takes beyond the keys every state has.
+fn parse_while_state(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
+    let (name, path, node, timeout) = (state.name, state.path, state.node, state.timeout);
+    let body = names_list(cx, state.get("body"), &join(path, "body"), node.line, name);
+    let condition = state
+        .require(
+            cx,
+            "while",
+            "add `while: EXPR` (AWF's idiom: `while: \"true\"` with `break_when: EXPR`)",
+        )
+        .unwrap_or_default();
+    expression(cx, state.get("while"), &join(path, "while"));
+    expression(cx, state.get("break_when"), &join(path, "break_when"));
+    let max_iterations = match state.get("max_iterations") {
+        None => MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS),
+        Some(v) => match v.as_str() {
+            Some(t) if t.contains("{{") => MaxIterations::Template(t.to_string()),
+            Some(t) => match t.trim().parse::<usize>() {
+                Ok(n) if (1..=MAX_ITERATIONS_LIMIT).contains(&n) => MaxIterations::Fixed(n),
+                _ => {
+                    cx.push(
+                        codes::INVALID_VALUE,
+                        &join(path, "max_iterations"),
+                        v.line,
+                        format!(
+                            "max_iterations must be a whole number from 1 to {MAX_ITERATIONS_LIMIT} or a template, found {}",
+                            v.describe()
+                        ),
+                        "write e.g. `max_iterations: 20` or `max_iterations: \"{{inputs.tries}}\"` (default 100)",
+                    );
+                    MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS)
+                }
+            },
+            None => MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS),
+        },
+    };
+    Some(StateKind::While(WhileState {
+        condition,
+        body,
+        max_iterations,
+        break_when: state.str_field(cx, "break_when"),
+        timeout,
+        on_complete: state.str_field(cx, "on_complete"),
+        on_failure: state.str_field(cx, "on_failure"),
+    }))
+}
+
+/// What a `operation` state takes beyond the keys every state has.
+fn parse_operation(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
+    let (name, path, node, timeout) = (state.name, state.path, state.node, state.timeout);
+    let written = state
+        .require(
+            cx,
+            "operation",
+            "add `operation: plugin.op` (an operation of an installed plugin)",
+        )
+        .unwrap_or_default();
+    let (plugin, op) = match written.split_once('.') {
+        Some((p, o)) if !p.is_empty() && !o.is_empty() => (p.to_string(), o.to_string()),
+        _ => {
+            if !written.is_empty() {
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &join(path, "operation"),
+                    state.get("operation").map_or(node.line, |v| v.line),
+                    format!("operation {written:?} is not PLUGIN.OPERATION"),
+                    "write e.g. `operation: notes.add` (`awf plugins list` shows them)",
+                );
+            }
+            (String::new(), String::new())
+        }
+    };
+    // AWF takes the parameters in `inputs`, or in `operation_inputs`.
+    let inputs = match (state.get("operation_inputs"), state.get("inputs")) {
+        (Some(v), _) | (None, Some(v)) => match v.to_json() {
+            Value::Object(m) => Value::Object(m),
+            Value::Null => Value::Object(Map::new()),
+            _ => {
+                cx.push(
+                    codes::WRONG_TYPE,
+                    &join(path, "inputs"),
+                    v.line,
+                    format!("the inputs of operation state {name:?} must be a map"),
+                    "write `inputs: {text: \"...\"}`",
+                );
+                Value::Object(Map::new())
+            }
+        },
+        (None, None) => Value::Object(Map::new()),
+    };
+    Some(StateKind::Operation(crate::workflow::OperationState {
+        plugin,
+        op,
+        inputs,
+        timeout,
+        on_success: state.str_field(cx, "on_success"),
+        on_failure: state.str_field(cx, "on_failure"),
+    }))
+}
+
+/// What a `call_workflow` state takes beyond the keys every state has.
+fn parse_call_workflow(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
+    let (name, path, node, timeout) = (state.name, state.path, state.node, state.timeout);
+    // AWF's docs nest the keys in a `call_workflow:` block (its code reads them flat
+    // on the state): both are taken.
+    let nested: Vec<(&str, &Node)> = state
+        .get("call_workflow")
+        .and_then(|b| {
+            cx.fields(
+                b,
+                &join(path, "call_workflow"),
+                &["workflow", "inputs", "outputs", "timeout"],
+                codes::UNKNOWN_KEY,
+            )
+        })
+        .unwrap_or_default();
+    let get = |k: &str| {
+        nested
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| *v)
+            .or_else(|| state.get(k))
+    };
+    let timeout = nested
+        .iter()
+        .find(|(n, _)| *n == "timeout")
+        .and_then(|(_, v)| cx.timeout(v, &join(path, "call_workflow.timeout")))
+        .or(timeout);
+    let workflow = match get("workflow") {
+        Some(v) => cx.string(v, &join(path, "workflow")),
+        None => {
+            cx.push(
+                codes::MISSING_FIELD,
+                &join(path, "workflow"),
+                node.line,
+                format!("call_workflow state {name:?} has no `workflow`"),
+                "add `workflow: child.yaml` (a path from this workflow's directory)",
+            );
+            None
+        }
+    }
+    .unwrap_or_default();
+    let mut inputs = Vec::new();
+    if let Some(n) = get("inputs") {
+        let ipath = join(path, "inputs");
+        for (k, v) in cx
+            .fields(n, &ipath, &[], codes::UNKNOWN_KEY)
+            .unwrap_or_default()
+        {
+            let value = match &v.kind {
+                Kind::Seq(_) | Kind::Map(_) => Some(v.to_json().to_string()),
+                _ => cx.string(v, &join(&ipath, k)),
+            };
+            if let Some(value) = value {
+                inputs.push((k.to_string(), value));
+            }
+        }
+    }
+    if let Some(o) = get("outputs") {
+        cx.warn(
+            codes::NO_EFFECT,
+            &join(path, "outputs"),
+            o.line,
+            format!("`outputs` of call_workflow state {name:?} has no effect"),
+            "AWF reads no value back from the called workflow either; use the child's \
+             final message: {{.states.<this state>.Output}}",
+        );
+    }
+    Some(StateKind::CallWorkflow(CallWorkflowState {
+        workflow,
+        inputs,
+        timeout,
+        on_success: state.str_field(cx, "on_success"),
+        on_failure: state.str_field(cx, "on_failure"),
+    }))
+}
+
+/// What a `terminal` state takes beyond the keys every state has.
+fn parse_terminal(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
+    let path = state.path;
+    let status = match state.get("status") {
+        None => TerminalStatus::Success,
+        Some(v) => match v.as_str() {
+            Some("success") => TerminalStatus::Success,
+            Some("failure") | Some("failed") => TerminalStatus::Failure,
+            _ => {
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &join(path, "status"),
+                    v.line,
+                    format!("terminal status {} is not known", v.describe()),
+                    "use success or failure",
+                );
+                TerminalStatus::Failure
+            }
+        },
+    };
+    Some(StateKind::Terminal(TerminalState {
+        status,
+        message: state.str_field(cx, "message"),
+    }))
 }
 
 /// A list of state names (`body: [a, b]`), not empty.
