@@ -22,9 +22,6 @@ pub trait PluginCatalog {
 /// All semantic checks; plugins are looked up in `plugins`.
 pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnostic> {
     let mut d = Vec::new();
-    let mut push = |code, path: String, line: usize, message: String, hint: String| {
-        d.push(Diagnostic::error(code, path, line, message, hint))
-    };
     let names: Vec<&str> = wf.states.iter().map(|s| s.name.as_str()).collect();
     let list = names.join(", ");
     if !wf.initial.is_empty()
@@ -32,6 +29,7 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
         && !wf.unparsed_states.contains(&wf.initial)
     {
         push(
+            &mut d,
             codes::MISSING_INITIAL,
             "states.initial".into(),
             wf.initial_line,
@@ -80,6 +78,7 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 };
                 if let Some(message) = problem {
                     push(
+                        &mut d,
                         codes::TEMPLATE,
                         format!("hooks.{key}[{i}]"),
                         0,
@@ -91,412 +90,54 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
         }
     }
     for s in &wf.states {
-        let path = join("states", &s.name);
-        // (path, text, line, whether the text is a shell command)
-        let mut texts: Vec<(String, String, usize, bool)> = Vec::new();
-        let mut targets: Vec<(&str, &Option<String>)> = Vec::new();
-        match &s.kind {
-            StateKind::Agent(a) => {
-                if a.resume_continue && !matches!(a.provider.as_str(), "claude" | "gemini" | "") {
-                    push(
-                        codes::UNSUPPORTED_PROVIDER,
-                        join(&path, "resume"),
-                        s.line_of("resume"),
-                        format!(
-                            "state {:?}: resume: continue works with providers claude and \
-                             gemini in this awf (their session is named before they start), not {}",
-                            s.name, a.provider
-                        ),
-                        "remove it (the state then starts afresh on awf resume)".into(),
-                    );
-                }
-                if let Some(c) = &a.conversation {
-                    if !matches!(
-                        a.provider.as_str(),
-                        "claude" | "codex" | "gemini" | "opencode" | ""
-                    ) {
-                        push(
-                            codes::UNSUPPORTED_PROVIDER,
-                            join(&path, "conversation"),
-                            s.line_of("conversation"),
-                            format!(
-                                "state {:?}: conversation (a session kept across states) works \
-                                 with the agent CLIs (claude, codex, gemini, opencode), not {}",
-                                s.name, a.provider
-                            ),
-                            "remove `conversation`, or use an agent CLI".into(),
-                        );
-                    }
-                    if let Some(from) = &c.continue_from {
-                        match wf.state(from).map(|x| &x.kind) {
-                            Some(StateKind::Agent(f)) if f.conversation.is_some() => {}
-                            Some(StateKind::Agent(_)) => push(
-                                codes::INVALID_VALUE,
-                                join(&path, "conversation.continue_from"),
-                                s.line_of("conversation"),
-                                format!(
-                                    "state {:?} continues the session of {from:?}, which keeps \
-                                     none",
-                                    s.name
-                                ),
-                                format!("add `conversation: {{}}` to state {from:?}"),
-                            ),
-                            _ => push(
-                                codes::UNKNOWN_STATE,
-                                join(&path, "conversation.continue_from"),
-                                s.line_of("conversation"),
-                                format!(
-                                    "state {:?} continues the session of {from:?}, which is no \
-                                     agent state",
-                                    s.name
-                                ),
-                                format!("name one of the states: {list}"),
-                            ),
-                        }
-                    }
-                }
-                targets.push(("on_success", &a.on_success));
-                targets.push(("on_failure", &a.on_failure));
-                let proxied = a.mcp_proxy.as_ref().is_some_and(|p| p.enable);
-                if !a.provider.is_empty() && !PROVIDER_NAMES.contains(&a.provider.as_str()) {
-                    let (code, msg) = if proxied {
-                        (
-                            codes::UNSUPPORTED_PROVIDER,
-                            format!(
-                                "provider {:?} of state {:?} cannot take the MCP proxy",
-                                a.provider, s.name
-                            ),
-                        )
-                    } else {
-                        (
-                            codes::UNKNOWN_PROVIDER,
-                            format!(
-                                "state {:?} uses the unknown provider {:?}",
-                                s.name, a.provider
-                            ),
-                        )
-                    };
-                    push(
-                        code,
-                        join(&path, "provider"),
-                        s.line_of("provider"),
-                        msg,
-                        format!("use one of: {}", PROVIDER_NAMES.join(", ")),
-                    );
-                }
-                match &a.prompt {
-                    Prompt::Inline(p) => {
-                        texts.push((join(&path, "prompt"), p.clone(), s.line_of("prompt"), false))
-                    }
-                    Prompt::File(f) => match std::fs::read_to_string(f) {
-                        Ok(t) => texts.push((
-                            join(&path, "prompt_file"),
-                            t,
-                            s.line_of("prompt_file"),
-                            false,
-                        )),
-                        Err(e) => push(
-                            codes::PROMPT_FILE,
-                            join(&path, "prompt_file"),
-                            s.line_of("prompt_file"),
-                            format!("cannot read the prompt file {}: {e}", f.display()),
-                            "prompt_file is relative to the workflow file's directory".into(),
-                        ),
-                    },
-                }
-                if let Some(p) = &a.mcp_proxy
-                    && p.enable
-                {
-                    d_extend_proxy(&mut push, p, plugins);
-                }
-            }
-            StateKind::Step(st) => {
-                targets.push(("on_success", &st.on_success));
-                targets.push(("on_failure", &st.on_failure));
-                if let Some(why) = shell_syntax_error(&st.command) {
-                    push(
-                        codes::INVALID_VALUE,
-                        join(&path, "command"),
-                        s.line_of("command"),
-                        format!(
-                            "the command of state {:?} is not valid shell: {why}",
-                            s.name
-                        ),
-                        "close the quote, bracket or `if`/`do` it opens (`sh -n -c '...'` shows \
-                         the same)"
-                            .into(),
-                    );
-                }
-                texts.push((
-                    join(&path, "command"),
-                    st.command.clone(),
-                    s.line_of("command"),
-                    true,
+        check_state(wf, s, &list, &units, plugins, &mut d);
+    }
+    check_graph(wf, &mut d);
+    check_package_runners(wf, &mut d);
+    // A state the parse refused is in the file: its own error is said, and a reference
+    // to it is no second error (each of these messages quotes the missing name).
+    d.retain(|x| {
+        x.code != codes::UNKNOWN_STATE
+            || !wf
+                .unparsed_states
+                .iter()
+                .any(|n| x.message.contains(&format!("{n:?}")))
+    });
+    d
+}
+
+/// A package runner (`npx`, `uvx`) whose network keeps it from its registry would wait
+/// for good: a warning per such server.
+fn check_package_runners(wf: &Workflow, d: &mut Vec<Diagnostic>) {
+    for s in &wf.states {
+        let StateKind::Agent(a) = &s.kind else {
+            continue;
+        };
+        let Some(p) = a.mcp_proxy.as_ref().filter(|p| p.enable) else {
+            continue;
+        };
+        for server in &p.servers {
+            if let Some(why) = crate::mcp_servers::runners::unreachable_registry(
+                &server.command,
+                server.sandbox.network.as_ref(),
+            ) {
+                d.push(Diagnostic::warning(
+                    codes::REGISTRY_UNREACHABLE,
+                    format!("{}.command", server.path),
+                    server.command_line,
+                    format!("server {:?} will not start: {why}", server.name),
+                    "allow the registry host in the server's sandbox network, add the \
+                     runner's offline flag, or install the package beforehand"
+                        .into(),
                 ));
-                if let Some(dir) = &st.dir {
-                    texts.push((join(&path, "dir"), dir.clone(), s.line_of("dir"), false));
-                }
-            }
-            StateKind::ForEach(f) => {
-                targets.push(("on_complete", &f.on_complete));
-                targets.push(("on_failure", &f.on_failure));
-                texts.push((
-                    join(&path, "items"),
-                    f.items.clone(),
-                    s.line_of("items"),
-                    false,
-                ));
-                check_units(wf, s, "body", &f.body, &mut push);
-            }
-            StateKind::Parallel(par) => {
-                targets.push(("on_success", &par.on_success));
-                targets.push(("on_failure", &par.on_failure));
-                check_units(wf, s, "parallel", &par.branches, &mut push);
-            }
-            StateKind::While(w) => {
-                targets.push(("on_complete", &w.on_complete));
-                targets.push(("on_failure", &w.on_failure));
-                if let crate::workflow::MaxIterations::Template(t) = &w.max_iterations {
-                    texts.push((
-                        join(&path, "max_iterations"),
-                        t.clone(),
-                        s.line_of("max_iterations"),
-                        false,
-                    ));
-                }
-                for (i, b) in w.body.iter().enumerate() {
-                    match wf.state(b) {
-                        None => push(
-                            codes::UNKNOWN_STATE,
-                            format!("{}[{i}]", join(&path, "body")),
-                            s.line_of("body"),
-                            format!("{b:?} in while state {:?} is not defined", s.name),
-                            format!("name one of the states: {list}"),
-                        ),
-                        Some(st) if matches!(st.kind, StateKind::Terminal(_)) => push(
-                            codes::INVALID_VALUE,
-                            format!("{}[{i}]", join(&path, "body")),
-                            s.line_of("body"),
-                            format!("{b:?} in while state {:?} is a terminal state", s.name),
-                            "a loop's body runs agent, step, loop and call states".into(),
-                        ),
-                        Some(_) => {}
-                    }
-                }
-            }
-            StateKind::Operation(o) => {
-                targets.push(("on_success", &o.on_success));
-                targets.push(("on_failure", &o.on_failure));
-                if !o.plugin.is_empty() {
-                    match plugins.operations(&o.plugin) {
-                        Ok(ops) if ops.iter().any(|x| x == &o.op) => {}
-                        Ok(ops) => push(
-                            codes::UNKNOWN_OPERATION,
-                            join(&path, "operation"),
-                            s.line_of("operation"),
-                            format!("plugin {} has no operation {:?}", o.plugin, o.op),
-                            format!("its operations: {}", ops.join(", ")),
-                        ),
-                        Err((code, message)) => push(
-                            code,
-                            join(&path, "operation"),
-                            s.line_of("operation"),
-                            message,
-                            "install the plugin (`awf plugins list` shows the installed ones)"
-                                .into(),
-                        ),
-                    }
-                }
-                let mut strings = Vec::new();
-                collect_strings(&o.inputs, &mut strings);
-                for text in strings {
-                    texts.push((join(&path, "inputs"), text, s.line_of("inputs"), false));
-                }
-            }
-            StateKind::CallWorkflow(c) => {
-                targets.push(("on_success", &c.on_success));
-                targets.push(("on_failure", &c.on_failure));
-                for (k, v) in &c.inputs {
-                    texts.push((
-                        join(&join(&path, "inputs"), k),
-                        v.clone(),
-                        s.line_of("inputs"),
-                        false,
-                    ));
-                }
-            }
-            StateKind::Terminal(t) => {
-                if let Some(m) = &t.message {
-                    texts.push((
-                        join(&path, "message"),
-                        m.clone(),
-                        s.line_of("message"),
-                        false,
-                    ));
-                }
-            }
-        }
-        for (i, t) in s.transitions.iter().enumerate() {
-            if wf.state(&t.goto).is_none() {
-                push(
-                    codes::UNKNOWN_STATE,
-                    format!("{}[{i}].goto", join(&path, "transitions")),
-                    t.line,
-                    format!(
-                        "a transition of state {:?} goes to {:?}, which is not defined",
-                        s.name, t.goto
-                    ),
-                    format!("name one of the states: {list}"),
-                );
-            }
-        }
-        for (which, actions) in [("pre", &s.hooks.pre), ("post", &s.hooks.post)] {
-            for (i, a) in actions.iter().enumerate() {
-                let (key, text, shell) = match a {
-                    crate::workflow::HookAction::Log(t) => ("log", t, false),
-                    crate::workflow::HookAction::Command(t) => ("command", t, true),
-                };
-                texts.push((
-                    format!("{}.{which}[{i}].{key}", join(&path, "hooks")),
-                    text.clone(),
-                    s.line_of("hooks"),
-                    shell,
-                ));
-            }
-        }
-        // A while may leave only through on_failure (or a body's transition out).
-        let while_with_exit = matches!(s.kind, StateKind::While(_)) && targets[1].1.is_some();
-        if !matches!(s.kind, StateKind::Terminal(_))
-            && !while_with_exit
-            && targets[0].1.is_none()
-            && !s.transitions.iter().any(|t| t.when.is_none())
-            && !units.contains(&s.name.as_str())
-        {
-            let key = targets[0].0;
-            push(
-                codes::MISSING_FIELD,
-                join(&path, key),
-                s.line,
-                format!(
-                    "state {:?} has no {key}: the run would not know where to go",
-                    s.name
-                ),
-                format!("add `{key}: <state>`; states: {list}"),
-            );
-        }
-        for (key, target) in targets {
-            if let Some(t) = target
-                && wf.state(t).is_none()
-            {
-                push(
-                    codes::UNKNOWN_STATE,
-                    join(&path, key),
-                    s.line_of(key),
-                    format!(
-                        "{key} of state {:?} goes to {t:?}, which is not defined",
-                        s.name
-                    ),
-                    format!("name one of the states: {list}"),
-                );
-            }
-        }
-        for (tpath, text, tline, shell) in texts {
-            for r in template::refs(&text) {
-                let problem = match &r {
-                    Ok(x) => match &x.reference {
-                        Ref::Input(n) if !wf.inputs.iter().any(|i| &i.name == n) => Some((
-                            codes::UNDECLARED_INPUT,
-                            format!("{{{{.inputs.{n}}}}} names no declared input"),
-                            format!(
-                                "declare it under inputs (declared: {})",
-                                if wf.inputs.is_empty() {
-                                    "none".to_string()
-                                } else {
-                                    wf.inputs
-                                        .iter()
-                                        .map(|i| i.name.as_str())
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                }
-                            ),
-                        )),
-                        Ref::State(st, _) if wf.state(st).is_none() => Some((
-                            codes::TEMPLATE,
-                            format!("{{{{.states.{st}...}}}} names no state"),
-                            format!("name one of the states: {list}"),
-                        )),
-                        Ref::Loop(f) if !template::LOOP_FIELDS.contains(&f.as_str()) => Some((
-                            codes::TEMPLATE,
-                            format!("{{{{.loop.{f}}}}}: a loop has no field {f:?}"),
-                            format!("use one of {}", template::LOOP_FIELDS.join(", ")),
-                        )),
-                        Ref::Workflow(f) if !template::WORKFLOW_FIELDS.contains(&f.as_str()) => {
-                            Some((
-                                codes::TEMPLATE,
-                                format!("{{{{.workflow.{f}}}}}: the workflow has no field {f:?}"),
-                                format!("use one of {}", template::WORKFLOW_FIELDS.join(", ")),
-                            ))
-                        }
-                        Ref::Context(f) if !template::CONTEXT_FIELDS.contains(&f.as_str()) => {
-                            Some((
-                                codes::TEMPLATE,
-                                format!("{{{{.context.{f}}}}}: the context has no field {f:?}"),
-                                format!("use one of {}", template::CONTEXT_FIELDS.join(", ")),
-                            ))
-                        }
-                        Ref::Error(f) if !template::ERROR_FIELDS.contains(&f.as_str()) => Some((
-                            codes::TEMPLATE,
-                            format!("{{{{.error.{f}}}}}: an error has no field {f:?}"),
-                            format!("use one of {}", template::ERROR_FIELDS.join(", ")),
-                        )),
-                        Ref::Error(_) => Some((
-                            codes::TEMPLATE,
-                            "{{.error.*}} is defined only in a workflow_error hook".to_string(),
-                            "move it into `hooks: {workflow_error: [...]}` at the top level"
-                                .to_string(),
-                        )),
-                        Ref::State(st, f) if !template::STATE_FIELDS.contains(&f.as_str()) => {
-                            Some((
-                                codes::TEMPLATE,
-                                format!("{{{{.states.{st}.{f}}}}}: a state has no field {f:?}"),
-                                format!("use one of {}", template::STATE_FIELDS.join(", ")),
-                            ))
-                        }
-                        _ => None,
-                    },
-                    Err(template::ExprError::NotAReference(e)) => Some((
-                        codes::TEMPLATE,
-                        format!("{{{{{e}}}}} is not a supported template expression"),
-                        "use {{.inputs.NAME}}, {{.states.STATE.Output}}, {{.loop.Item}}, \
-                         {{.env.NAME}}, {{.workflow.Name}} or {{.context.WorkingDir}}"
-                            .to_string(),
-                    )),
-                    Err(template::ExprError::UnknownFilter { expr, filter }) => Some((
-                        codes::TEMPLATE_FILTER,
-                        format!("{{{{{expr}}}}} uses the unknown filter {filter:?}"),
-                        "the only filter is raw ({{.inputs.NAME | raw}} pastes the value into a \
-                         step command as shell text, unquoted); remove the filter"
-                            .to_string(),
-                    )),
-                };
-                if let Some((code, msg, hint)) = problem {
-                    push(code, tpath.clone(), tline, msg, hint);
-                }
-            }
-            if shell {
-                for p in template::command_problems(&text) {
-                    push(
-                        codes::TEMPLATE_PLACE,
-                        tpath.clone(),
-                        tline,
-                        p.message(),
-                        p.hint(),
-                    );
-                }
             }
         }
     }
-    // Only over a sound graph: a missing transition is already an error.
+}
+
+/// The graph as a whole, over a sound one only (a missing transition is already an
+/// error).
+fn check_graph(wf: &Workflow, d: &mut Vec<Diagnostic>) {
     let graph_errors = d
         .iter()
         .any(|x| x.code == codes::UNKNOWN_STATE || x.code == codes::MISSING_FIELD);
@@ -552,41 +193,498 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                 .into(),
         });
     }
-    // A package runner its network keeps from its registry would wait for good.
-    for s in &wf.states {
-        let StateKind::Agent(a) = &s.kind else {
-            continue;
-        };
-        let Some(p) = a.mcp_proxy.as_ref().filter(|p| p.enable) else {
-            continue;
-        };
-        for server in &p.servers {
-            if let Some(why) = crate::mcp_servers::runners::unreachable_registry(
-                &server.command,
-                server.sandbox.network.as_ref(),
-            ) {
-                d.push(Diagnostic::warning(
-                    codes::REGISTRY_UNREACHABLE,
-                    format!("{}.command", server.path),
-                    server.command_line,
-                    format!("server {:?} will not start: {why}", server.name),
-                    "allow the registry host in the server's sandbox network, add the \
-                     runner's offline flag, or install the package beforehand"
+}
+
+/// One state's checks: what its type takes (provider, prompt, command, loop, operation,
+/// call), its transitions and hooks, a way out, and the templates and shell commands it
+/// holds.
+fn check_state(
+    wf: &Workflow,
+    s: &State,
+    list: &str,
+    units: &[&str],
+    plugins: &mut dyn PluginCatalog,
+    d: &mut Vec<Diagnostic>,
+) {
+    let path = join("states", &s.name);
+    let mut held = Held::default();
+    check_kind(wf, s, &path, list, plugins, d, &mut held);
+    let Held { mut texts, targets } = held;
+    for (i, t) in s.transitions.iter().enumerate() {
+        if wf.state(&t.goto).is_none() {
+            push(
+                d,
+                codes::UNKNOWN_STATE,
+                format!("{}[{i}].goto", join(&path, "transitions")),
+                t.line,
+                format!(
+                    "a transition of state {:?} goes to {:?}, which is not defined",
+                    s.name, t.goto
+                ),
+                format!("name one of the states: {list}"),
+            );
+        }
+    }
+    for (which, actions) in [("pre", &s.hooks.pre), ("post", &s.hooks.post)] {
+        for (i, a) in actions.iter().enumerate() {
+            let (key, text, shell) = match a {
+                crate::workflow::HookAction::Log(t) => ("log", t, false),
+                crate::workflow::HookAction::Command(t) => ("command", t, true),
+            };
+            texts.push((
+                format!("{}.{which}[{i}].{key}", join(&path, "hooks")),
+                text.clone(),
+                s.line_of("hooks"),
+                shell,
+            ));
+        }
+    }
+    // A while may leave only through on_failure (or a body's transition out).
+    let while_with_exit = matches!(s.kind, StateKind::While(_)) && targets[1].1.is_some();
+    if !matches!(s.kind, StateKind::Terminal(_))
+        && !while_with_exit
+        && targets[0].1.is_none()
+        && !s.transitions.iter().any(|t| t.when.is_none())
+        && !units.contains(&s.name.as_str())
+    {
+        let key = targets[0].0;
+        push(
+            d,
+            codes::MISSING_FIELD,
+            join(&path, key),
+            s.line,
+            format!(
+                "state {:?} has no {key}: the run would not know where to go",
+                s.name
+            ),
+            format!("add `{key}: <state>`; states: {list}"),
+        );
+    }
+    for (key, target) in targets {
+        if let Some(t) = target
+            && wf.state(t).is_none()
+        {
+            push(
+                d,
+                codes::UNKNOWN_STATE,
+                join(&path, key),
+                s.line_of(key),
+                format!(
+                    "{key} of state {:?} goes to {t:?}, which is not defined",
+                    s.name
+                ),
+                format!("name one of the states: {list}"),
+            );
+        }
+    }
+    check_texts(wf, list, texts, d);
+}
+
+/// The templates a state holds (prompts, commands, paths, inputs): each reference must
+/// name what exists where the state runs, and a shell command must parse (`sh -n`).
+fn check_texts(
+    wf: &Workflow,
+    list: &str,
+    texts: Vec<(String, String, usize, bool)>,
+    d: &mut Vec<Diagnostic>,
+) {
+    for (tpath, text, tline, shell) in texts {
+        for r in template::refs(&text) {
+            let problem = match &r {
+                Ok(x) => match &x.reference {
+                    Ref::Input(n) if !wf.inputs.iter().any(|i| &i.name == n) => Some((
+                        codes::UNDECLARED_INPUT,
+                        format!("{{{{.inputs.{n}}}}} names no declared input"),
+                        format!(
+                            "declare it under inputs (declared: {})",
+                            if wf.inputs.is_empty() {
+                                "none".to_string()
+                            } else {
+                                wf.inputs
+                                    .iter()
+                                    .map(|i| i.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            }
+                        ),
+                    )),
+                    Ref::State(st, _) if wf.state(st).is_none() => Some((
+                        codes::TEMPLATE,
+                        format!("{{{{.states.{st}...}}}} names no state"),
+                        format!("name one of the states: {list}"),
+                    )),
+                    Ref::Loop(f) if !template::LOOP_FIELDS.contains(&f.as_str()) => Some((
+                        codes::TEMPLATE,
+                        format!("{{{{.loop.{f}}}}}: a loop has no field {f:?}"),
+                        format!("use one of {}", template::LOOP_FIELDS.join(", ")),
+                    )),
+                    Ref::Workflow(f) if !template::WORKFLOW_FIELDS.contains(&f.as_str()) => Some((
+                        codes::TEMPLATE,
+                        format!("{{{{.workflow.{f}}}}}: the workflow has no field {f:?}"),
+                        format!("use one of {}", template::WORKFLOW_FIELDS.join(", ")),
+                    )),
+                    Ref::Context(f) if !template::CONTEXT_FIELDS.contains(&f.as_str()) => Some((
+                        codes::TEMPLATE,
+                        format!("{{{{.context.{f}}}}}: the context has no field {f:?}"),
+                        format!("use one of {}", template::CONTEXT_FIELDS.join(", ")),
+                    )),
+                    Ref::Error(f) if !template::ERROR_FIELDS.contains(&f.as_str()) => Some((
+                        codes::TEMPLATE,
+                        format!("{{{{.error.{f}}}}}: an error has no field {f:?}"),
+                        format!("use one of {}", template::ERROR_FIELDS.join(", ")),
+                    )),
+                    Ref::Error(_) => Some((
+                        codes::TEMPLATE,
+                        "{{.error.*}} is defined only in a workflow_error hook".to_string(),
+                        "move it into `hooks: {workflow_error: [...]}` at the top level"
+                            .to_string(),
+                    )),
+                    Ref::State(st, f) if !template::STATE_FIELDS.contains(&f.as_str()) => Some((
+                        codes::TEMPLATE,
+                        format!("{{{{.states.{st}.{f}}}}}: a state has no field {f:?}"),
+                        format!("use one of {}", template::STATE_FIELDS.join(", ")),
+                    )),
+                    _ => None,
+                },
+                Err(template::ExprError::NotAReference(e)) => Some((
+                    codes::TEMPLATE,
+                    format!("{{{{{e}}}}} is not a supported template expression"),
+                    "use {{.inputs.NAME}}, {{.states.STATE.Output}}, {{.loop.Item}}, \
+                     {{.env.NAME}}, {{.workflow.Name}} or {{.context.WorkingDir}}"
+                        .to_string(),
+                )),
+                Err(template::ExprError::UnknownFilter { expr, filter }) => Some((
+                    codes::TEMPLATE_FILTER,
+                    format!("{{{{{expr}}}}} uses the unknown filter {filter:?}"),
+                    "the only filter is raw ({{.inputs.NAME | raw}} pastes the value into a \
+                     step command as shell text, unquoted); remove the filter"
+                        .to_string(),
+                )),
+            };
+            if let Some((code, msg, hint)) = problem {
+                push(d, code, tpath.clone(), tline, msg, hint);
+            }
+        }
+        if shell {
+            for p in template::command_problems(&text) {
+                push(
+                    d,
+                    codes::TEMPLATE_PLACE,
+                    tpath.clone(),
+                    tline,
+                    p.message(),
+                    p.hint(),
+                );
+            }
+        }
+    }
+}
+
+/// What a state's type holds that the state's checks read: the texts to check as templates
+/// (path, text, line, whether it is a shell command) and the transitions it names.
+#[derive(Default)]
+struct Held<'s> {
+    texts: Vec<(String, String, usize, bool)>,
+    targets: Vec<(&'s str, &'s Option<String>)>,
+}
+
+/// The checks of what a state's type takes; what it holds goes to `held`.
+fn check_kind<'s>(
+    wf: &Workflow,
+    s: &'s State,
+    path: &str,
+    list: &str,
+    plugins: &mut dyn PluginCatalog,
+    d: &mut Vec<Diagnostic>,
+    held: &mut Held<'s>,
+) {
+    match &s.kind {
+        StateKind::Agent(a) => check_agent(wf, s, a, path, plugins, d, held),
+        StateKind::Step(st) => {
+            held.targets.push(("on_success", &st.on_success));
+            held.targets.push(("on_failure", &st.on_failure));
+            if let Some(why) = shell_syntax_error(&st.command) {
+                push(
+                    d,
+                    codes::INVALID_VALUE,
+                    join(path, "command"),
+                    s.line_of("command"),
+                    format!(
+                        "the command of state {:?} is not valid shell: {why}",
+                        s.name
+                    ),
+                    "close the quote, bracket or `if`/`do` it opens (`sh -n -c '...'` shows \
+                     the same)"
                         .into(),
+                );
+            }
+            held.texts.push((
+                join(path, "command"),
+                st.command.clone(),
+                s.line_of("command"),
+                true,
+            ));
+            if let Some(dir) = &st.dir {
+                held.texts
+                    .push((join(path, "dir"), dir.clone(), s.line_of("dir"), false));
+            }
+        }
+        StateKind::ForEach(f) => {
+            held.targets.push(("on_complete", &f.on_complete));
+            held.targets.push(("on_failure", &f.on_failure));
+            held.texts.push((
+                join(path, "items"),
+                f.items.clone(),
+                s.line_of("items"),
+                false,
+            ));
+            check_units(wf, s, "body", &f.body, &mut |c, p, l, m, h| {
+                push(d, c, p, l, m, h)
+            });
+        }
+        StateKind::Parallel(par) => {
+            held.targets.push(("on_success", &par.on_success));
+            held.targets.push(("on_failure", &par.on_failure));
+            check_units(wf, s, "parallel", &par.branches, &mut |c, p, l, m, h| {
+                push(d, c, p, l, m, h)
+            });
+        }
+        StateKind::While(w) => {
+            held.targets.push(("on_complete", &w.on_complete));
+            held.targets.push(("on_failure", &w.on_failure));
+            if let crate::workflow::MaxIterations::Template(t) = &w.max_iterations {
+                held.texts.push((
+                    join(path, "max_iterations"),
+                    t.clone(),
+                    s.line_of("max_iterations"),
+                    false,
+                ));
+            }
+            for (i, b) in w.body.iter().enumerate() {
+                match wf.state(b) {
+                    None => push(
+                        d,
+                        codes::UNKNOWN_STATE,
+                        format!("{}[{i}]", join(path, "body")),
+                        s.line_of("body"),
+                        format!("{b:?} in while state {:?} is not defined", s.name),
+                        format!("name one of the states: {list}"),
+                    ),
+                    Some(st) if matches!(st.kind, StateKind::Terminal(_)) => push(
+                        d,
+                        codes::INVALID_VALUE,
+                        format!("{}[{i}]", join(path, "body")),
+                        s.line_of("body"),
+                        format!("{b:?} in while state {:?} is a terminal state", s.name),
+                        "a loop's body runs agent, step, loop and call states".into(),
+                    ),
+                    Some(_) => {}
+                }
+            }
+        }
+        StateKind::Operation(o) => {
+            held.targets.push(("on_success", &o.on_success));
+            held.targets.push(("on_failure", &o.on_failure));
+            if !o.plugin.is_empty() {
+                match plugins.operations(&o.plugin) {
+                    Ok(ops) if ops.iter().any(|x| x == &o.op) => {}
+                    Ok(ops) => push(
+                        d,
+                        codes::UNKNOWN_OPERATION,
+                        join(path, "operation"),
+                        s.line_of("operation"),
+                        format!("plugin {} has no operation {:?}", o.plugin, o.op),
+                        format!("its operations: {}", ops.join(", ")),
+                    ),
+                    Err((code, message)) => push(
+                        d,
+                        code,
+                        join(path, "operation"),
+                        s.line_of("operation"),
+                        message,
+                        "install the plugin (`awf plugins list` shows the installed ones)".into(),
+                    ),
+                }
+            }
+            let mut strings = Vec::new();
+            collect_strings(&o.inputs, &mut strings);
+            for text in strings {
+                held.texts
+                    .push((join(path, "inputs"), text, s.line_of("inputs"), false));
+            }
+        }
+        StateKind::CallWorkflow(c) => {
+            held.targets.push(("on_success", &c.on_success));
+            held.targets.push(("on_failure", &c.on_failure));
+            for (k, v) in &c.inputs {
+                held.texts.push((
+                    join(&join(path, "inputs"), k),
+                    v.clone(),
+                    s.line_of("inputs"),
+                    false,
+                ));
+            }
+        }
+        StateKind::Terminal(t) => {
+            if let Some(m) = &t.message {
+                held.texts.push((
+                    join(path, "message"),
+                    m.clone(),
+                    s.line_of("message"),
+                    false,
                 ));
             }
         }
     }
-    // A state the parse refused is in the file: its own error is said, and a reference
-    // to it is no second error (each of these messages quotes the missing name).
-    d.retain(|x| {
-        x.code != codes::UNKNOWN_STATE
-            || !wf
-                .unparsed_states
-                .iter()
-                .any(|n| x.message.contains(&format!("{n:?}")))
-    });
-    d
+}
+
+/// An agent state's checks: its provider and its options, its conversation, its prompt,
+/// its `mcp_proxy`.
+fn check_agent<'s>(
+    wf: &Workflow,
+    s: &'s State,
+    a: &'s AgentState,
+    path: &str,
+    plugins: &mut dyn PluginCatalog,
+    d: &mut Vec<Diagnostic>,
+    held: &mut Held<'s>,
+) {
+    if a.resume_continue && !matches!(a.provider.as_str(), "claude" | "gemini" | "") {
+        push(
+            d,
+            codes::UNSUPPORTED_PROVIDER,
+            join(path, "resume"),
+            s.line_of("resume"),
+            format!(
+                "state {:?}: resume: continue works with providers claude and \
+                 gemini in this awf (their session is named before they start), not {}",
+                s.name, a.provider
+            ),
+            "remove it (the state then starts afresh on awf resume)".into(),
+        );
+    }
+    if let Some(c) = &a.conversation {
+        if !matches!(
+            a.provider.as_str(),
+            "claude" | "codex" | "gemini" | "opencode" | ""
+        ) {
+            push(
+                d,
+                codes::UNSUPPORTED_PROVIDER,
+                join(path, "conversation"),
+                s.line_of("conversation"),
+                format!(
+                    "state {:?}: conversation (a session kept across states) works \
+                     with the agent CLIs (claude, codex, gemini, opencode), not {}",
+                    s.name, a.provider
+                ),
+                "remove `conversation`, or use an agent CLI".into(),
+            );
+        }
+        if let Some(from) = &c.continue_from {
+            match wf.state(from).map(|x| &x.kind) {
+                Some(StateKind::Agent(f)) if f.conversation.is_some() => {}
+                Some(StateKind::Agent(_)) => push(
+                    d,
+                    codes::INVALID_VALUE,
+                    join(path, "conversation.continue_from"),
+                    s.line_of("conversation"),
+                    format!(
+                        "state {:?} continues the session of {from:?}, which keeps \
+                         none",
+                        s.name
+                    ),
+                    format!("add `conversation: {{}}` to state {from:?}"),
+                ),
+                _ => push(
+                    d,
+                    codes::UNKNOWN_STATE,
+                    join(path, "conversation.continue_from"),
+                    s.line_of("conversation"),
+                    format!(
+                        "state {:?} continues the session of {from:?}, which is no \
+                         agent state",
+                        s.name
+                    ),
+                    format!("name one of the states: {}", state_names(wf)),
+                ),
+            }
+        }
+    }
+    held.targets.push(("on_success", &a.on_success));
+    held.targets.push(("on_failure", &a.on_failure));
+    let proxied = a.mcp_proxy.as_ref().is_some_and(|p| p.enable);
+    if !a.provider.is_empty() && !PROVIDER_NAMES.contains(&a.provider.as_str()) {
+        let (code, msg) = if proxied {
+            (
+                codes::UNSUPPORTED_PROVIDER,
+                format!(
+                    "provider {:?} of state {:?} cannot take the MCP proxy",
+                    a.provider, s.name
+                ),
+            )
+        } else {
+            (
+                codes::UNKNOWN_PROVIDER,
+                format!(
+                    "state {:?} uses the unknown provider {:?}",
+                    s.name, a.provider
+                ),
+            )
+        };
+        push(
+            d,
+            code,
+            join(path, "provider"),
+            s.line_of("provider"),
+            msg,
+            format!("use one of: {}", PROVIDER_NAMES.join(", ")),
+        );
+    }
+    match &a.prompt {
+        Prompt::Inline(p) => {
+            held.texts
+                .push((join(path, "prompt"), p.clone(), s.line_of("prompt"), false))
+        }
+        Prompt::File(f) => match std::fs::read_to_string(f) {
+            Ok(t) => held.texts.push((
+                join(path, "prompt_file"),
+                t,
+                s.line_of("prompt_file"),
+                false,
+            )),
+            Err(e) => push(
+                d,
+                codes::PROMPT_FILE,
+                join(path, "prompt_file"),
+                s.line_of("prompt_file"),
+                format!("cannot read the prompt file {}: {e}", f.display()),
+                "prompt_file is relative to the workflow file's directory".into(),
+            ),
+        },
+    }
+    if let Some(p) = &a.mcp_proxy
+        && p.enable
+    {
+        d_extend_proxy(&mut |c, p, l, m, h| push(d, c, p, l, m, h), p, plugins);
+    }
+}
+
+/// The workflow's state names, for a hint.
+fn state_names(wf: &Workflow) -> String {
+    let names: Vec<&str> = wf.states.iter().map(|s| s.name.as_str()).collect();
+    names.join(", ")
+}
+
+fn push(
+    d: &mut Vec<Diagnostic>,
+    code: &'static str,
+    path: String,
+    line: usize,
+    message: String,
+    hint: String,
+) {
+    d.push(Diagnostic::error(code, path, line, message, hint))
 }
 
 /// The proxy rules of one enabled `mcp_proxy` block alone: what the per-step proxy checks
