@@ -4,7 +4,7 @@
 //! layers are probed as `awf run` probes them. `awf sandbox apparmor-profile`: the AppArmor
 //! profile that lets the installed awf make user namespaces where Ubuntu restricts them.
 
-use crate::confine::{bounds, landlock, machine::Machine, namespaces};
+use crate::confine::{Support, bounds, landlock, machine::Machine, namespaces};
 use crate::error::AwfError;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -51,6 +51,27 @@ fn layers() -> (Machine, Option<i64>, Vec<Layer>) {
     let mut out = Vec::new();
 
     let (ns_degraded, ns_why, ns_fix) = m.why_no_userns(&error("mounts"));
+    let cgroup = bounds::Mechanism::detect();
+    let by_cgroup = matches!(cgroup, bounds::Mechanism::Cgroup(_));
+    let ns = (ns_degraded, ns_why, ns_fix);
+    namespace_layers(&m, &support, &error, by_cgroup, &ns, &mut out);
+    let net_abi = abi.as_ref().is_ok_and(|v| *v >= landlock::NET_ABI);
+    network_layer(&support, &error, net_abi, &ns.2, &mut out);
+    landlock_layers(&abi, net_abi, &mut out);
+    bounds_layers(cgroup, &mut out);
+    (m, abi.ok(), out)
+}
+
+/// The user and mount namespaces, the PID namespace and its process cap.
+fn namespace_layers(
+    m: &Machine,
+    support: &Support,
+    error: &dyn Fn(&str) -> String,
+    by_cgroup: bool,
+    ns: &(bool, String, String),
+    out: &mut Vec<Layer>,
+) {
+    let (ns_degraded, ns_why, ns_fix) = (ns.0, &ns.1, &ns.2);
     out.push(if support.mounts {
         Layer {
             name: "user and mount namespaces",
@@ -78,8 +99,6 @@ fn layers() -> (Machine, Option<i64>, Vec<Layer>) {
             fix: Some(ns_fix.clone()),
         }
     });
-    let cgroup = bounds::Mechanism::detect();
-    let by_cgroup = matches!(cgroup, bounds::Mechanism::Cgroup(_));
     out.push(if support.pids {
         Layer {
             name: "PID namespace",
@@ -146,7 +165,16 @@ fn layers() -> (Machine, Option<i64>, Vec<Layer>) {
             ),
         }
     });
-    let net_abi = abi.as_ref().is_ok_and(|v| *v >= landlock::NET_ABI);
+}
+
+/// The network namespace (`network: deny` and host lists).
+fn network_layer(
+    support: &Support,
+    error: &dyn Fn(&str) -> String,
+    net_abi: bool,
+    ns_fix: &str,
+    out: &mut Vec<Layer>,
+) {
     out.push(if support.mounts && support.net {
         Layer {
             name: "network namespace",
@@ -179,10 +207,14 @@ fn layers() -> (Machine, Option<i64>, Vec<Layer>) {
             fix: Some(if support.mounts {
                 "a kernel with network namespaces (CONFIG_NET_NS)".into()
             } else {
-                ns_fix.clone()
+                ns_fix.to_string()
             }),
         }
     });
+}
+
+/// Landlock: writes and reads, TCP, its scopes.
+fn landlock_layers(abi: &Result<i64, String>, net_abi: bool, out: &mut Vec<Layer>) {
     let landlock_fix = "Linux 5.13+ with landlock in the lsm= boot parameter (e.g. \
                         lsm=landlock,lockdown,yama,integrity,apparmor,bpf)";
     out.push(match &abi {
@@ -250,6 +282,10 @@ fn layers() -> (Machine, Option<i64>, Vec<Layer>) {
             fix: Some("a Linux 6.12+ kernel".into()),
         }
     });
+}
+
+/// The seccomp filter and the bounds of a call (cgroup or rlimits).
+fn bounds_layers(cgroup: &bounds::Mechanism, out: &mut Vec<Layer>) {
     let seccomp = std::fs::read_to_string("/proc/self/status")
         .is_ok_and(|s| s.lines().any(|l| l.starts_with("Seccomp:")));
     out.push(Layer {
@@ -293,7 +329,6 @@ fn layers() -> (Machine, Option<i64>, Vec<Layer>) {
             fix: Some("systemd-run --user --scope -p Delegate=yes awf run ...".into()),
         },
     });
-    (m, abi.ok(), out)
 }
 
 /// `awf sandbox check`.
