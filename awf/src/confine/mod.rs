@@ -1,7 +1,8 @@
 //! Confinement of the agent's shell: what Bash may write, read, see and reach. The policy
-//! comes from the step's `mcp_proxy.sandbox`; this module resolves it once per session
-//! ([`Confinement::new`], which probes the kernel) and prepares each call's [`Jail`]
-//! ([`Confinement::jail`]), which the command enters between fork and exec:
+//! comes from the step's `mcp_proxy.sandbox` ([`Policy`], in `policy.rs`); this module
+//! resolves it once per session ([`Confinement::new`], which probes the kernel) and
+//! prepares each call's [`Jail`] ([`Confinement::jail`]), which the command enters between
+//! fork and exec; `describe.rs` says it in words:
 //!
 //! - writes: Landlock, beneath the root, the private temp directory ([`PrivateTmp`],
 //!   Bash's TMPDIR), `/dev/null` and the `writable:` paths; every other mount read-only in
@@ -26,12 +27,14 @@
 pub mod bounds;
 pub mod cgroup;
 pub mod child;
+mod describe;
 pub mod egress;
 mod fd_pass;
 pub mod landlock;
 pub mod machine;
 pub mod namespaces;
 mod network_ns;
+mod policy;
 pub mod readable;
 pub mod seccomp;
 pub mod secrets;
@@ -42,230 +45,15 @@ mod tmp;
 pub mod unix_grants;
 
 pub use namespaces::{Jail, NetJail, Support};
+use policy::covers;
+pub use policy::{
+    DEFAULT_PROCESSES, Guarantee, MAX_PROCESSES, MIN_PROCESSES, Network, Policy, ReadMode,
+};
 pub use tmp::PrivateTmp;
 
 use crate::private_files::real_path;
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Processes and threads one Bash call may have alive at once, unless `processes:` says
-/// otherwise: room for a parallel build (the kernel counts every thread), not for a fork
-/// bomb.
-pub const DEFAULT_PROCESSES: u32 = 1024;
-/// The least `processes:` (the kernel's least `pid_max` is 301).
-pub const MIN_PROCESSES: u32 = 300;
-/// The most `processes:` (the kernel's `PID_MAX_LIMIT` less one).
-pub const MAX_PROCESSES: u32 = 4 * 1024 * 1024 - 1;
-
-/// Bash's network.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Network {
-    Allow,
-    /// Nothing leaves the call: a network namespace with loopback only (UDP and DNS
-    /// included), else Landlock's TCP rights (connect and bind; UDP is not covered).
-    Deny,
-    /// Only these hosts (`network: {allow: [...]}`, as written), through awf's egress
-    /// proxy, the only way out of a network namespace with loopback only.
-    Hosts(Vec<String>),
-}
-
-impl Network {
-    /// The form the config file takes: `"allow"`, `"deny"`, `{"allow": [hosts]}`.
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            Network::Allow => "allow".into(),
-            Network::Deny => "deny".into(),
-            Network::Hosts(h) => serde_json::json!({ "allow": h }),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Network {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Network, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Wire {
-            Word(String),
-            Hosts { allow: Vec<String> },
-        }
-        match Wire::deserialize(d)? {
-            Wire::Word(w) if w == "allow" => Ok(Network::Allow),
-            Wire::Word(w) if w == "deny" => Ok(Network::Deny),
-            Wire::Word(w) => Err(serde::de::Error::custom(format!(
-                "network must be \"allow\", \"deny\" or {{\"allow\": [hosts]}}, found {w:?}"
-            ))),
-            Wire::Hosts { allow } => Ok(Network::Hosts(allow)),
-        }
-    }
-}
-
-/// A guarantee a step may require (`sandbox.require`): the step refuses to run where the
-/// machine cannot give it in full, rather than run with less.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Guarantee {
-    /// Reads confined by Landlock and secret locations covered by mounts (a mount namespace).
-    Reads,
-    /// Processes apart (a PID namespace) and capped (its pid_max, or a cgroup's pids.max).
-    Processes,
-    /// `network: deny` or a host list enforced by a network namespace of the call's own.
-    Network,
-}
-
-impl Guarantee {
-    pub const ALL: [Guarantee; 3] = [Guarantee::Reads, Guarantee::Processes, Guarantee::Network];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Guarantee::Reads => "reads",
-            Guarantee::Processes => "processes",
-            Guarantee::Network => "network",
-        }
-    }
-}
-
-/// What Bash may read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReadMode {
-    /// The workspace, its temp and writable paths, the system, the toolchains on PATH,
-    /// git's configuration and the `readable:` paths; nothing else (Landlock).
-    Confined,
-    /// What the user can, but the secret locations and the `hidden:` paths.
-    Host,
-}
-
-impl ReadMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            ReadMode::Confined => "confined",
-            ReadMode::Host => "host",
-        }
-    }
-}
-
-/// A step's sandbox as the config states it.
-#[derive(Debug, Clone, Default)]
-pub struct Policy {
-    /// Confine with Landlock at all (`landlock: false` turns writes, reads and network
-    /// confinement off; secret locations stay hidden).
-    pub landlock: bool,
-    /// None: confined where Landlock is on, host where it is switched off.
-    pub read: Option<ReadMode>,
-    pub network: Option<Network>,
-    pub writable: Vec<PathBuf>,
-    pub readable: Vec<PathBuf>,
-    /// Covered besides the built-in secret locations (`hidden:`, awf's own directories).
-    pub hidden: Vec<PathBuf>,
-    /// The host's unix sockets Bash may connect to (`unix_sockets:`); none by default.
-    pub unix_sockets: Vec<PathBuf>,
-    /// Processes and threads one call may have alive at once (`processes:`); None:
-    /// [`DEFAULT_PROCESSES`].
-    pub processes: Option<u32>,
-    /// What the kernel allows, when it was probed already (by `awf run`); None: probed
-    /// here.
-    pub support: Option<Support>,
-    /// The root is readable, not writable (a third-party server's jail; Bash's root is
-    /// writable).
-    pub root_read_only: bool,
-    /// The child serves a unix socket of its own (a plugin's gRPC socket): its unix
-    /// sockets are supervised (its own `bind`/`listen` work; every `connect` goes through
-    /// awf, to the grants only) rather than refused.
-    pub serves_unix_socket: bool,
-    /// Bash's per-call bounds (memory, CPU, files, TMPDIR); None: a long-lived child (a
-    /// server, a plugin), which gets none.
-    pub bounds: Option<bounds::Bounds>,
-    /// The guarantees the step refuses to run without (`require:`).
-    pub require: Vec<Guarantee>,
-}
-
-impl Policy {
-    /// The read mode in force: the one stated, else confined where Landlock is on.
-    pub fn read_mode(&self) -> Result<ReadMode, String> {
-        match (self.read, self.landlock) {
-            (Some(ReadMode::Confined), false) => Err("read: confined needs Landlock, but \
-                 landlock is false; remove `landlock: false`, or write `read: host`"
-                .into()),
-            (Some(r), _) => Ok(r),
-            (None, true) => Ok(ReadMode::Confined),
-            (None, false) => Ok(ReadMode::Host),
-        }
-    }
-
-    /// Under `read: confined`, every root Bash may read besides its writable paths: the
-    /// system, the toolchains, /proc (in a PID namespace, the call's own) and `readable:`.
-    fn read_roots(
-        &self,
-        read: ReadMode,
-        path: Option<&str>,
-        home: Option<&Path>,
-        var: &dyn Fn(&str) -> Option<String>,
-    ) -> Vec<PathBuf> {
-        if read == ReadMode::Host {
-            return Vec::new();
-        }
-        let mut roots = readable::roots(path, home, var);
-        roots.push(PathBuf::from("/proc"));
-        roots.extend(self.readable.iter().cloned());
-        roots.iter().map(|p| real_path(p)).collect()
-    }
-
-    /// The policy as it would be resolved for a Bash whose PATH and HOME are `path` and
-    /// `home` (`var`: awf's environment), without probing the kernel: for `awf validate
-    /// --format json`. The workspace, its temp dir and /dev/null come on top of `writable`.
-    pub fn stated(
-        &self,
-        path: Option<&str>,
-        home: Option<&Path>,
-        var: &dyn Fn(&str) -> Option<String>,
-    ) -> serde_json::Value {
-        let read = self.read_mode().unwrap_or(ReadMode::Host);
-        let readable = self.read_roots(read, path, home, var);
-        let writable: Vec<PathBuf> = self.writable.iter().map(|p| real_path(p)).collect();
-        let hidden = covers(
-            secrets::present(&readable::homes(home), &self.hidden),
-            read,
-            &readable,
-            &writable,
-        );
-        serde_json::json!({
-            "landlock": self.landlock,
-            "read": read.name(),
-            "readable": readable,
-            "writable": self.writable,
-            "hidden": hidden,
-            "network": self.network.clone().unwrap_or(Network::Deny).to_json(),
-            "processes": self.processes.unwrap_or(DEFAULT_PROCESSES),
-            "bounds": self.bounds.map(|b| serde_json::json!({
-                "memory": b.memory(),
-                "cpu_seconds": b.cpu_seconds,
-                "tmp_size": b.tmp_size(),
-                "file_size": b.file_size,
-                "open_files": b.open_files,
-            })),
-            "require": self.require,
-        })
-    }
-}
-
-/// Which of the `present` secret locations get a cover: not one beneath another cover
-/// (there it no longer exists), never one over a writable path (a secret name holding the
-/// workspace), and under `read: confined` only those a read could reach.
-fn covers(
-    mut present: Vec<PathBuf>,
-    read: ReadMode,
-    readable: &[PathBuf],
-    writable: &[PathBuf],
-) -> Vec<PathBuf> {
-    let outer = present.clone();
-    present.retain(|p| {
-        !outer.iter().any(|q| q != p && p.starts_with(q))
-            && !writable.iter().any(|w| w.starts_with(p))
-            && (read == ReadMode::Host || readable.iter().chain(writable).any(|r| p.starts_with(r)))
-    });
-    present
-}
 
 /// The directories to pin for `covers`: those strictly between a writable root and a
 /// cover beneath it, outermost first (a rename there would move the cover's target away
@@ -689,51 +477,6 @@ impl Confinement {
         self.bounds.unwrap_or_default()
     }
 
-    /// The bounds in words, for the description.
-    fn describe_bounds(&self) -> Option<String> {
-        let b = self.bounds?;
-        let memory = match self.cgroups {
-            Some(_) => format!(
-                "at most {} of memory over all its processes (a cgroup: past it the call is \
-                 killed)",
-                bounds::show_size(b.memory())
-            ),
-            None => format!(
-                "at most {} of address space per process (RLIMIT_AS: an allocation past it \
-                 fails)",
-                bounds::show_size(b.memory())
-            ),
-        };
-        let cpu = match b.cpu_seconds {
-            Some(n) => format!("{n} CPU seconds per process"),
-            None => "CPU seconds per process up to its timeout times the cores".into(),
-        };
-        let mut out = format!("each call has {memory}, {cpu}");
-        if self.session.is_some() {
-            out.push_str(&format!(
-                ", a TMPDIR of at most {} (No space left on device past it; kept for the \
-                 session's next calls)",
-                bounds::show_size(b.tmp_size())
-            ));
-        }
-        if let Some(f) = b.file_size {
-            out.push_str(&format!(
-                ", files of at most {} (a longer write fails with EFBIG)",
-                bounds::show_size(f)
-            ));
-        }
-        if let Some(n) = b.open_files {
-            out.push_str(&format!(", {n} open files per process"));
-        }
-        if self.cgroups.is_some() && !(self.support.pids && self.support.pid_max) {
-            out.push_str(&format!(
-                ", at most {} processes and threads at once (the cgroup's pids.max)",
-                self.processes
-            ));
-        }
-        Some(out)
-    }
-
     /// A session that confines nothing (unit tests of the tools).
     pub fn none(root: &Path, tmp: &Path) -> Confinement {
         Confinement {
@@ -986,161 +729,6 @@ impl Confinement {
     /// Which writable paths exist now (a jail has a writable mount of those only).
     fn writable_now(&self) -> Vec<bool> {
         self.writable.iter().map(|p| p.exists()).collect()
-    }
-
-    /// The policy in words, for the Bash tool's description (and so `awf tools list`).
-    pub fn describe(&self) -> String {
-        let list = |paths: &[PathBuf]| {
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let writes = match &self.status {
-            Status::On(_) => {
-                let extra = &self.writable[self.fixed_writable..];
-                format!(
-                    "writes are confined (Landlock) to the root, a private temp directory \
-                     ($TMPDIR), /dev/null{}; the rest, /tmp and $HOME included, is read-only",
-                    if extra.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" and {}", list(extra))
-                    }
-                )
-            }
-            Status::Off => "writes are NOT confined (Landlock switched off in the config)".into(),
-            Status::Unavailable(_) => {
-                "writes are NOT confined (Landlock is not available on this kernel)".into()
-            }
-        };
-        let hidden = if self.support.mounts {
-            "secret locations (~/.ssh, ~/.aws, cloud, registry and agent CLI logins, \
-             /etc/shadow, ...) read as empty"
-        } else if self.plan.is_some() {
-            "secret locations (~/.ssh, ~/.aws, cloud, registry and agent CLI logins, \
-             /etc/shadow, ...) present at the start are not readable (Landlock grants reads \
-             around them; no mount namespace covers them)"
-        } else {
-            "secret locations are NOT hidden (no user namespace)"
-        };
-        let reads = match self.read {
-            ReadMode::Confined => {
-                let extra = if self.readable_extra.is_empty() {
-                    String::new()
-                } else {
-                    format!(", {}", list(&self.readable_extra))
-                };
-                format!(
-                    "reads are confined (read: confined) to the writable paths, the system \
-                     (/usr, /etc, /opt, ...), the toolchains on PATH, ~/.gitconfig{extra}; \
-                     anything else (the rest of $HOME, /tmp, other repositories) fails with \
-                     Permission denied by this policy; {hidden}"
-                )
-            }
-            ReadMode::Host => format!("reads are not confined (read: host) but {hidden}"),
-        };
-        let procs = if self.support.pids {
-            let signals = if self.plan.as_ref().is_some_and(|p| p.scopes_signals()) {
-                "; signals to processes outside the call are refused"
-            } else {
-                ""
-            };
-            let cap = if self.support.pid_max {
-                format!(
-                    ", at most {} processes and threads at once (its pid_max; a fork beyond \
-                     fails with Resource temporarily unavailable)",
-                    self.processes
-                )
-            } else {
-                ", processes NOT capped (no pid_max per PID namespace before Linux 6.14)".into()
-            };
-            format!(
-                "each command runs in its own PID namespace: ps shows only its own processes, \
-                 and none outlives it{cap}{signals}"
-            )
-        } else {
-            "other processes of the user are visible and processes are NOT capped (no PID \
-             namespace)"
-                .into()
-        };
-        let net = match &self.net {
-            NetStatus::Allowed => "network allowed".to_string(),
-            NetStatus::Isolated => "network denied: the command has a network namespace of \
-                 the session's own with loopback only (no route out, no UDP, no DNS); servers \
-                 it starts on 127.0.0.1 are the session's, not the host's"
-                .into(),
-            NetStatus::DeniedTcp => {
-                "network denied: TCP connect and bind are refused on every port (Landlock), UDP \
-                 and raw sockets too (seccomp); no network namespace, so servers on 127.0.0.1 \
-                 cannot be started either"
-                    .into()
-            }
-            NetStatus::Hosts => format!(
-                "network: only {}, through the proxy at http://127.0.0.1:{} (HTTP_PROXY, \
-                 HTTPS_PROXY and ALL_PROXY are set; SOCKS5 on the same port as socks5h://; a tool \
-                 that ignores them has no network; \
-                 the host's own loopback is {} with a listed port); anything else is refused \
-                 with 403, and every connection is audited",
-                self.egress.as_ref().map_or(String::new(), |e| e.describe()),
-                egress::PROXY_PORT,
-                egress::rules::INTERNAL_HOST
-            ),
-            NetStatus::Unenforced(why) => format!("network NOT restricted ({why})"),
-        };
-        let unix = match &self.unix_filter {
-            Some(f) if f.supervised() => format!(
-                "; unix sockets: it may connect to {} and no other pathname socket (the host's \
-                 docker.sock, ssh-agent, D-Bus fail with Permission denied); each connection \
-                 is audited",
-                list(&self.unix_grants)
-            ),
-            Some(_) => "; no unix socket of its own: socket(AF_UNIX) fails with Permission \
-                 denied, so the host's (docker.sock, ssh-agent, D-Bus) are out of reach (pipes \
-                 and stream socketpairs work)"
-                .to_string(),
-            None => String::new(),
-        };
-        let bounds = self
-            .describe_bounds()
-            .map_or(String::new(), |b| format!("; {b}"));
-        let degraded = if self.degraded.is_empty() {
-            String::new()
-        } else {
-            format!("; on this machine: {}", self.degraded.join("; "))
-        };
-        format!(
-            "Sandbox: {writes}; {reads}; {procs}; {net}{unix}{bounds}{degraded}; the environment holds only PATH, HOME, \
-             locale, TERM, USER, SHELL, TZ, TMPDIR, proxy and CA-bundle variables plus those \
-             the workflow names (never a key, secret, token or password it does not name)."
-        )
-    }
-
-    /// The policy as data, for `awf validate --format json` and tests.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "read": self.read.name(),
-            "readable": self.readable,
-            "writable": self.writable,
-            "pid_namespace": self.support.pids,
-            "processes": (self.support.pids && self.support.pid_max).then_some(self.processes),
-            "hidden_by_mounts": self.support.mounts,
-            "degraded": self.degraded,
-            "bounds": self.bounds.map(|b| serde_json::json!({
-                "memory": b.memory(),
-                "memory_by": if self.cgroups.is_some() { "cgroup" } else { "rlimit" },
-                "cpu_seconds": b.cpu_seconds,
-                "tmp_size": b.tmp_size(),
-                "file_size": b.file_size,
-                "open_files": b.open_files,
-            })),
-            "unix_sockets": match &self.unix_filter {
-                Some(f) if f.supervised() => serde_json::json!(self.unix_grants.as_slice()),
-                Some(_) => "refused".into(),
-                None => "allowed".into(),
-            },
-        })
     }
 }
 
