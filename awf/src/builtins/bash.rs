@@ -295,7 +295,6 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     if may_leave_orphans {
         process::kill_orphans();
     }
-    env.confine.make_next_ahead();
     if let Some(serving) = serving {
         serving.stop(Duration::from_secs(2));
     }
@@ -304,6 +303,9 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     }
     let end = ended.map_err(|e| format!("waiting for the command failed: {e}"))?;
     let seen = cgroup.as_mut().map(|c| c.finish()).unwrap_or_default();
+    // The next call's jail, once this one's processes are gone and its cgroup is back in
+    // the pool (the next takes that one again).
+    env.confine.make_next_ahead();
     let usage = group.usage().unwrap_or_default();
     let max_rss = seen.peak_bytes.unwrap_or(usage.max_rss_bytes);
     if let Some(scope) = CallScope::current() {
