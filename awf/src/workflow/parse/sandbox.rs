@@ -5,7 +5,8 @@
 //! before any agent.
 
 use super::context::{Ctx, join};
-use crate::confine::{Network, ReadMode};
+use crate::confine::bounds::Bounds;
+use crate::confine::{Guarantee, Network, ReadMode};
 use crate::error::codes;
 use crate::workflow::SandboxPolicy;
 use crate::workflow::yaml::{Kind, Node};
@@ -61,121 +62,12 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str, bash: bool) -
             continue;
         }
         match key {
-            "require" => {
-                for (i, item) in list(cx, v, &kpath, "require: [reads, processes, network]") {
-                    let ipath = format!("{kpath}[{i}]");
-                    let Some(text) = cx.string(item, &ipath) else {
-                        continue;
-                    };
-                    match crate::confine::Guarantee::ALL
-                        .iter()
-                        .find(|g| g.name() == text)
-                    {
-                        Some(g) if !out.require.contains(g) => out.require.push(*g),
-                        Some(_) => {}
-                        None => cx.push(
-                            codes::INVALID_VALUE,
-                            &ipath,
-                            item.line,
-                            format!("{ipath} is {text:?}, not a guarantee awf knows"),
-                            "write some of `require: [reads, processes, network]`: the step \
-                             then refuses to run where the machine cannot give them in full",
-                        ),
-                    }
-                }
+            "require" => parse_require(cx, v, &kpath, &mut out.require),
+            "memory" | "tmp_size" | "file_size" | "cpu_seconds" | "open_files" => {
+                parse_bound(cx, key, v, &kpath, &mut out.bounds)
             }
-            "memory" | "tmp_size" | "file_size" => {
-                let example = match key {
-                    "memory" => "memory: 4GiB",
-                    "tmp_size" => "tmp_size: 1GiB",
-                    _ => "file_size: 2GiB",
-                };
-                let parsed = match v.as_str() {
-                    Some(t) => crate::confine::bounds::parse_size(t),
-                    None => Err(format!("found {}", v.describe())),
-                };
-                match parsed {
-                    Ok(n) => {
-                        let slot = match key {
-                            "memory" => &mut out.bounds.memory,
-                            "tmp_size" => &mut out.bounds.tmp_size,
-                            _ => &mut out.bounds.file_size,
-                        };
-                        *slot = Some(n);
-                    }
-                    Err(e) => cx.push(
-                        codes::INVALID_VALUE,
-                        &kpath,
-                        v.line,
-                        format!("{kpath} must be a size: {e}"),
-                        format!("write e.g. `{example}`"),
-                    ),
-                }
-            }
-            "cpu_seconds" | "open_files" => match v.as_str().and_then(|s| s.parse::<u64>().ok()) {
-                Some(n) if n > 0 => {
-                    if key == "cpu_seconds" {
-                        out.bounds.cpu_seconds = Some(n);
-                    } else {
-                        out.bounds.open_files = Some(n);
-                    }
-                }
-                _ => cx.push(
-                    codes::INVALID_VALUE,
-                    &kpath,
-                    v.line,
-                    format!(
-                        "{kpath} must be a whole number above 0, found {}",
-                        v.describe()
-                    ),
-                    if key == "cpu_seconds" {
-                        "write e.g. `cpu_seconds: 600` (CPU seconds of each process of a call; \
-                         the default is the call's timeout times the cores)"
-                    } else {
-                        "write e.g. `open_files: 4096` (descriptors each process may hold open)"
-                    },
-                ),
-            },
             "writable" | "readable" | "hidden" | "unix_sockets" => {
-                let example = match key {
-                    "writable" => "writable: [~/.cargo, /opt/cache]",
-                    "readable" => "readable: [~/src/shared-lib, /data/fixtures]",
-                    "unix_sockets" => "unix_sockets: [/var/run/postgresql/.s.PGSQL.5432]",
-                    _ => "hidden: [~/src/secret-project, /etc/app/token]",
-                };
-                for (i, item) in list(cx, v, &kpath, example) {
-                    let ipath = format!("{kpath}[{i}]");
-                    // A bare `~` is YAML's null; here it can only mean the home directory.
-                    let home = matches!(&item.kind, Kind::Scalar(s, true) if s == "~");
-                    let text = if home {
-                        Some("~".to_string())
-                    } else {
-                        cx.string(item, &ipath)
-                    };
-                    let Some(text) = text else { continue };
-                    match key {
-                        "writable" => {
-                            if let Some(p) = writable_path(cx, &text, &ipath, item.line) {
-                                out.writable.push(p);
-                            }
-                        }
-                        "readable" => {
-                            if let Some(p) = readable_path(cx, &text, &ipath, item.line) {
-                                out.readable.push(p);
-                            }
-                        }
-                        "unix_sockets" => {
-                            if let Some(p) = socket_path(cx, &text, &ipath, item.line) {
-                                out.unix_sockets.push(p);
-                            }
-                        }
-                        _ => {
-                            if let Some(p) = hidden_path(cx, &text, &ipath, item.line) {
-                                out.hidden.push(p);
-                            }
-                        }
-                    }
-                }
+                parse_paths(cx, key, v, &kpath, &mut out)
             }
             "read" => match v.as_str() {
                 Some("confined") => out.read = Some(ReadMode::Confined),
@@ -269,6 +161,133 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str, bash: bool) -
         );
     }
     out
+}
+
+/// `require: [reads, processes, network]`: the guarantees a step refuses to run without.
+fn parse_require(cx: &mut Ctx, v: &Node, kpath: &str, require: &mut Vec<Guarantee>) {
+    for (i, item) in list(cx, v, kpath, "require: [reads, processes, network]") {
+        let ipath = format!("{kpath}[{i}]");
+        let Some(text) = cx.string(item, &ipath) else {
+            continue;
+        };
+        match crate::confine::Guarantee::ALL
+            .iter()
+            .find(|g| g.name() == text)
+        {
+            Some(g) if !require.contains(g) => require.push(*g),
+            Some(_) => {}
+            None => cx.push(
+                codes::INVALID_VALUE,
+                &ipath,
+                item.line,
+                format!("{ipath} is {text:?}, not a guarantee awf knows"),
+                "write some of `require: [reads, processes, network]`: the step \
+                 then refuses to run where the machine cannot give them in full",
+            ),
+        }
+    }
+}
+
+/// A bound of each Bash call: a size (`memory`, `tmp_size`, `file_size`) or a count
+/// (`cpu_seconds`, `open_files`).
+fn parse_bound(cx: &mut Ctx, key: &str, v: &Node, kpath: &str, bounds: &mut Bounds) {
+    if matches!(key, "cpu_seconds" | "open_files") {
+        match v.as_str().and_then(|s| s.parse::<u64>().ok()) {
+            Some(n) if n > 0 => {
+                if key == "cpu_seconds" {
+                    bounds.cpu_seconds = Some(n);
+                } else {
+                    bounds.open_files = Some(n);
+                }
+            }
+            _ => cx.push(
+                codes::INVALID_VALUE,
+                kpath,
+                v.line,
+                format!(
+                    "{kpath} must be a whole number above 0, found {}",
+                    v.describe()
+                ),
+                if key == "cpu_seconds" {
+                    "write e.g. `cpu_seconds: 600` (CPU seconds of each process of a call; \
+                 the default is the call's timeout times the cores)"
+                } else {
+                    "write e.g. `open_files: 4096` (descriptors each process may hold open)"
+                },
+            ),
+        };
+        return;
+    }
+    let example = match key {
+        "memory" => "memory: 4GiB",
+        "tmp_size" => "tmp_size: 1GiB",
+        _ => "file_size: 2GiB",
+    };
+    let parsed = match v.as_str() {
+        Some(t) => crate::confine::bounds::parse_size(t),
+        None => Err(format!("found {}", v.describe())),
+    };
+    match parsed {
+        Ok(n) => {
+            let slot = match key {
+                "memory" => &mut bounds.memory,
+                "tmp_size" => &mut bounds.tmp_size,
+                _ => &mut bounds.file_size,
+            };
+            *slot = Some(n);
+        }
+        Err(e) => cx.push(
+            codes::INVALID_VALUE,
+            kpath,
+            v.line,
+            format!("{kpath} must be a size: {e}"),
+            format!("write e.g. `{example}`"),
+        ),
+    }
+}
+
+/// `writable`, `readable`, `hidden` or `unix_sockets`: a list of paths, each checked for
+/// what it grants.
+fn parse_paths(cx: &mut Ctx, key: &str, v: &Node, kpath: &str, out: &mut SandboxPolicy) {
+    let example = match key {
+        "writable" => "writable: [~/.cargo, /opt/cache]",
+        "readable" => "readable: [~/src/shared-lib, /data/fixtures]",
+        "unix_sockets" => "unix_sockets: [/var/run/postgresql/.s.PGSQL.5432]",
+        _ => "hidden: [~/src/secret-project, /etc/app/token]",
+    };
+    for (i, item) in list(cx, v, kpath, example) {
+        let ipath = format!("{kpath}[{i}]");
+        // A bare `~` is YAML's null; here it can only mean the home directory.
+        let home = matches!(&item.kind, Kind::Scalar(s, true) if s == "~");
+        let text = if home {
+            Some("~".to_string())
+        } else {
+            cx.string(item, &ipath)
+        };
+        let Some(text) = text else { continue };
+        match key {
+            "writable" => {
+                if let Some(p) = writable_path(cx, &text, &ipath, item.line) {
+                    out.writable.push(p);
+                }
+            }
+            "readable" => {
+                if let Some(p) = readable_path(cx, &text, &ipath, item.line) {
+                    out.readable.push(p);
+                }
+            }
+            "unix_sockets" => {
+                if let Some(p) = socket_path(cx, &text, &ipath, item.line) {
+                    out.unix_sockets.push(p);
+                }
+            }
+            _ => {
+                if let Some(p) = hidden_path(cx, &text, &ipath, item.line) {
+                    out.hidden.push(p);
+                }
+            }
+        }
+    }
 }
 
 /// `env: {NAME: value}`: literal values, each name a shell variable name other than
