@@ -11,6 +11,7 @@ line to its closing brace; test code (`#[cfg(test)]` items and `tests/`) is left
 import argparse
 import pathlib
 import re
+import signal
 import sys
 
 FN = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?(?:extern\s+\"C\"\s+)?fn\s+(\w+)")
@@ -98,6 +99,7 @@ def functions(path: pathlib.Path):
 
 
 def main() -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends it quietly
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--over", type=int, default=100)
     ap.add_argument("dirs", nargs="*", default=["awf/src", "mcpserver/src"])
