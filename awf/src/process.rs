@@ -84,8 +84,24 @@ pub struct Forked {
 pub fn fork_owned(mut child: impl FnMut() -> i32) -> io::Result<Forked> {
     SPAWNED.store(true, Ordering::SeqCst);
     let mut owned = owned();
-    // SAFETY: clone with no new stack behaves like fork; the child only makes syscalls (the
-    // closure's contract) and exits.
+    let pid = raw_fork()?;
+    if pid == 0 {
+        // SAFETY: syscalls only (the closure's contract), then _exit.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            libc::_exit(child());
+        }
+    }
+    owned.insert(pid);
+    Ok(Forked { pid })
+}
+
+/// `fork` by the raw syscall, without libc's atfork handlers (another thread of this
+/// process may hold a lock they take): the child's pid, 0 in the child. The child must only
+/// make syscalls until it execs or exits.
+fn raw_fork() -> io::Result<i32> {
+    // SAFETY: clone with no new stack behaves like fork; the caller's contract covers the
+    // child.
     let pid = unsafe {
         libc::syscall(
             libc::SYS_clone,
@@ -96,19 +112,11 @@ pub fn fork_owned(mut child: impl FnMut() -> i32) -> io::Result<Forked> {
             0usize,
         )
     };
-    if pid == 0 {
-        // SAFETY: syscalls only, then _exit.
-        unsafe {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            libc::_exit(child());
-        }
-    }
     if pid < 0 {
-        return Err(io::Error::last_os_error());
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(pid as i32)
     }
-    let pid = pid as i32;
-    owned.insert(pid);
-    Ok(Forked { pid })
 }
 
 /// In a fork that does not exec: closes every descriptor above stderr but those in `keep`,
@@ -565,18 +573,7 @@ impl ProcessGroup {
         let parent = my_pid();
         // Registered under the lock before anyone can see the child as an orphan.
         let mut owned = owned();
-        // SAFETY: clone with no new stack behaves like fork; the child only makes syscalls
-        // (the closure's contract) and exits.
-        let pid = unsafe {
-            libc::syscall(
-                libc::SYS_clone,
-                libc::SIGCHLD as libc::c_ulong,
-                0usize,
-                0usize,
-                0usize,
-                0usize,
-            )
-        };
+        let pid = raw_fork()?;
         if pid == 0 {
             // SAFETY: syscalls on stack memory, then the closure, then _exit.
             unsafe {
@@ -594,10 +591,6 @@ impl ProcessGroup {
                 libc::_exit(child());
             }
         }
-        if pid < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let pid = pid as i32;
         owned.insert(pid);
         // SAFETY: setpgid on our own child (also done in the child: whichever comes first).
         unsafe { libc::setpgid(pid, pid) };
