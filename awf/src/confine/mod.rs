@@ -698,7 +698,11 @@ impl Confinement {
             .map(|b| bounds::Rlimits::new(&b, timeout, !ready.has_cgroup()));
         match ready.start(cmd, rlimits) {
             Ok(started) => Some(started),
-            Err(e) => {
+            Err(standby::Refused::TooLarge(ready)) => {
+                shelf.put_back(ready);
+                None
+            }
+            Err(standby::Refused::Failed(e)) => {
                 tracing::debug!("the jail made ahead did not start ({e}): none any more");
                 shelf.switch_off();
                 None

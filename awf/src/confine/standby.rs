@@ -31,7 +31,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 /// The largest command message a jail made ahead takes (the working directory, the
-/// arguments and the environment); a larger call starts fresh.
+/// arguments and the environment); a larger call starts fresh, and the jail waits for the
+/// next.
 const MAX_MESSAGE: usize = 256 * 1024;
 /// The most arguments and variables, together, it takes.
 const MAX_STRINGS: usize = 4096;
@@ -108,14 +109,21 @@ impl Standby {
 
     /// Runs `cmd` (its program, arguments, environment and working directory: nothing
     /// else of it is read) under `rlimits`; returns its process group once it exec'd, and
-    /// the jail's links to serve. An error means it did not exec: start the call fresh.
+    /// the jail's links to serve. Refused, it did not exec: start the call fresh.
     pub fn start(
-        mut self,
+        self,
         cmd: &Command,
         rlimits: Option<Rlimits>,
-    ) -> io::Result<(ProcessGroup, Links)> {
-        let message = encode(cmd, rlimits)?;
-        self.go.write_all(&message)?;
+    ) -> Result<(ProcessGroup, Links), Refused> {
+        let Some(message) = encode(cmd, rlimits) else {
+            return Err(Refused::TooLarge(Box::new(self)));
+        };
+        self.exec(&message).map_err(Refused::Failed)
+    }
+
+    /// Hands `message` to the waiting process; returns once it exec'd.
+    fn exec(mut self, message: &[u8]) -> io::Result<(ProcessGroup, Links)> {
+        self.go.write_all(message)?;
         let mut errno = [0u8; 4];
         let mut got = 0;
         while got < 4 {
@@ -135,6 +143,15 @@ impl Standby {
             _ => Err(io::Error::other("a short report from the jail made ahead")),
         }
     }
+}
+
+/// Why a jail made ahead did not take a command.
+pub enum Refused {
+    /// The command is larger than the message it reads ([`MAX_MESSAGE`]): the jail is
+    /// untouched and serves the next call.
+    TooLarge(Box<Standby>),
+    /// It failed at some step (its errno).
+    Failed(io::Error),
 }
 
 /// Where a session keeps its jail made ahead.
@@ -177,6 +194,14 @@ impl Shelf {
                 *state = other;
                 None
             }
+        }
+    }
+
+    /// Puts back a jail taken but not used, unless another is there by now.
+    pub fn put_back(&self, standby: Box<Standby>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(*state, State::Empty) {
+            *state = State::Ready(standby);
         }
     }
 
@@ -234,17 +259,15 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// The command message: its length (u32), then whether there are rlimits and their words
 /// (u64 each), the counts of arguments (the program first) and variables (u32 each), then
 /// the working directory, the arguments and the variables (`K=V`), each NUL-terminated.
-fn encode(cmd: &Command, rlimits: Option<Rlimits>) -> io::Result<Vec<u8>> {
-    let too_big = || io::Error::from_raw_os_error(libc::E2BIG);
-    let cwd = cmd
-        .get_current_dir()
-        .ok_or_else(|| io::Error::other("no working directory"))?;
+/// None: no working directory set, or too large.
+fn encode(cmd: &Command, rlimits: Option<Rlimits>) -> Option<Vec<u8>> {
+    let cwd = cmd.get_current_dir()?;
     let args: Vec<&OsStr> = std::iter::once(cmd.get_program())
         .chain(cmd.get_args())
         .collect();
     let vars: Vec<(&OsStr, &OsStr)> = cmd.get_envs().filter_map(|(k, v)| Some((k, v?))).collect();
     if args.len() + vars.len() > MAX_STRINGS {
-        return Err(too_big());
+        return None;
     }
     let mut m = vec![0u8; 4];
     m.extend_from_slice(&u64::from(rlimits.is_some()).to_ne_bytes());
@@ -267,11 +290,11 @@ fn encode(cmd: &Command, rlimits: Option<Rlimits>) -> io::Result<Vec<u8>> {
         push(&[k.as_bytes(), b"=", v.as_bytes()]);
     }
     if m.len() - 4 > MAX_MESSAGE {
-        return Err(too_big());
+        return None;
     }
     let len = (m.len() - 4) as u32;
     m[..4].copy_from_slice(&len.to_ne_bytes());
-    Ok(m)
+    Some(m)
 }
 
 /// In the forked child: stdio, the jail, then (in the process that will exec) the
