@@ -1,6 +1,7 @@
 //! `awf validate`: a workflow checked (parse, semantic checks, installed plugins) and its
 //! problems printed; [`print_diagnostics`] is also how `awf run` shows why it refused.
 
+use crate::confine::Role;
 use crate::error::{AwfError, codes};
 use crate::plugins::InstalledPlugins;
 use crate::workflow::{self, Diagnostic};
@@ -111,13 +112,16 @@ pub fn compat_command(files: &[std::path::PathBuf], as_json: bool) -> Result<u8,
 fn sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Value> {
     proxies(wf)
         .filter(|(_, p)| p.intercept_builtins)
-        .map(|(state, p)| (state.to_string(), stated(&p.sandbox, &p.sandbox.env)))
+        .map(|(state, p)| {
+            let env: Vec<_> = p.sandbox.env.clone().into_iter().collect();
+            (state.to_string(), stated(&p.sandbox, Role::Bash, &env))
+        })
         .collect()
 }
 
 /// Per agent state with third-party servers, the jail of each (by server name), resolved
-/// as Bash's is; a server's defaults are in the policy already (reads confined, network
-/// denied, nothing writable but what it lists and its private TMPDIR and HOME).
+/// with a server's defaults (reads confined, network denied, nothing writable but what it
+/// lists and its private TMPDIR and HOME, no per-call bounds).
 fn server_sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_json::Value> {
     proxies(wf)
         .filter(|(_, p)| !p.servers.is_empty())
@@ -126,7 +130,7 @@ fn server_sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_js
                 .servers
                 .iter()
                 .map(|s| {
-                    let mut stated = stated(&s.sandbox, &s.env);
+                    let mut stated = stated(&s.sandbox, Role::Server, &s.env);
                     stated["command"] = serde_json::json!(s.command);
                     (s.name.clone(), stated)
                 })
@@ -149,27 +153,13 @@ fn proxies(wf: &workflow::Workflow) -> impl Iterator<Item = (&str, &workflow::Mc
 }
 
 /// `sb` as `confine` states it, for a process whose environment sets `env` over awf's.
-fn stated(sb: &workflow::SandboxPolicy, env: &[(String, String)]) -> serde_json::Value {
+fn stated(sb: &crate::confine::Sandbox, role: Role, env: &[(String, String)]) -> serde_json::Value {
     let set = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let path = set("PATH").cloned().or_else(|| std::env::var("PATH").ok());
     let home = set("HOME")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(std::path::PathBuf::from));
-    let policy = crate::confine::Policy {
-        landlock: sb.landlock,
-        read: sb.read,
-        network: sb.network.clone(),
-        writable: sb.writable.clone(),
-        readable: sb.readable.clone(),
-        hidden: sb.hidden.clone(),
-        unix_sockets: sb.unix_sockets.clone(),
-        processes: sb.processes,
-        support: None,
-        root_read_only: false,
-        serves_unix_socket: false,
-        bounds: Some(sb.bounds),
-        require: sb.require.clone(),
-    };
+    let policy = crate::confine::Policy::new(sb.clone(), role, None);
     let var = |n: &str| std::env::var(n).ok();
     let mut stated = policy.stated(path.as_deref(), home.as_deref(), &var);
     // What this machine gives of it: probed as `awf run` would.

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Size and time limits; every field has a default so a config names only what it changes.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Bound on every text result, in bytes.

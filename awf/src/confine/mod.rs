@@ -47,7 +47,8 @@ pub mod unix_grants;
 pub use namespaces::{Jail, NetJail, Support};
 use policy::covers;
 pub use policy::{
-    DEFAULT_PROCESSES, Guarantee, MAX_PROCESSES, MIN_PROCESSES, Network, Policy, ReadMode,
+    DEFAULT_PROCESSES, Guarantee, MAX_PROCESSES, MIN_PROCESSES, Network, Policy, ReadMode, Role,
+    Sandbox,
 };
 pub use tmp::PrivateTmp;
 
@@ -174,13 +175,15 @@ impl Confinement {
         home: Option<&Path>,
         var: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Confinement, String> {
+        policy.check()?;
+        let sb = &policy.sandbox;
         let mut writable = vec![real_path(tmp), PathBuf::from("/dev/null")];
-        if !policy.root_read_only {
+        if !policy.root_read_only() {
             writable.insert(0, real_path(root));
         }
         let fixed_writable = writable.len();
-        writable.extend(policy.writable.iter().map(|p| real_path(p)));
-        let status = if !policy.landlock {
+        writable.extend(sb.writable.iter().map(|p| real_path(p)));
+        let status = if !sb.landlock() {
             Status::Off
         } else {
             match landlock::kernel_abi() {
@@ -200,7 +203,7 @@ impl Confinement {
         let support = policy
             .support
             .unwrap_or_else(|| namespaces::support(shell, root));
-        let hidden: Vec<PathBuf> = policy.hidden.iter().map(|p| real_path(p)).collect();
+        let hidden: Vec<PathBuf> = sb.hidden.iter().map(|p| real_path(p)).collect();
         if let Some((h, w)) = hidden
             .iter()
             .find_map(|h| Some((h, writable.iter().find(|w| w.starts_with(h))?)))
@@ -213,10 +216,10 @@ impl Confinement {
         }
         let homes = readable::homes(home);
         let mut readable = policy.read_roots(read, path, home, var);
-        if policy.root_read_only && read == ReadMode::Confined {
+        if policy.root_read_only() && read == ReadMode::Confined {
             readable.push(real_path(root));
         }
-        if let Some(b) = &policy.bounds {
+        if let Some(b) = &policy.bounds() {
             b.check()?;
         }
         let mut listed = Vec::new();
@@ -261,10 +264,10 @@ impl Confinement {
             degraded
                 .push("secret locations are NOT hidden (no mount namespace, no Landlock)".into());
         }
-        let processes = policy.processes.unwrap_or(DEFAULT_PROCESSES);
+        let processes = sb.processes.unwrap_or(DEFAULT_PROCESSES);
         // Only Bash's calls get cgroups (a long-lived child stays in awf's).
         let cgroups = match policy
-            .bounds
+            .bounds()
             .as_ref()
             .map(|b| (b, bounds::Mechanism::detect()))
         {
@@ -291,28 +294,28 @@ impl Confinement {
             net: NetStatus::Allowed,
             read,
             support,
-            processes: policy.processes.unwrap_or(DEFAULT_PROCESSES),
+            processes,
             writable,
             fixed_writable,
             readable,
-            readable_extra: policy.readable.clone(),
+            readable_extra: sb.readable.clone(),
             homes,
             hidden_extra: hidden,
             tmp: tmp.to_path_buf(),
             plan: None,
             egress: None,
             unix_filter: Some(seccomp::Filter::new(
-                !policy.unix_sockets.is_empty() || policy.serves_unix_socket,
+                !sb.unix_sockets.is_empty() || policy.serves_unix_socket(),
             )),
-            unix_grants: Arc::new(policy.unix_sockets.clone()),
+            unix_grants: Arc::new(sb.unix_sockets.clone()),
             listed,
-            bounds: policy.bounds,
+            bounds: policy.bounds(),
             cgroups,
             degraded,
             session: None,
             ahead: (support.mounts && support.pids).then(Arc::default),
         };
-        if policy.bounds.is_some() {
+        if policy.bounds().is_some() {
             if c.support.mounts {
                 c.session = Some(Arc::default());
             } else {
@@ -323,15 +326,15 @@ impl Confinement {
                 );
             }
         }
-        if policy.unix_sockets.is_empty()
-            && policy.serves_unix_socket
+        if sb.unix_sockets.is_empty()
+            && policy.serves_unix_socket()
             && let Err(why) = unix_grants::supervisable()
         {
             // Refusing its unix sockets would refuse its own: it goes unfiltered.
             tracing::warn!("the child may reach the host's unix sockets: {why}");
             c.unix_filter = None;
         }
-        if !policy.unix_sockets.is_empty()
+        if !sb.unix_sockets.is_empty()
             && let Err(why) = unix_grants::supervisable()
         {
             return Err(format!(
@@ -339,9 +342,10 @@ impl Confinement {
                  kernel.yama.ptrace_scope=1), or remove unix_sockets"
             ));
         }
-        let want = policy.network.clone().unwrap_or(Network::Deny);
+        let network = policy.network();
+        let want = network.clone().unwrap_or(Network::Deny);
         c.net = c.net_status(&want);
-        match (&policy.network, &c.net) {
+        match (&network, &c.net) {
             (Some(Network::Deny), NetStatus::Unenforced(why)) => {
                 return Err(format!(
                     "network: deny cannot be enforced: {why}; set network: allow, or run where \
@@ -372,7 +376,7 @@ impl Confinement {
                     .into(),
             );
         }
-        c.require(&policy.require, &want)?;
+        c.require(&sb.require, &want)?;
         if let Network::Hosts(hosts) = &want
             && c.net == NetStatus::Hosts
         {
@@ -714,7 +718,9 @@ impl Confinement {
     /// call's processes are gone (made while one runs, its set-up would slow the call).
     pub fn make_next_ahead(&self) {
         if let Some(shelf) = &self.ahead {
-            let me = self.clone();
+            // Without the shelf: the session's end, which drops it, waits for this maker.
+            let mut me = self.clone();
+            me.ahead = None;
             shelf.refill(move || me.make_ahead());
         }
     }
@@ -742,7 +748,10 @@ mod tests {
 
     fn policy(landlock: bool) -> Policy {
         Policy {
-            landlock,
+            sandbox: Sandbox {
+                landlock: Some(landlock),
+                ..Sandbox::default()
+            },
             // As where the kernel has every namespace (the degraded ones have tests of
             // their own, with awf run where the machine lacks them).
             support: Some(Support {
@@ -799,15 +808,15 @@ mod tests {
             assert_eq!(c.net(), &NetStatus::DeniedTcp);
         }
         for g in Guarantee::ALL {
-            p.require = vec![g];
+            p.sandbox.require = vec![g];
             let e = make(&p).unwrap_err();
             assert!(
                 e.contains(g.name()) && e.contains("awf sandbox check"),
                 "{e}"
             );
         }
-        p.require = vec![Guarantee::Network];
-        p.network = Some(Network::Allow);
+        p.sandbox.require = vec![Guarantee::Network];
+        p.sandbox.network = Some(Network::Allow);
         assert!(make(&p).is_ok(), "network: allow needs no namespace");
         let _ = std::fs::remove_dir_all(&base);
     }
@@ -832,13 +841,19 @@ mod tests {
         assert!(c.describe().contains("NOT confined"));
         assert!(matches!(c.net(), NetStatus::Unenforced(_)));
         let mut deny = policy(false);
-        deny.network = Some(Network::Deny);
+        deny.sandbox.network = Some(Network::Deny);
         let e = new(&deny).unwrap_err();
-        assert!(e.contains("set network: allow"), "{e}");
+        assert!(
+            e.contains("landlock is false") && e.contains("drop one"),
+            "{e}"
+        );
         let mut confined = policy(false);
-        confined.read = Some(ReadMode::Confined);
+        confined.sandbox.read = Some(ReadMode::Confined);
         let e = new(&confined).unwrap_err();
-        assert!(e.contains("read: host"), "{e}");
+        assert!(
+            e.contains("landlock is false") && e.contains("drop one"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -899,7 +914,7 @@ mod tests {
     #[test]
     fn writable_holds_root_tmp_devnull_and_extras() {
         let mut p = policy(false);
-        p.writable = vec![PathBuf::from("/x")];
+        p.sandbox.writable = vec![PathBuf::from("/x")];
         let c = new(&p).unwrap();
         let w: Vec<_> = c
             .writable()

@@ -40,6 +40,12 @@ impl Network {
     }
 }
 
+impl serde::Serialize for Network {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(s)
+    }
+}
+
 impl<'de> Deserialize<'de> for Network {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Network, D::Error> {
         #[derive(Deserialize)]
@@ -85,7 +91,7 @@ impl Guarantee {
 }
 
 /// What Bash may read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReadMode {
     /// The workspace, its temp and writable paths, the system, the toolchains on PATH,
@@ -104,45 +110,159 @@ impl ReadMode {
     }
 }
 
-/// A step's sandbox as the config states it.
-#[derive(Debug, Clone, Default)]
-pub struct Policy {
-    /// Confine with Landlock at all (`landlock: false` turns writes, reads and network
-    /// confinement off; secret locations stay hidden).
-    pub landlock: bool,
+/// A sandbox as it is written: a step's `mcp_proxy.sandbox`, a server's or a plugin's
+/// `sandbox:`, the `sandbox` of `awf mcp-serve`'s config. The one shape from the workflow's
+/// YAML (`workflow/parse/sandbox.rs`) and the config's JSON to the jail, which
+/// [`Policy::new`] makes of it. Every key is optional; absent ones take the defaults of the
+/// [`Role`] it confines.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sandbox {
+    /// Paths writable besides the workspace (Bash's), its private temp dir and /dev/null.
+    pub writable: Vec<PathBuf>,
+    /// Paths readable under `read: confined` besides the defaults.
+    pub readable: Vec<PathBuf>,
+    /// Paths covered by empty mounts besides the built-in secret locations.
+    pub hidden: Vec<PathBuf>,
+    /// The host's unix sockets the jail may connect to; none by default.
+    pub unix_sockets: Vec<PathBuf>,
     /// None: confined where Landlock is on, host where it is switched off.
     pub read: Option<ReadMode>,
+    /// None: deny (where the kernel can enforce it, for Bash; always, for a server).
     pub network: Option<Network>,
-    pub writable: Vec<PathBuf>,
-    pub readable: Vec<PathBuf>,
-    /// Covered besides the built-in secret locations (`hidden:`, awf's own directories).
-    pub hidden: Vec<PathBuf>,
-    /// The host's unix sockets Bash may connect to (`unix_sockets:`); none by default.
-    pub unix_sockets: Vec<PathBuf>,
-    /// Processes and threads one call may have alive at once (`processes:`); None:
-    /// [`DEFAULT_PROCESSES`].
+    /// Confine with Landlock at all; None: true (`false` turns writes, reads and network
+    /// confinement off; secret locations stay hidden).
+    pub landlock: Option<bool>,
+    /// Processes and threads alive at once; None: [`DEFAULT_PROCESSES`].
     pub processes: Option<u32>,
-    /// What the kernel allows, when it was probed already (by `awf run`); None: probed
-    /// here.
-    pub support: Option<Support>,
-    /// The root is readable, not writable (a third-party server's jail; Bash's root is
-    /// writable).
-    pub root_read_only: bool,
-    /// The child serves a unix socket of its own (a plugin's gRPC socket): its unix
-    /// sockets are supervised (its own `bind`/`listen` work; every `connect` goes through
-    /// awf, to the grants only) rather than refused.
-    pub serves_unix_socket: bool,
-    /// Bash's per-call bounds (memory, CPU, files, TMPDIR); None: a long-lived child (a
-    /// server, a plugin), which gets none.
-    pub bounds: Option<bounds::Bounds>,
-    /// The guarantees the step refuses to run without (`require:`).
+    /// Variables set in the jail's environment.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Variables of awf's environment passed in (NAME or PREFIX*).
+    pub env_passthrough: Vec<String>,
+    /// Bash's per-call bounds (memory, CPU, files, TMPDIR); a long-lived child takes none.
+    pub bounds: bounds::Bounds,
+    /// The guarantees the jail refuses to start without.
     pub require: Vec<Guarantee>,
 }
 
+impl Sandbox {
+    /// Landlock on unless `landlock: false`.
+    pub fn landlock(&self) -> bool {
+        self.landlock.unwrap_or(true)
+    }
+
+    /// What no sandbox can be, whatever its role: a count out of range, a bound that is
+    /// not one, keys that contradict each other, a variable name or pattern that cannot
+    /// be. The message names the key and the fix.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(n) = self.processes
+            && !(MIN_PROCESSES..=MAX_PROCESSES).contains(&n)
+        {
+            return Err(format!(
+                "processes is {n}; write a whole number from {MIN_PROCESSES} to \
+                 {MAX_PROCESSES} (the default is {DEFAULT_PROCESSES})"
+            ));
+        }
+        self.bounds.check()?;
+        if !self.landlock() && self.read == Some(ReadMode::Confined) {
+            return Err(
+                "read is confined but landlock is false, and reads are confined \
+                 through Landlock; drop one of them"
+                    .into(),
+            );
+        }
+        if !self.landlock() && matches!(self.network, Some(Network::Deny | Network::Hosts(_))) {
+            return Err(
+                "network is deny or a host list but landlock is false, which turns \
+                 the sandbox off; drop one of them"
+                    .into(),
+            );
+        }
+        for p in &self.env_passthrough {
+            crate::child_env::check_pattern(p).map_err(|e| format!("env_passthrough: {e}"))?;
+        }
+        for n in self.env.keys() {
+            crate::child_env::check_name(n).map_err(|e| format!("env: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// What a jail confines, which sets the defaults a [`Sandbox`] leaves open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Role {
+    /// Bash's calls: the workspace writable, per-call bounds, a cgroup each.
+    #[default]
+    Bash,
+    /// A third-party MCP server: the workspace read-only, no per-call bounds, the network
+    /// denied unless its sandbox says otherwise.
+    Server,
+    /// A plugin: as a server, and it serves a unix socket of its own (its `bind`/`listen`
+    /// work; every `connect` goes through awf, to the grants only).
+    Plugin,
+}
+
+/// A sandbox with the role it confines: what [`Confinement::new`](super::Confinement::new)
+/// resolves for a session.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub sandbox: Sandbox,
+    pub role: Role,
+    /// What the kernel allows, when it was probed already (by `awf run`); None: probed
+    /// here.
+    pub support: Option<Support>,
+}
+
 impl Policy {
+    pub fn new(sandbox: Sandbox, role: Role, support: Option<Support>) -> Policy {
+        Policy {
+            sandbox,
+            role,
+            support,
+        }
+    }
+
+    /// The network in force: a server's and a plugin's default is deny, whatever the
+    /// machine (Bash's is deny where the kernel can enforce it).
+    pub fn network(&self) -> Option<Network> {
+        match self.role {
+            Role::Bash => self.sandbox.network.clone(),
+            Role::Server | Role::Plugin => {
+                Some(self.sandbox.network.clone().unwrap_or(Network::Deny))
+            }
+        }
+    }
+
+    /// The root is readable, not writable (a server's or a plugin's jail).
+    pub fn root_read_only(&self) -> bool {
+        self.role != Role::Bash
+    }
+
+    /// The child serves a unix socket of its own (a plugin's gRPC socket).
+    pub fn serves_unix_socket(&self) -> bool {
+        self.role == Role::Plugin
+    }
+
+    /// Bash's per-call bounds; None for a long-lived child, which gets none (and whose
+    /// sandbox is refused if it states any: [`Policy::check`]).
+    pub fn bounds(&self) -> Option<bounds::Bounds> {
+        (self.role == Role::Bash).then_some(self.sandbox.bounds)
+    }
+
+    /// What no jail can be ([`Sandbox::check`]), nor one of this role: a long-lived child
+    /// with per-call bounds.
+    pub fn check(&self) -> Result<(), String> {
+        self.sandbox.check()?;
+        if self.role != Role::Bash && self.sandbox.bounds != bounds::Bounds::default() {
+            return Err("bounds (memory, cpu_seconds, tmp_size, file_size, open_files) bound                  each Bash call; a server's or plugin's sandbox does not take them: move them                  to the step's sandbox, or remove them"
+                .into());
+        }
+        Ok(())
+    }
+
     /// The read mode in force: the one stated, else confined where Landlock is on.
     pub fn read_mode(&self) -> Result<ReadMode, String> {
-        match (self.read, self.landlock) {
+        match (self.sandbox.read, self.sandbox.landlock()) {
             (Some(ReadMode::Confined), false) => Err("read: confined needs Landlock, but \
                  landlock is false; remove `landlock: false`, or write `read: host`"
                 .into()),
@@ -166,7 +286,7 @@ impl Policy {
         }
         let mut roots = readable::roots(path, home, var);
         roots.push(PathBuf::from("/proc"));
-        roots.extend(self.readable.iter().cloned());
+        roots.extend(self.sandbox.readable.iter().cloned());
         roots.iter().map(|p| real_path(p)).collect()
     }
 
@@ -181,29 +301,30 @@ impl Policy {
     ) -> serde_json::Value {
         let read = self.read_mode().unwrap_or(ReadMode::Host);
         let readable = self.read_roots(read, path, home, var);
-        let writable: Vec<PathBuf> = self.writable.iter().map(|p| real_path(p)).collect();
+        let sb = &self.sandbox;
+        let writable: Vec<PathBuf> = sb.writable.iter().map(|p| real_path(p)).collect();
         let hidden = covers(
-            secrets::present(&readable::homes(home), &self.hidden),
+            secrets::present(&readable::homes(home), &sb.hidden),
             read,
             &readable,
             &writable,
         );
         serde_json::json!({
-            "landlock": self.landlock,
+            "landlock": sb.landlock(),
             "read": read.name(),
             "readable": readable,
-            "writable": self.writable,
+            "writable": sb.writable,
             "hidden": hidden,
-            "network": self.network.clone().unwrap_or(Network::Deny).to_json(),
-            "processes": self.processes.unwrap_or(DEFAULT_PROCESSES),
-            "bounds": self.bounds.map(|b| serde_json::json!({
+            "network": self.network().unwrap_or(Network::Deny).to_json(),
+            "processes": sb.processes.unwrap_or(DEFAULT_PROCESSES),
+            "bounds": self.bounds().map(|b| serde_json::json!({
                 "memory": b.memory(),
                 "cpu_seconds": b.cpu_seconds,
                 "tmp_size": b.tmp_size(),
                 "file_size": b.file_size,
                 "open_files": b.open_files,
             })),
-            "require": self.require,
+            "require": sb.require,
         })
     }
 }

@@ -154,9 +154,14 @@ pub enum Refused {
     Failed(io::Error),
 }
 
-/// Where a session keeps its jail made ahead.
+/// Where a session keeps its jail made ahead. Dropped at the session's end, it waits for a
+/// jail still being made, which then goes at once: the jail's cgroup is removed with the
+/// session's, even when the session ends while the next jail is being made.
 #[derive(Default)]
 pub struct Shelf {
+    /// The thread making the next jail; it holds the shelf weakly, so that the session's
+    /// end drops the shelf and joins it.
+    maker: Mutex<Option<std::thread::JoinHandle<()>>>,
     state: Mutex<State>,
     made: Condvar,
 }
@@ -224,7 +229,7 @@ impl Shelf {
             }
             *state = State::Making;
         }
-        let shelf = self.clone();
+        let shelf = std::sync::Arc::downgrade(self);
         let spawned = std::thread::Builder::new()
             .name("awf-jail-ahead".into())
             .stack_size(256 * 1024)
@@ -233,6 +238,10 @@ impl Shelf {
                 if let Err(e) = &made {
                     tracing::debug!("no jail made ahead for the next Bash call: {e}");
                 }
+                // The session ended meanwhile: the jail goes here and now.
+                let Some(shelf) = shelf.upgrade() else {
+                    return;
+                };
                 let mut state = shelf.state.lock().unwrap_or_else(|e| e.into_inner());
                 *state = match made {
                     Ok(s) => State::Ready(Box::new(s)),
@@ -240,8 +249,33 @@ impl Shelf {
                 };
                 shelf.made.notify_all();
             });
-        if spawned.is_err() {
-            *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State::Empty;
+        match spawned {
+            Ok(maker) => {
+                let done = self
+                    .maker
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .replace(maker);
+                // The one before has put its jail here already (the shelf was empty).
+                if let Some(done) = done {
+                    let _ = done.join();
+                }
+            }
+            Err(_) => *self.state.lock().unwrap_or_else(|e| e.into_inner()) = State::Empty,
+        }
+    }
+}
+
+impl Drop for Shelf {
+    fn drop(&mut self) {
+        let maker = self
+            .maker
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        // Not when the maker itself held the last reference (it is ending).
+        if let Some(maker) = maker.filter(|m| m.thread().id() != std::thread::current().id()) {
+            let _ = maker.join();
         }
     }
 }

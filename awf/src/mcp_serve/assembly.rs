@@ -55,8 +55,8 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             )
         })?;
         let bash_env = crate::child_env::ChildEnv {
-            passthrough: cfg.env_passthrough.clone(),
-            set: cfg.env.clone().into_iter().collect(),
+            passthrough: cfg.sandbox.env_passthrough.clone(),
+            set: cfg.sandbox.env.clone().into_iter().collect(),
         };
         let vars = bash_env.vars();
         let var = |name: &str| {
@@ -64,21 +64,11 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.as_str())
         };
-        let policy = confine::Policy {
-            landlock: cfg.landlock,
-            read: cfg.read,
-            network: cfg.network.clone(),
-            writable: cfg.writable_paths.clone(),
-            readable: cfg.readable_paths.clone(),
-            hidden: cfg.hidden_paths.clone(),
-            unix_sockets: cfg.unix_sockets.clone(),
-            processes: cfg.processes,
-            support: cfg.confine_support,
-            root_read_only: false,
-            serves_unix_socket: false,
-            bounds: Some(cfg.bounds),
-            require: cfg.require.clone(),
-        };
+        let policy = confine::Policy::new(
+            cfg.sandbox.clone(),
+            confine::Role::Bash,
+            cfg.confine_support,
+        );
         let confinement = confine::Confinement::new(
             &policy,
             &root,
@@ -112,7 +102,8 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
             let dir = crate::private_files::real_path(dir);
             confinement.support().mounts
                 && cfg
-                    .hidden_paths
+                    .sandbox
+                    .hidden
                     .iter()
                     .any(|h| dir.starts_with(crate::private_files::real_path(h)))
         };
@@ -175,7 +166,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         &crate::plugins::JailContext {
             root: root.clone(),
             support: cfg.confine_support,
-            processes: cfg.processes,
+            processes: cfg.sandbox.processes,
         },
     )? {
         sources.push(Box::new(adapter));
@@ -183,7 +174,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
     let step = crate::mcp_servers::Step {
         root: &root,
         support: cfg.confine_support,
-        processes: cfg.processes,
+        processes: cfg.sandbox.processes,
         pins: cfg.pins.as_deref(),
         timeout: bounds.timeout,
         output_bytes: bounds.output_bytes,

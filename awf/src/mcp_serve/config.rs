@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// The mcp-serve config (JSON). Unknown keys are errors: a typo must not silently turn a
 /// safety switch back to its default.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServeConfig {
     /// The workspace root every builtin is confined to (absent: the directory `awf
@@ -52,47 +52,15 @@ pub struct ServeConfig {
     pub traceparent: Option<String>,
     #[serde(default)]
     pub limits: Limits,
-    /// Confine Bash's writes with Landlock (default true).
-    #[serde(default = "yes")]
-    pub landlock: bool,
-    /// Extra paths Bash may write to, besides the root, the session's private temp directory
-    /// and /dev/null.
+    /// Bash's jail: the keys of a step's `mcp_proxy.sandbox` ([`confine::Sandbox`]). The
+    /// older spelling, each key at the top level (`landlock`, `writable_paths`,
+    /// `readable_paths`, `hidden_paths`, `unix_sockets`, `read`, `network`, `processes`,
+    /// `bounds`, `require`, `env`, `env_passthrough`), is still read ([`FLAT_SANDBOX_KEYS`]).
     #[serde(default)]
-    pub writable_paths: Vec<PathBuf>,
-    /// Bash's TCP network; absent means deny where the kernel can enforce it.
-    #[serde(default)]
-    pub network: Option<confine::Network>,
-    /// What Bash may read; absent means confined (host where `landlock` is false).
-    #[serde(default)]
-    pub read: Option<confine::ReadMode>,
-    /// Extra paths Bash may read under `read: confined`.
-    #[serde(default)]
-    pub readable_paths: Vec<PathBuf>,
-    /// Paths covered by empty mounts besides the built-in secret locations.
-    #[serde(default)]
-    pub hidden_paths: Vec<PathBuf>,
-    /// The host's unix sockets Bash may connect to.
-    #[serde(default)]
-    pub unix_sockets: Vec<PathBuf>,
-    /// Processes and threads one Bash call may have alive at once; absent means
-    /// `confine::DEFAULT_PROCESSES`.
-    #[serde(default)]
-    pub processes: Option<u32>,
-    /// Bash's per-call bounds (bytes, seconds, counts); absent ones take their defaults.
-    #[serde(default)]
-    pub bounds: confine::bounds::Bounds,
-    /// Guarantees the step refuses to run without.
-    #[serde(default)]
-    pub require: Vec<confine::Guarantee>,
+    pub sandbox: confine::Sandbox,
     /// What the kernel allows Bash's jail, as `awf run` probed it; absent: probed here.
     #[serde(default)]
     pub confine_support: Option<confine::Support>,
-    /// Variables set in Bash's environment.
-    #[serde(default)]
-    pub env: std::collections::BTreeMap<String, String>,
-    /// Variables of awf's environment passed to Bash (NAME or PREFIX*).
-    #[serde(default)]
-    pub env_passthrough: Vec<String>,
     /// Which tools the agent is offered (deny list, read-only).
     #[serde(default)]
     pub tools: ToolPolicy,
@@ -118,19 +86,8 @@ impl ServeConfig {
             step_id: None,
             traceparent: None,
             limits: Limits::default(),
-            landlock: true,
-            writable_paths: Vec::new(),
-            network: None,
-            read: None,
-            readable_paths: Vec::new(),
-            hidden_paths: Vec::new(),
-            unix_sockets: Vec::new(),
-            processes: None,
-            bounds: Default::default(),
-            require: Vec::new(),
+            sandbox: Default::default(),
             confine_support: None,
-            env: Default::default(),
-            env_passthrough: Vec::new(),
             tools: ToolPolicy::default(),
         }
     }
@@ -155,12 +112,22 @@ impl ServeConfig {
                 format!("cannot read the config {}: {e}", path.display()),
             )
         })?;
-        let mut cfg: ServeConfig = serde_json::from_str(&text).map_err(|e| {
+        let invalid = |e: String| {
             AwfError::new(
                 codes::CONFIG_INVALID,
                 format!("the config {} is invalid: {e}", path.display()),
             )
-        })?;
+        };
+        let mut value = serde_json::from_str::<serde_json::Value>(&text).ok();
+        let flat = match value.as_mut() {
+            Some(v) => fold_flat_sandbox_keys(v).map_err(invalid)?,
+            None => false,
+        };
+        let mut cfg: ServeConfig = match value {
+            Some(v) if flat => serde_json::from_value(v).map_err(|e| invalid(e.to_string()))?,
+            // Parsed from the text, for the line and column of an error.
+            _ => serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?,
+        };
         let base = path.parent().unwrap_or(Path::new("."));
         let abs = |p: &Path| {
             if p.is_absolute() {
@@ -185,10 +152,15 @@ impl ServeConfig {
         cfg.audit_path = cfg.audit_path.as_deref().map(abs);
         cfg.servers_dir = cfg.servers_dir.as_deref().map(abs);
         cfg.pins = cfg.pins.as_deref().map(abs);
-        cfg.writable_paths = cfg.writable_paths.iter().map(|p| abs(p)).collect();
-        cfg.readable_paths = cfg.readable_paths.iter().map(|p| abs(p)).collect();
-        cfg.hidden_paths = cfg.hidden_paths.iter().map(|p| abs(p)).collect();
-        cfg.unix_sockets = cfg.unix_sockets.iter().map(|p| abs(p)).collect();
+        let sb = &mut cfg.sandbox;
+        for paths in [
+            &mut sb.writable,
+            &mut sb.readable,
+            &mut sb.hidden,
+            &mut sb.unix_sockets,
+        ] {
+            *paths = paths.iter().map(|p| abs(p)).collect();
+        }
         cfg.origin = format!("the config {}", path.display());
         cfg.check(&cfg.origin)?;
         Ok(cfg)
@@ -223,61 +195,9 @@ impl ServeConfig {
                 ),
             ));
         }
-        if let Some(n) = self.processes
-            && !(confine::MIN_PROCESSES..=confine::MAX_PROCESSES).contains(&n)
-        {
-            return Err(AwfError::new(
-                codes::CONFIG_INVALID,
-                format!(
-                    "{origin}: processes is {n}; write a whole number from {} to {} (the \
-                     default is {})",
-                    confine::MIN_PROCESSES,
-                    confine::MAX_PROCESSES,
-                    confine::DEFAULT_PROCESSES
-                ),
-            ));
-        }
-        if let Err(e) = self.bounds.check() {
-            return Err(AwfError::new(
-                codes::CONFIG_INVALID,
-                format!("{origin}: {e}"),
-            ));
-        }
-        if !self.landlock && self.read == Some(confine::ReadMode::Confined) {
-            return Err(AwfError::new(
-                codes::CONFIG_INVALID,
-                format!(
-                    "{origin}: read is confined but landlock is false, and reads are \
-                     confined through Landlock; drop one of them"
-                ),
-            ));
-        }
-        if !self.landlock
-            && matches!(
-                self.network,
-                Some(confine::Network::Deny | confine::Network::Hosts(_))
-            )
-        {
-            return Err(AwfError::new(
-                codes::CONFIG_INVALID,
-                format!(
-                    "{origin}: network is deny or a host list but landlock is false, which \
-                     turns Bash's sandbox off; drop one of them"
-                ),
-            ));
-        }
-        for p in &self.env_passthrough {
-            crate::child_env::check_pattern(p).map_err(|e| {
-                AwfError::new(
-                    codes::CONFIG_INVALID,
-                    format!("{origin}: env_passthrough: {e}"),
-                )
-            })?;
-        }
-        for n in self.env.keys() {
-            crate::child_env::check_name(n)
-                .map_err(|e| AwfError::new(codes::CONFIG_INVALID, format!("{origin}: env: {e}")))?;
-        }
+        self.sandbox
+            .check()
+            .map_err(|e| AwfError::new(codes::CONFIG_INVALID, format!("{origin}: {e}")))?;
         let l = &self.limits;
         if l.output_bytes < 1024
             || l.read_lines == 0
@@ -302,6 +222,54 @@ impl ServeConfig {
     }
 }
 
+/// The older spelling of the config's `sandbox`: its keys at the top level, under these
+/// names (config key, sandbox key).
+pub const FLAT_SANDBOX_KEYS: [(&str, &str); 12] = [
+    ("landlock", "landlock"),
+    ("writable_paths", "writable"),
+    ("readable_paths", "readable"),
+    ("hidden_paths", "hidden"),
+    ("unix_sockets", "unix_sockets"),
+    ("read", "read"),
+    ("network", "network"),
+    ("processes", "processes"),
+    ("bounds", "bounds"),
+    ("require", "require"),
+    ("env", "env"),
+    ("env_passthrough", "env_passthrough"),
+];
+
+/// Moves the top-level sandbox keys of a config (the older spelling) into its `sandbox`;
+/// true when there were any. Both spellings at once are refused: which one holds would be
+/// a guess.
+fn fold_flat_sandbox_keys(config: &mut serde_json::Value) -> Result<bool, String> {
+    let Some(top) = config.as_object_mut() else {
+        return Ok(false);
+    };
+    let flat: Vec<_> = FLAT_SANDBOX_KEYS
+        .iter()
+        .filter(|(key, _)| top.contains_key(*key))
+        .collect();
+    let Some((first, _)) = flat.first() else {
+        return Ok(false);
+    };
+    if top.contains_key("sandbox") {
+        return Err(format!(
+            "{first} is given beside sandbox; write it inside sandbox (as {:?}) and not at \
+             the top level",
+            flat[0].1
+        ));
+    }
+    let mut sandbox = serde_json::Map::new();
+    for (key, inner) in flat {
+        if let Some(v) = top.remove(*key) {
+            sandbox.insert((*inner).to_string(), v);
+        }
+    }
+    top.insert("sandbox".into(), sandbox.into());
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,7 +288,7 @@ mod tests {
         let c = ServeConfig::load(&p).unwrap();
         assert!(c.root.ends_with("ws") && c.root.is_absolute());
         assert_eq!(c.audit_path.unwrap(), p.parent().unwrap().join("a.jsonl"));
-        assert!(c.intercept_builtins && c.landlock);
+        assert!(c.intercept_builtins && c.sandbox.landlock());
         assert_eq!(c.limits, Limits::default());
     }
 
@@ -348,5 +316,89 @@ mod tests {
         .unwrap_err();
         assert!(e.message().contains("bash_timeout_seconds"));
         assert_eq!(e.exit_code(), 1);
+    }
+
+    #[test]
+    fn the_sandbox_is_one_key_and_the_older_top_level_keys_mean_the_same() {
+        let nested = write_cfg(
+            "nested",
+            r#"{"root": "ws", "sandbox": {"writable": ["out"], "hidden": ["ws/.env"],
+                "network": {"allow": ["crates.io"]}, "processes": 400, "env": {"A": "1"},
+                "bounds": {"memory": 67108864}}}"#,
+        );
+        let flat = write_cfg(
+            "flat",
+            r#"{"root": "ws", "writable_paths": ["out"], "hidden_paths": ["ws/.env"],
+                "network": {"allow": ["crates.io"]}, "processes": 400, "env": {"A": "1"},
+                "bounds": {"memory": 67108864}}"#,
+        );
+        let (n, f) = (
+            ServeConfig::load(&nested).unwrap(),
+            ServeConfig::load(&flat).unwrap(),
+        );
+        // Relative paths are the file's directory's, and the two files lie apart.
+        let relative = |c: &ServeConfig, file: &Path| {
+            let mut sb = c.sandbox.clone();
+            for paths in [&mut sb.writable, &mut sb.hidden] {
+                *paths = paths
+                    .iter()
+                    .map(|p| {
+                        p.strip_prefix(file.parent().unwrap())
+                            .unwrap()
+                            .to_path_buf()
+                    })
+                    .collect();
+            }
+            sb
+        };
+        assert_eq!(relative(&n, &nested), relative(&f, &flat));
+        let base = nested.parent().unwrap();
+        assert_eq!(n.sandbox.writable, vec![base.join("out")]);
+        assert_eq!(n.sandbox.hidden, vec![base.join("ws/.env")]);
+        assert_eq!(n.sandbox.bounds.memory, Some(67108864));
+        // Written back (as `awf run` writes it), it reads the same.
+        let again = write_cfg("again", &serde_json::to_string(&n).unwrap());
+        assert_eq!(ServeConfig::load(&again).unwrap().sandbox, n.sandbox);
+        // Both spellings at once: which one holds would be a guess.
+        let both = write_cfg(
+            "both",
+            r#"{"root": "ws", "sandbox": {"read": "host"}, "hidden_paths": ["x"]}"#,
+        );
+        let e = ServeConfig::load(&both).unwrap_err();
+        assert!(
+            e.message().contains("hidden_paths is given beside sandbox")
+                && e.message().contains("\"hidden\""),
+            "{}",
+            e.message()
+        );
+        // A misspelt key inside it is refused, as at the top level.
+        let typo = write_cfg("typo", r#"{"root": "ws", "sandbox": {"writeable": []}}"#);
+        let e = ServeConfig::load(&typo).unwrap_err();
+        assert!(e.message().contains("writeable"), "{}", e.message());
+        let contradiction = write_cfg(
+            "contra",
+            r#"{"root": "ws", "sandbox": {"landlock": false, "read": "confined"}}"#,
+        );
+        let e = ServeConfig::load(&contradiction).unwrap_err();
+        assert!(e.message().contains("drop one of them"), "{}", e.message());
+    }
+
+    #[test]
+    fn a_server_s_sandbox_takes_no_per_call_bounds() {
+        let sandbox = confine::Sandbox {
+            bounds: confine::bounds::Bounds {
+                memory: Some(1 << 30),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let server = confine::Policy::new(sandbox.clone(), confine::Role::Server, None);
+        let e = server.check().unwrap_err();
+        assert!(e.contains("each Bash call"), "{e}");
+        assert!(
+            confine::Policy::new(sandbox, confine::Role::Bash, None)
+                .check()
+                .is_ok()
+        );
     }
 }

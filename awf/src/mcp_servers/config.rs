@@ -4,7 +4,6 @@
 use crate::confine;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// Seconds a server has to answer `initialize` and `tools/list` unless
@@ -12,7 +11,7 @@ use std::time::Duration;
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One server: how to start it, what its jail holds, which of its tools are offered.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSpec {
     /// argv, run without a shell; the first word is looked up in the server's PATH.
@@ -23,10 +22,11 @@ pub struct ServerSpec {
     /// Variables of awf's environment passed to the server (NAME or PREFIX*).
     #[serde(default)]
     pub env_passthrough: Vec<String>,
-    /// The server's jail; every key means what it means for Bash, the defaults are tighter
-    /// (see [`SandboxSpec`]).
+    /// The server's jail ([`confine::Sandbox`]): every key means what it means for Bash,
+    /// the defaults are tighter (the workspace readable, nothing writable but the server's
+    /// private TMPDIR and HOME, `network: deny`, reads confined; no per-call bounds).
     #[serde(default)]
-    pub sandbox: SandboxSpec,
+    pub sandbox: confine::Sandbox,
     /// Which of the server's tools are offered, by the server's own names.
     #[serde(default)]
     pub tools: ServerTools,
@@ -44,39 +44,8 @@ pub struct ServerSpec {
     pub optional: bool,
 }
 
-/// A server's `sandbox:`, the keys of Bash's. Defaults: the workspace readable, nothing
-/// writable but the server's private TMPDIR and HOME, `network: deny`, reads confined.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SandboxSpec {
-    #[serde(default)]
-    pub writable: Vec<PathBuf>,
-    #[serde(default)]
-    pub readable: Vec<PathBuf>,
-    #[serde(default)]
-    pub hidden: Vec<PathBuf>,
-    #[serde(default)]
-    pub unix_sockets: Vec<PathBuf>,
-    #[serde(default)]
-    pub read: Option<confine::ReadMode>,
-    /// Absent: deny.
-    #[serde(default)]
-    pub network: Option<confine::Network>,
-    /// Absent: true.
-    #[serde(default)]
-    pub landlock: Option<bool>,
-    #[serde(default)]
-    pub processes: Option<u32>,
-    /// As the server's own `env` (merged; the server's wins).
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// As the server's own `env_passthrough` (merged).
-    #[serde(default)]
-    pub env_passthrough: Vec<String>,
-}
-
 /// `tools: {allow: [...]}` or `tools: {deny: [...]}`, by upstream names.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ServerTools {
     /// Only these are offered (absent: all).

@@ -18,7 +18,7 @@ pub mod process;
 pub mod runners;
 pub mod source;
 
-pub use config::{SandboxSpec, ServerSpec, ServerTools};
+pub use config::{ServerSpec, ServerTools};
 pub use source::ServerSource;
 
 use crate::confine::child::Report;

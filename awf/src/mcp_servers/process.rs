@@ -88,27 +88,14 @@ impl ServerProcess {
                     path_var.as_deref().unwrap_or("unset")
                 )
             })?;
-        let mut readable = sb.readable.clone();
-        readable.extend(confine::child::package_trees(
+        let mut sandbox = sb.clone();
+        sandbox.readable.extend(confine::child::package_trees(
             &program,
             &spec.command[1..],
             &cx.root,
         ));
-        let policy = confine::Policy {
-            landlock: sb.landlock.unwrap_or(true),
-            read: sb.read,
-            network: Some(sb.network.clone().unwrap_or(confine::Network::Deny)),
-            writable: sb.writable.clone(),
-            readable,
-            hidden: sb.hidden.clone(),
-            unix_sockets: sb.unix_sockets.clone(),
-            processes: sb.processes.or(cx.processes),
-            support: cx.support,
-            root_read_only: true,
-            serves_unix_socket: false,
-            bounds: None,
-            require: Vec::new(),
-        };
+        sandbox.processes = sandbox.processes.or(cx.processes);
+        let policy = confine::Policy::new(sandbox, confine::Role::Server, cx.support);
         // HOME for the toolchain roots is the user's (where their node or python lives);
         // the server's own HOME is the private one.
         let user_home = std::env::var_os("HOME").map(PathBuf::from);

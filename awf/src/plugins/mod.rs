@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 /// Which operations of one plugin to expose as tools (an `awf mcp-serve` config
 /// `plugin_tools` entry).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PluginTools {
     pub plugin: String,
@@ -47,7 +47,7 @@ pub struct PluginTools {
     /// and the plugin's own directory readable, nothing writable but its private
     /// directory, network denied). The first entry naming a plugin sets it.
     #[serde(default)]
-    pub sandbox: crate::mcp_servers::SandboxSpec,
+    pub sandbox: crate::confine::Sandbox,
 }
 
 /// Where the plugins of a step are jailed.
@@ -250,7 +250,7 @@ pub fn start_all(
 /// A plugin's jail: where, and its `sandbox`.
 pub struct Jailed {
     pub at: JailContext,
-    pub sandbox: crate::mcp_servers::SandboxSpec,
+    pub sandbox: crate::confine::Sandbox,
 }
 
 /// As [`start_all`], each plugin in its jail (`jails[i]` for `manifests[i]`).

@@ -543,28 +543,15 @@ fn jailed(
     for (k, v) in &sb.env {
         command.env(k, v);
     }
-    let mut readable = sb.readable.clone();
-    readable.push(manifest.dir.clone());
-    readable.extend(confine::child::package_trees(
+    let mut sandbox = sb.clone();
+    sandbox.readable.push(manifest.dir.clone());
+    sandbox.readable.extend(confine::child::package_trees(
         &manifest.executable,
         &[],
         &jail.at.root,
     ));
-    let policy = confine::Policy {
-        landlock: sb.landlock.unwrap_or(true),
-        read: sb.read,
-        network: Some(sb.network.clone().unwrap_or(confine::Network::Deny)),
-        writable: sb.writable.clone(),
-        readable,
-        hidden: sb.hidden.clone(),
-        unix_sockets: sb.unix_sockets.clone(),
-        processes: sb.processes.or(jail.at.processes),
-        support: jail.at.support,
-        root_read_only: true,
-        serves_unix_socket: true,
-        bounds: None,
-        require: Vec::new(),
-    };
+    sandbox.processes = sandbox.processes.or(jail.at.processes);
+    let policy = confine::Policy::new(sandbox, confine::Role::Plugin, jail.at.support);
     let path = command
         .get_envs()
         .find(|(k, _)| *k == "PATH")

@@ -14,7 +14,7 @@ pub mod pin_tools;
 use crate::error::{AwfError, codes};
 use crate::mcp_serve::ServeConfig;
 use crate::mcp_serve::assembly;
-use crate::mcp_servers::{SandboxSpec, ServerSpec};
+use crate::mcp_servers::ServerSpec;
 use crate::plugins::PluginTools;
 use crate::private_files::{check_private_location, private_dir, write_private};
 use crate::process::{self, ProcessGroup};
@@ -170,44 +170,30 @@ impl ToolProxyService {
                 timeout_seconds: p.timeout_seconds,
                 // A plugin's jail has a server's defaults; awf's own files are hidden
                 // from it as from Bash.
-                sandbox: match &p.sandbox {
-                    Some(sb) => {
-                        // Resolved here, as a server's: the CLI may start awf mcp-serve
-                        // with fewer variables than awf has.
-                        let mut spec = sandbox_spec(sb, &self.own_dirs());
-                        for (k, v) in crate::child_env::named_from_process(&sb.env_passthrough) {
-                            spec.env.entry(k).or_insert(v);
-                        }
-                        spec
+                sandbox: {
+                    let mut sb = p.sandbox.clone().unwrap_or_default();
+                    // Resolved here, as a server's: the CLI may start awf mcp-serve with
+                    // fewer variables than awf has.
+                    for (k, v) in crate::child_env::named_from_process(&sb.env_passthrough) {
+                        sb.env.entry(k).or_insert(v);
                     }
-                    None => SandboxSpec {
-                        hidden: self.own_dirs().to_vec(),
-                        ..Default::default()
-                    },
+                    sb.hidden.extend(self.own_dirs());
+                    sb
                 },
             })
             .collect();
-        let sb = &proxy.sandbox;
-        cfg.landlock = sb.landlock;
-        cfg.writable_paths = sb.writable.clone();
-        cfg.readable_paths = sb.readable.clone();
-        cfg.read = sb.read;
-        cfg.hidden_paths = sb.hidden.clone();
-        cfg.hidden_paths.extend(self.own_dirs());
-        cfg.network = sb.network.clone();
-        cfg.unix_sockets = sb.unix_sockets.clone();
-        cfg.processes = sb.processes;
-        cfg.bounds = sb.bounds;
-        cfg.require = sb.require.clone();
+        let mut sb = proxy.sandbox.clone();
+        sb.hidden.extend(self.own_dirs());
         // Bash's environment is resolved here, from awf's: an agent CLI may start
         // `awf mcp-serve` with an environment of its own (codex keeps only a few variables),
         // and Bash must get what the workflow named whichever CLI runs it.
-        cfg.env = crate::child_env::from_process(&sb.env_passthrough)
+        let literal = std::mem::take(&mut sb.env);
+        sb.env = crate::child_env::from_process(&sb.env_passthrough)
             .into_iter()
             .filter(|(k, _)| k != "TMPDIR")
-            .chain(sb.env.iter().cloned())
+            .chain(literal)
             .collect();
-        cfg.env_passthrough = sb.env_passthrough.clone();
+        cfg.sandbox = sb;
         cfg.servers = proxy
             .servers
             .iter()
@@ -244,7 +230,7 @@ impl ToolProxyService {
     /// files or audit trail, nor, for a server, the lock file of its own pins.
     fn prepare_sandbox(&self, state: &str, proxy: &McpProxy) -> Result<(), AwfError> {
         let sb = &proxy.sandbox;
-        if !sb.landlock {
+        if !sb.landlock() {
             tracing::warn!(
                 state,
                 "{}.sandbox.landlock is false: the agent's Bash may write anywhere awf may, \
@@ -255,7 +241,7 @@ impl ToolProxyService {
         self.prepare_writable(&format!("{}.sandbox", proxy.path), &sb.writable)?;
         for s in &proxy.servers {
             let at = format!("{}.sandbox", s.path);
-            if !s.sandbox.landlock {
+            if !s.sandbox.landlock() {
                 tracing::warn!(
                     state,
                     server = %s.name,
@@ -313,47 +299,18 @@ impl ToolProxyService {
         let config_path = step_dir.join("mcp-serve.json");
         let servers_dir = step_dir.join("servers");
         private_dir(&servers_dir)?;
-        let json = serde_json::json!({
-            "root": cfg.root,
-            "intercept_builtins": cfg.intercept_builtins,
-            "plugin_tools": proxy.plugin_tools.iter()
-                .map(|p| serde_json::json!({
-                    "plugin": p.plugin,
-                    "expose": p.expose,
-                    "timeout_seconds": p.timeout_seconds,
-                }))
-                .collect::<Vec<_>>(),
-            "tools": {"deny": proxy.tools.deny, "read_only": proxy.tools.read_only},
-            "audit_path": audit_path,
-            "servers_dir": servers_dir,
-            "run_id": cfg.run_id,
-            "step_id": cfg.step_id,
-            "traceparent": traceparent,
-            "landlock": cfg.landlock,
-            "writable_paths": cfg.writable_paths,
-            "read": cfg.read.map(crate::confine::ReadMode::name),
-            "readable_paths": cfg.readable_paths,
-            "hidden_paths": cfg.hidden_paths,
-            "unix_sockets": cfg.unix_sockets,
-            "network": cfg.network.as_ref().map(crate::confine::Network::to_json),
-            "processes": cfg.processes,
-            "bounds": cfg.bounds,
-            "require": cfg.require,
-            // Probed once per run (a child that enters the namespaces), not once per step.
-            "confine_support": crate::confine::namespaces::support(
-                std::path::Path::new(crate::builtins::bash::shell()),
-                &self.root,
-            ),
-            "env": cfg.env,
-            "env_passthrough": cfg.env_passthrough,
-            "servers": cfg.servers.iter()
-                .map(|(name, spec)| (name.clone(), server_json(spec)))
-                .collect::<serde_json::Map<_, _>>(),
-            "pins": cfg.pins,
-        });
+        // What `awf mcp-serve` reads; the in-process server (openai_compatible) has no
+        // registry of servers to join, and probes on its own.
+        let mut written = cfg.clone();
+        written.servers_dir = Some(servers_dir);
+        // Probed once per run (a child that enters the namespaces), not once per step.
+        written.confine_support = Some(crate::confine::namespaces::support(
+            std::path::Path::new(crate::builtins::bash::shell()),
+            &self.root,
+        ));
         write_private(
             &config_path,
-            &serde_json::to_vec_pretty(&json).expect("JSON"),
+            &serde_json::to_vec_pretty(&written).expect("JSON"),
         )?;
         let mut env = vec![("TRACEPARENT".to_string(), traceparent.clone())];
         for k in [
@@ -438,33 +395,6 @@ impl ToolProxyService {
 fn lock_file(proxy: &McpProxy) -> PathBuf {
     let file = proxy.lock_file();
     std::path::absolute(&file).unwrap_or(file)
-}
-
-/// A server of the config in the form [`ServerSpec`] reads.
-fn server_json(spec: &ServerSpec) -> Value {
-    let sb = &spec.sandbox;
-    serde_json::json!({
-        "command": spec.command,
-        "env": spec.env,
-        "env_passthrough": spec.env_passthrough,
-        "sandbox": {
-            "writable": sb.writable,
-            "readable": sb.readable,
-            "hidden": sb.hidden,
-            "unix_sockets": sb.unix_sockets,
-            "read": sb.read.map(crate::confine::ReadMode::name),
-            "network": sb.network.as_ref().map(crate::confine::Network::to_json),
-            "landlock": sb.landlock,
-            "processes": sb.processes,
-            "env": sb.env,
-            "env_passthrough": sb.env_passthrough,
-        },
-        "tools": {"allow": spec.tools.allow, "deny": spec.tools.deny},
-        "rename": spec.rename,
-        "timeout_seconds": spec.timeout_seconds,
-        "start_timeout_seconds": spec.start_timeout_seconds,
-        "optional": spec.optional,
-    })
 }
 
 /// The proxy rules for one state, as an error (the first fatal problem) for the runner.
@@ -558,7 +488,8 @@ pub fn server_spec(s: &McpServer, own_dirs: &[PathBuf]) -> ServerSpec {
             .filter(|(k, _)| k != "TMPDIR")
             .collect();
     env.extend(s.env.iter().cloned());
-    let mut sandbox = sandbox_spec(sb, own_dirs);
+    let mut sandbox = sb.clone();
+    sandbox.hidden.extend(own_dirs.iter().cloned());
     // Merged into the server's own by the parser.
     sandbox.env = Default::default();
     sandbox.env_passthrough = Vec::new();
@@ -572,25 +503,6 @@ pub fn server_spec(s: &McpServer, own_dirs: &[PathBuf]) -> ServerSpec {
         timeout_seconds: s.timeout_seconds,
         start_timeout_seconds: s.start_timeout_seconds,
         optional: s.optional,
-    }
-}
-
-/// A workflow `sandbox` block of a server or a plugin as the mcp-serve config takes it,
-/// with awf's own directories (`own_dirs`) hidden.
-pub fn sandbox_spec(sb: &crate::workflow::SandboxPolicy, own_dirs: &[PathBuf]) -> SandboxSpec {
-    let mut hidden = sb.hidden.clone();
-    hidden.extend(own_dirs.iter().cloned());
-    SandboxSpec {
-        writable: sb.writable.clone(),
-        readable: sb.readable.clone(),
-        hidden,
-        unix_sockets: sb.unix_sockets.clone(),
-        read: sb.read,
-        network: sb.network.clone(),
-        landlock: Some(sb.landlock),
-        processes: sb.processes,
-        env: sb.env.iter().cloned().collect(),
-        env_passthrough: sb.env_passthrough.clone(),
     }
 }
 
@@ -726,7 +638,7 @@ mod tests {
                 "api.github.com".into()
             ]))
         );
-        assert_eq!((sb.read, sb.landlock), (None, Some(true)));
+        assert_eq!((sb.read, sb.landlock()), (None, true));
         assert_eq!(gh.tools.allow, Some(vec!["search".to_string()]));
         assert_eq!(gh.rename["search_repositories"], "search");
         assert_eq!((gh.timeout_seconds, gh.optional), (Some(60), true));
@@ -763,8 +675,18 @@ mod tests {
                 "    sandbox: {network: allow, env: {K: v}}",
             ],
         );
-        let sb = proxy.plugin_tools[0].sandbox.as_ref().expect("its sandbox");
-        let spec = sandbox_spec(sb, &service.own_dirs());
+        // What `awf mcp-serve` reads, as an agent CLI starts it.
+        struct Notes;
+        impl PluginCatalog for Notes {
+            fn operations(&mut self, _: &str) -> Result<Vec<String>, (&'static str, String)> {
+                Ok(vec!["add".into()])
+            }
+        }
+        let tp = new_traceparent(None);
+        let session = service.start("a", 1, &proxy, &mut Notes, &tp).unwrap();
+        let cfg = ServeConfig::load(&session.config_path).unwrap();
+        std::fs::remove_dir_all(&session.injection.step_dir).unwrap();
+        let spec = &cfg.plugin_tools[0].sandbox;
         assert_eq!(spec.network, Some(crate::confine::Network::Allow));
         assert_eq!(spec.env["K"], "v");
         assert!(
@@ -772,6 +694,8 @@ mod tests {
             "{:?}",
             spec.hidden
         );
+        // The step's own, for Bash, beside it.
+        assert!(cfg.sandbox.hidden.contains(&service.audit_dir));
         let text = "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: \
                     claude\n    prompt: p\n    mcp_proxy:\n      enable: true\n      \
                     plugin_tools:\n        - plugin: notes\n          expose: [add]\n          \

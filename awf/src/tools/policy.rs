@@ -7,7 +7,7 @@ use serde::Deserialize;
 /// The tools a read-only step keeps: they look, never change anything.
 pub const READ_ONLY_TOOLS: [&str; 3] = ["Read", "Glob", "Grep"];
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolPolicy {
     /// Tools not offered (builtins by name, plugin tools as `<plugin>_<op>`).

@@ -361,7 +361,7 @@ pub struct McpProxy {
     /// Default true when enabled.
     pub intercept_builtins: bool,
     pub plugin_tools: Vec<PluginToolsEntry>,
-    pub sandbox: SandboxPolicy,
+    pub sandbox: crate::confine::Sandbox,
     /// Which of those tools the agent is offered (`tools: {deny, read_only}`).
     pub tools: crate::tools::ToolPolicy,
     /// Third-party MCP servers (`servers:`), in file order.
@@ -416,7 +416,7 @@ pub struct McpServer {
     pub env_passthrough: Vec<String>,
     /// Its jail (`env` and `env_passthrough` are merged into the fields above). Unset
     /// `read` and `network` mean the server's defaults: confined, deny.
-    pub sandbox: SandboxPolicy,
+    pub sandbox: crate::confine::Sandbox,
     /// Which upstream tools are offered, by their own names.
     pub tools: crate::mcp_servers::ServerTools,
     /// Upstream name → the name after the prefix.
@@ -431,51 +431,6 @@ pub struct McpServer {
     pub command_line: usize,
 }
 
-/// `mcp_proxy.sandbox`: what the step's Bash may do beyond the defaults.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SandboxPolicy {
-    /// Absolute (`~` expanded), checked paths Bash may write besides the root and its temp dir.
-    pub writable: Vec<PathBuf>,
-    /// Absolute (`~` expanded) paths Bash may read besides the defaults (`read: confined`).
-    pub readable: Vec<PathBuf>,
-    /// Absolute paths covered by empty mounts, besides the built-in secret locations.
-    pub hidden: Vec<PathBuf>,
-    /// Absolute paths of the host's unix sockets Bash may connect to.
-    pub unix_sockets: Vec<PathBuf>,
-    /// None: the default (confined; host where `landlock: false`).
-    pub read: Option<crate::confine::ReadMode>,
-    /// None: the default (deny where the kernel can enforce it).
-    pub network: Option<crate::confine::Network>,
-    pub landlock: bool,
-    /// None: [`crate::confine::DEFAULT_PROCESSES`].
-    pub processes: Option<u32>,
-    pub env: Vec<(String, String)>,
-    pub env_passthrough: Vec<String>,
-    /// Bash's per-call bounds (the step's own sandbox only).
-    pub bounds: crate::confine::bounds::Bounds,
-    /// Guarantees the step refuses to run without.
-    pub require: Vec<crate::confine::Guarantee>,
-}
-
-impl Default for SandboxPolicy {
-    fn default() -> Self {
-        SandboxPolicy {
-            writable: Vec::new(),
-            readable: Vec::new(),
-            hidden: Vec::new(),
-            unix_sockets: Vec::new(),
-            read: None,
-            network: None,
-            landlock: true,
-            processes: None,
-            env: Vec::new(),
-            env_passthrough: Vec::new(),
-            bounds: Default::default(),
-            require: Vec::new(),
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct PluginToolsEntry {
     pub plugin: String,
@@ -483,7 +438,7 @@ pub struct PluginToolsEntry {
     /// The deadline of each call, when the entry sets one.
     pub timeout_seconds: Option<u64>,
     /// The plugin's jail, when the entry widens it (a server's keys and defaults).
-    pub sandbox: Option<SandboxPolicy>,
+    pub sandbox: Option<crate::confine::Sandbox>,
     /// Line of each `expose` item.
     pub expose_lines: Vec<usize>,
     pub line: usize,

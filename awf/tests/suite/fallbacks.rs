@@ -370,6 +370,44 @@ fn a_call_cgroup_left_by_an_awf_that_died_goes_when_the_next_one_makes_its_own()
 }
 
 #[test]
+fn a_session_that_ends_while_the_next_jail_is_made_leaves_no_cgroup() {
+    // The next call's jail is made right after a call; a client that closes the session
+    // at once ends it while that jail is being made. Its cgroup goes with the session.
+    let m = Machine::new("ends-making");
+    // A jail of many covers takes a while to make: the session ends first.
+    let hidden: Vec<PathBuf> = (0..400)
+        .map(|i| {
+            let p = m.root.join(format!("secret-{i}"));
+            std::fs::write(&p, "s").unwrap();
+            p
+        })
+        .collect();
+    let cfg = m.config(json!({"sandbox": {"hidden": hidden}}));
+    for round in 0..12 {
+        let mut cmd = Command::new(common::AWF);
+        cmd.args(["mcp-serve", "--config", cfg.to_str().unwrap()]);
+        m.env(&mut cmd);
+        let mut s = Server::start_command(cmd);
+        s.initialize();
+        let pid = s.pid();
+        let (out, is_error) = s.call("Bash", json!({"command": "echo made"}));
+        assert!(!is_error && out.contains("made"), "{out}");
+        // Where this test sees call cgroups, the call had one.
+        let during = call_cgroups(pid);
+        assert!(during.as_ref().is_none_or(|d| !d.is_empty()), "{during:?}");
+        let (status, _, stderr) = s.finish();
+        assert!(status.success(), "{stderr}");
+        let Some(left) = call_cgroups(pid) else {
+            return; // not where this test can see them (no cgroup v1 memory hierarchy)
+        };
+        assert!(
+            left.is_empty(),
+            "round {round}: left behind {left:?}\n{stderr}"
+        );
+    }
+}
+
+#[test]
 fn each_call_is_bounded_in_memory_cpu_tmp_files_and_threads() {
     let m = Machine::new("bounds");
     let audit = m.base.join("audit.jsonl");

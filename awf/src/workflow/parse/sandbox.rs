@@ -5,10 +5,10 @@
 //! before any agent.
 
 use super::context::{Ctx, join};
+use crate::confine::Sandbox;
 use crate::confine::bounds::Bounds;
 use crate::confine::{Guarantee, Network, ReadMode};
 use crate::error::codes;
-use crate::workflow::SandboxPolicy;
 use crate::workflow::yaml::{Kind, Node};
 use std::path::{Path, PathBuf};
 
@@ -41,8 +41,8 @@ const CALL_KEYS: &[&str] = &[
 ];
 
 /// `bash`: the step's own sandbox (Bash's), which alone takes the per-call bounds.
-pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str, bash: bool) -> SandboxPolicy {
-    let mut out = SandboxPolicy::default();
+pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str, bash: bool) -> Sandbox {
+    let mut out = Sandbox::default();
     if node.is_null() {
         return out;
     }
@@ -104,7 +104,7 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str, bash: bool) -
             },
             "landlock" => {
                 if let Some(b) = cx.boolean(v, &kpath, codes::WRONG_TYPE) {
-                    out.landlock = b;
+                    out.landlock = Some(b);
                 }
             }
             "processes" => {
@@ -142,7 +142,7 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str, bash: bool) -
             "raise it, or remove it for the default",
         );
     }
-    if !out.landlock && out.read == Some(ReadMode::Confined) {
+    if !out.landlock() && out.read == Some(ReadMode::Confined) {
         cx.push(
             codes::INVALID_VALUE,
             &join(path, "read"),
@@ -151,7 +151,7 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str, bash: bool) -
             "remove `landlock: false`, or write `read: host`",
         );
     }
-    if !out.landlock && matches!(out.network, Some(Network::Deny | Network::Hosts(_))) {
+    if !out.landlock() && matches!(out.network, Some(Network::Deny | Network::Hosts(_))) {
         cx.push(
             codes::INVALID_VALUE,
             &join(path, "network"),
@@ -248,7 +248,7 @@ fn parse_bound(cx: &mut Ctx, key: &str, v: &Node, kpath: &str, bounds: &mut Boun
 
 /// `writable`, `readable`, `hidden` or `unix_sockets`: a list of paths, each checked for
 /// what it grants.
-fn parse_paths(cx: &mut Ctx, key: &str, v: &Node, kpath: &str, out: &mut SandboxPolicy) {
+fn parse_paths(cx: &mut Ctx, key: &str, v: &Node, kpath: &str, out: &mut Sandbox) {
     let example = match key {
         "writable" => "writable: [~/.cargo, /opt/cache]",
         "readable" => "readable: [~/src/shared-lib, /data/fixtures]",

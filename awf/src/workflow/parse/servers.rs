@@ -131,10 +131,10 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
     let mut sandbox = Default::default();
     if let Some(s) = get("sandbox") {
         let sbpath = join(path, "sandbox");
-        let mut sb: crate::workflow::SandboxPolicy = sandbox::parse_sandbox(cx, s, &sbpath, false);
+        let mut sb: crate::confine::Sandbox = sandbox::parse_sandbox(cx, s, &sbpath, false);
         // Bash's defaults follow `landlock: false` (reads and network open); a server's
         // (confined, deny) cannot, so they must be given up in writing.
-        if !sb.landlock && (sb.read.is_none() || sb.network.is_none()) {
+        if !sb.landlock() && (sb.read.is_none() || sb.network.is_none()) {
             cx.push(
                 codes::INVALID_VALUE,
                 &join(&sbpath, "landlock"),
@@ -147,7 +147,7 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
                  the server may do, or remove `landlock: false`",
             );
         }
-        env = std::mem::take(&mut sb.env);
+        env = std::mem::take(&mut sb.env).into_iter().collect();
         env_passthrough = std::mem::take(&mut sb.env_passthrough);
         sandbox = sb;
     }
@@ -482,7 +482,7 @@ mod tests {
         assert_eq!(z.path, "states.a.mcp_proxy.servers.zeta");
         assert_eq!((z.line, z.command_line), (11, 12));
         let a = &s[1];
-        assert_eq!(a.sandbox, crate::workflow::SandboxPolicy::default());
+        assert_eq!(a.sandbox, crate::confine::Sandbox::default());
         assert!(!a.optional && a.tools == ServerTools::default());
     }
 
@@ -579,7 +579,7 @@ mod tests {
             "  sandbox: {landlock: false, read: host, network: allow}",
         ]);
         assert!(diags.is_empty(), "{diags:#?}");
-        assert!(!servers(&wf)[0].sandbox.landlock);
+        assert!(!servers(&wf)[0].sandbox.landlock());
     }
 
     #[test]
