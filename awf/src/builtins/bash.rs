@@ -176,46 +176,11 @@ fn start_fresh(
     Ok((group, links, may_leave_orphans, jailed))
 }
 
+/// Runs one Bash call: the command built, started in its jail, supervised to its end, and
+/// its end and output told.
 pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<String, String> {
-    let max = env.limits.bash_max_timeout_seconds;
-    let timeout = args
-        .timeout_seconds
-        .unwrap_or(env.limits.bash_timeout_seconds);
-    if timeout == 0 || timeout > max {
-        return Err(format!(
-            "timeout_seconds must be between 1 and {max}; got {timeout}"
-        ));
-    }
-    if args.command.trim().is_empty() {
-        return Err("command is empty".into());
-    }
-    if env.shutdown.is_set() {
-        return Err("the server is shutting down; command not started".into());
-    }
-    let cwd_input = args.cwd.as_deref().unwrap_or(".");
-    let cwd = resolve(env, cwd_input)?;
-    if !cwd.is_dir() {
-        return Err(format!(
-            "cwd \"{cwd_input}\" is not a directory inside the root"
-        ));
-    }
-
-    let mut cmd = Command::new(shell());
-    // A clean environment: the allowlist and what the workflow names, so no key or token
-    // of awf's own reaches it.
-    cmd.env_clear().envs(env.bash_env.vars());
-    // The session's own temp dir: the shared one is not writable under Landlock.
-    cmd.env("TMPDIR", env.confine.tmp_dir());
-    cmd.arg("-c")
-        .arg(&args.command)
-        .current_dir(&cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // Under a host list, the way out is the egress proxy in the command's namespace.
-    if *env.confine.net() == crate::confine::NetStatus::Hosts {
-        cmd.envs(egress::proxy_env());
-    }
+    let (timeout, cwd) = checked(env, &args)?;
+    let cmd = command(env, &args.command, &cwd);
     let started = Instant::now();
     // Where a jail was made ahead, only the exec is left; else the jail is made now.
     let ahead = env.confine.start_ahead(&cmd, timeout);
@@ -229,61 +194,15 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
         Some(l) => (l.egress, l.unix, l.cgroup),
         None => (None, None, None),
     };
-    let serving = match (bridge, env.confine.egress()) {
-        (Some(bridge), Some(egress)) => match bridge.serve(egress.clone(), reporter()) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                group.kill();
-                process::kill_orphans();
-                return Err(format!("cannot reach the command's network namespace: {e}"));
-            }
-        },
-        _ => None,
+    let (serving, supervisor) = match serve_links(env, bridge, unix) {
+        Ok(s) => s,
+        Err(e) => {
+            group.kill();
+            process::kill_orphans();
+            return Err(e);
+        }
     };
-    let supervisor = match unix {
-        Some(pending) => match pending.serve(env.confine.unix_grants().clone(), unix_reporter()) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                group.kill();
-                process::kill_orphans();
-                return Err(format!("cannot supervise the command's unix sockets: {e}"));
-            }
-        },
-        None => None,
-    };
-
-    let half = (env.limits.output_bytes / 2).max(1024);
-    let (done_tx, done_rx) = mpsc::channel::<(&'static str, HeadBuffer)>();
-    for (name, stream) in [
-        (
-            "stdout",
-            group
-                .take_stdout()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        ),
-        (
-            "stderr",
-            group
-                .take_stderr()
-                .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        ),
-    ] {
-        let tx = done_tx.clone();
-        let Some(mut stream) = stream else { continue };
-        std::thread::spawn(move || {
-            let mut buf = HeadBuffer::new(half);
-            let mut chunk = [0u8; 16 * 1024];
-            loop {
-                match stream.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf.push(&chunk[..n]),
-                }
-            }
-            let _ = tx.send((name, buf));
-        });
-    }
-    drop(done_tx);
-
+    let output = read_output(&mut group, (env.limits.output_bytes / 2).max(1024));
     let deadline = Instant::now() + Duration::from_secs(timeout);
     let ended = group.supervise(Some(deadline), Duration::from_millis(50), &mut || {
         cancel.is_cancelled() || env.shutdown.is_set()
@@ -321,22 +240,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
         scope.figure("awf.call.run_us", us(exec_done, exited));
         scope.figure("awf.call.teardown_us", us(exited, Instant::now()));
     }
-
-    let mut stdout = HeadBuffer::new(0);
-    let mut stderr = HeadBuffer::new(0);
-    let mut incomplete = false;
-    for _ in 0..2 {
-        // A process that left the group (setsid) may still hold a pipe: do not wait forever.
-        match done_rx.recv_timeout(Duration::from_secs(2)) {
-            Ok(("stdout", b)) => stdout = b,
-            Ok((_, b)) => stderr = b,
-            Err(_) => {
-                incomplete = true;
-                break;
-            }
-        }
-    }
-    let hint = "redirect the output to a file and Read it with offset/limit, or filter it (grep, head, tail)";
+    let (stdout, stderr, incomplete) = collect(output);
     let mut text = String::new();
     let bounds = env.confine.bounds();
     if seen.oom_killed {
@@ -358,28 +262,173 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
              (mcp_proxy.sandbox.cpu_seconds)\n"
         ));
     }
-    let is_error = seen.oom_killed
-        | match &end {
-            Ended::Exited(status) => {
-                match (status.code(), status.signal()) {
-                    (Some(code), _) => text.push_str(&format!("exit code: {code}\n")),
-                    (None, Some(sig)) => text.push_str(&format!("killed by signal {sig}\n")),
-                    _ => text.push_str("exit status unknown\n"),
+    let max = env.limits.bash_max_timeout_seconds;
+    let is_error = seen.oom_killed | tell_end(&end, timeout, max, &mut text);
+    tell_output(&mut text, stdout, stderr, incomplete);
+    if is_error { Err(text) } else { Ok(text) }
+}
+
+/// The call's timeout and working directory, checked; refused while the server stops.
+fn checked(env: &BuiltinEnv, args: &Args) -> Result<(u64, std::path::PathBuf), String> {
+    let max = env.limits.bash_max_timeout_seconds;
+    let timeout = args
+        .timeout_seconds
+        .unwrap_or(env.limits.bash_timeout_seconds);
+    if timeout == 0 || timeout > max {
+        return Err(format!(
+            "timeout_seconds must be between 1 and {max}; got {timeout}"
+        ));
+    }
+    if args.command.trim().is_empty() {
+        return Err("command is empty".into());
+    }
+    if env.shutdown.is_set() {
+        return Err("the server is shutting down; command not started".into());
+    }
+    let cwd_input = args.cwd.as_deref().unwrap_or(".");
+    let cwd = resolve(env, cwd_input)?;
+    if !cwd.is_dir() {
+        return Err(format!(
+            "cwd \"{cwd_input}\" is not a directory inside the root"
+        ));
+    }
+    Ok((timeout, cwd))
+}
+
+/// The shell running `command` in `cwd`, with the session's environment only.
+fn command(env: &BuiltinEnv, command: &str, cwd: &std::path::Path) -> Command {
+    let mut cmd = Command::new(shell());
+    // A clean environment: the allowlist and what the workflow names, so no key or token
+    // of awf's own reaches it.
+    cmd.env_clear().envs(env.bash_env.vars());
+    // The session's own temp dir: the shared one is not writable under Landlock.
+    cmd.env("TMPDIR", env.confine.tmp_dir());
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // Under a host list, the way out is the egress proxy in the command's namespace.
+    if *env.confine.net() == crate::confine::NetStatus::Hosts {
+        cmd.envs(egress::proxy_env());
+    }
+    cmd
+}
+
+/// What the jail hands out, served: the egress bridge of a host list, the supervisor of
+/// `unix_sockets:` grants.
+fn serve_links(
+    env: &BuiltinEnv,
+    bridge: Option<egress::Bridge>,
+    unix: Option<crate::confine::unix_grants::Pending>,
+) -> Result<
+    (
+        Option<egress::Serving>,
+        Option<crate::confine::unix_grants::Supervisor>,
+    ),
+    String,
+> {
+    let serving = match (bridge, env.confine.egress()) {
+        (Some(bridge), Some(egress)) => Some(
+            bridge
+                .serve(egress.clone(), reporter())
+                .map_err(|e| format!("cannot reach the command's network namespace: {e}"))?,
+        ),
+        _ => None,
+    };
+    let supervisor = match unix {
+        Some(pending) => Some(
+            pending
+                .serve(env.confine.unix_grants().clone(), unix_reporter())
+                .map_err(|e| format!("cannot supervise the command's unix sockets: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok((serving, supervisor))
+}
+
+/// Reads the command's stdout and stderr on a thread each, keeping the head and tail of
+/// `half` bytes each; each buffer comes on the channel when its stream ends.
+fn read_output(
+    group: &mut ProcessGroup,
+    half: usize,
+) -> mpsc::Receiver<(&'static str, HeadBuffer)> {
+    let (done_tx, done_rx) = mpsc::channel::<(&'static str, HeadBuffer)>();
+    for (name, stream) in [
+        (
+            "stdout",
+            group
+                .take_stdout()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ),
+        (
+            "stderr",
+            group
+                .take_stderr()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        ),
+    ] {
+        let tx = done_tx.clone();
+        let Some(mut stream) = stream else { continue };
+        std::thread::spawn(move || {
+            let mut buf = HeadBuffer::new(half);
+            let mut chunk = [0u8; 16 * 1024];
+            loop {
+                match stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.push(&chunk[..n]),
                 }
-                !status.success()
             }
-            Ended::TimedOut => {
-                text.push_str(&format!(
-                    "timed out after {timeout} s: the command and its process group were killed \
-                 (raise timeout_seconds, at most {max})\n"
-                ));
-                true
+            let _ = tx.send((name, buf));
+        });
+    }
+    done_rx
+}
+
+/// Both streams as read; true when one did not end within 2 s of the command's end.
+fn collect(done: mpsc::Receiver<(&'static str, HeadBuffer)>) -> (HeadBuffer, HeadBuffer, bool) {
+    let mut stdout = HeadBuffer::new(0);
+    let mut stderr = HeadBuffer::new(0);
+    for _ in 0..2 {
+        // A process that left the group (setsid) may still hold a pipe: do not wait forever.
+        match done.recv_timeout(Duration::from_secs(2)) {
+            Ok(("stdout", b)) => stdout = b,
+            Ok((_, b)) => stderr = b,
+            Err(_) => return (stdout, stderr, true),
+        }
+    }
+    (stdout, stderr, false)
+}
+
+/// How the command ended, in words; true when that is an error.
+fn tell_end(end: &Ended, timeout: u64, max: u64, text: &mut String) -> bool {
+    match end {
+        Ended::Exited(status) => {
+            match (status.code(), status.signal()) {
+                (Some(code), _) => text.push_str(&format!("exit code: {code}\n")),
+                (None, Some(sig)) => text.push_str(&format!("killed by signal {sig}\n")),
+                _ => text.push_str("exit status unknown\n"),
             }
-            Ended::Interrupted => {
-                text.push_str("cancelled: the command and its process group were killed\n");
-                true
-            }
-        };
+            !status.success()
+        }
+        Ended::TimedOut => {
+            text.push_str(&format!(
+                "timed out after {timeout} s: the command and its process group were killed \
+             (raise timeout_seconds, at most {max})\n"
+            ));
+            true
+        }
+        Ended::Interrupted => {
+            text.push_str("cancelled: the command and its process group were killed\n");
+            true
+        }
+    }
+}
+
+/// Both streams, each cut to its head and tail with the hint to read the rest.
+fn tell_output(text: &mut String, stdout: HeadBuffer, stderr: HeadBuffer, incomplete: bool) {
+    let hint = "redirect the output to a file and Read it with offset/limit, or filter it (grep, head, tail)";
     for (name, buf) in [("stdout", stdout), ("stderr", stderr)] {
         if buf.total() == 0 {
             text.push_str(&format!("{name}: (empty)\n"));
@@ -394,7 +443,6 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     if incomplete {
         text.push_str("[output may be incomplete: a process that left the command's group still holds its output]\n");
     }
-    if is_error { Err(text) } else { Ok(text) }
 }
 
 #[cfg(test)]

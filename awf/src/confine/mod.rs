@@ -162,6 +162,18 @@ pub struct Links {
     pub cgroup: Option<cgroup::CallCgroup>,
 }
 
+/// The pool of Bash's call cgroups, where a call's memory and processes are bounded by a
+/// cgroup (a long-lived child stays in awf's).
+fn call_cgroups(policy: &Policy, processes: u32) -> Option<Arc<cgroup::Pool>> {
+    match policy.bounds().map(|b| (b, bounds::Mechanism::detect())) {
+        // The waiter and the namespace's init count too.
+        Some((b, bounds::Mechanism::Cgroup(home))) => {
+            Some(cgroup::Pool::new(home, b.memory(), processes + 2))
+        }
+        _ => None,
+    }
+}
+
 impl Confinement {
     /// Resolves `policy` for a session over `root` whose Bash gets `tmp` as TMPDIR and
     /// `path`/`home` as PATH/HOME; `var` reads awf's environment (toolchain homes). Probes
@@ -222,73 +234,8 @@ impl Confinement {
         if let Some(b) = &policy.bounds() {
             b.check()?;
         }
-        let mut listed = Vec::new();
-        let mut degraded = Vec::new();
-        let mut read_handled = read == ReadMode::Confined;
-        if !support.mounts && matches!(status, Status::On(_)) {
-            // No mount can cover a secret: the secrets present now are left out of the read
-            // grants, path by path (under `read: host` too, whose grant is then `/`).
-            let excluded: Vec<PathBuf> = secrets::present(&homes, &hidden);
-            let roots = if read == ReadMode::Host {
-                vec![PathBuf::from("/")]
-            } else {
-                std::mem::take(&mut readable)
-            };
-            for r in &roots {
-                let (l, w) = readable::grant_around(r, &excluded);
-                listed.extend(l);
-                readable.extend(w);
-            }
-            read_handled = true;
-            degraded.push(
-                "secret locations and hidden: paths are not covered by mounts (no mount \
-                 namespace): reads are granted path by path around those present now, so one \
-                 made later inside a readable tree is readable"
-                    .to_string(),
-            );
-            for e in &excluded {
-                if let Some(w) = writable.iter().find(|w| e.starts_with(w)) {
-                    degraded.push(format!(
-                        "{} lies in the writable path {} and is NOT hidden (no mount namespace)",
-                        e.display(),
-                        w.display()
-                    ));
-                }
-            }
-            degraded.push(
-                "chmod, chown and utime of files outside the writable paths are not refused \
-                 (no read-only mounts)"
-                    .into(),
-            );
-        } else if !support.mounts {
-            degraded
-                .push("secret locations are NOT hidden (no mount namespace, no Landlock)".into());
-        }
         let processes = sb.processes.unwrap_or(DEFAULT_PROCESSES);
-        // Only Bash's calls get cgroups (a long-lived child stays in awf's).
-        let cgroups = match policy
-            .bounds()
-            .as_ref()
-            .map(|b| (b, bounds::Mechanism::detect()))
-        {
-            // The waiter and the namespace's init count too.
-            Some((b, bounds::Mechanism::Cgroup(home))) => {
-                Some(cgroup::Pool::new(home, b.memory(), processes + 2))
-            }
-            _ => None,
-        };
-        if !support.pids {
-            degraded.push(
-                "other processes of the user are visible in /proc (their environment and \
-                 memory stay closed: Landlock's ptrace rule); what a call leaves behind is \
-                 killed when it ends"
-                    .into(),
-            );
-        }
-        if !(support.pids && support.pid_max) && cgroups.is_none() {
-            degraded
-                .push("processes are NOT capped (no pid_max of a PID namespace, no cgroup)".into());
-        }
+        let cgroups = call_cgroups(policy, processes);
         let mut c = Confinement {
             status,
             net: NetStatus::Allowed,
@@ -308,13 +255,15 @@ impl Confinement {
                 !sb.unix_sockets.is_empty() || policy.serves_unix_socket(),
             )),
             unix_grants: Arc::new(sb.unix_sockets.clone()),
-            listed,
+            listed: Vec::new(),
             bounds: policy.bounds(),
             cgroups,
-            degraded,
+            degraded: Vec::new(),
             session: None,
             ahead: (support.mounts && support.pids).then(Arc::default),
         };
+        let read_handled = c.grant_reads_around_secrets();
+        c.say_what_processes_lack();
         if policy.bounds().is_some() {
             if c.support.mounts {
                 c.session = Some(Arc::default());
@@ -326,26 +275,111 @@ impl Confinement {
                 );
             }
         }
-        if sb.unix_sockets.is_empty()
+        c.filter_unix_sockets(policy)?;
+        let want = c.enforce_network(policy)?;
+        c.require(&sb.require, &want)?;
+        if let Network::Hosts(hosts) = &want
+            && c.net == NetStatus::Hosts
+        {
+            c.egress = Some(Arc::new(egress::Egress::new(hosts)?));
+        }
+        c.plan_landlock(read_handled);
+        c.warn_once();
+        Ok(c)
+    }
+
+    /// Without a mount namespace no mount can cover a secret: under Landlock the secrets
+    /// present now are left out of the read grants, path by path (under `read: host` too,
+    /// whose grant is then `/`). True when Landlock's plan handles reads.
+    fn grant_reads_around_secrets(&mut self) -> bool {
+        let read = self.read;
+        if self.support.mounts {
+            return read == ReadMode::Confined;
+        }
+        if !matches!(self.status, Status::On(_)) {
+            self.degraded
+                .push("secret locations are NOT hidden (no mount namespace, no Landlock)".into());
+            return read == ReadMode::Confined;
+        }
+        let excluded: Vec<PathBuf> = secrets::present(&self.homes, &self.hidden_extra);
+        let roots = if read == ReadMode::Host {
+            vec![PathBuf::from("/")]
+        } else {
+            std::mem::take(&mut self.readable)
+        };
+        for r in &roots {
+            let (l, w) = readable::grant_around(r, &excluded);
+            self.listed.extend(l);
+            self.readable.extend(w);
+        }
+        self.degraded.push(
+            "secret locations and hidden: paths are not covered by mounts (no mount \
+             namespace): reads are granted path by path around those present now, so one \
+             made later inside a readable tree is readable"
+                .to_string(),
+        );
+        for e in &excluded {
+            if let Some(w) = self.writable.iter().find(|w| e.starts_with(w)) {
+                self.degraded.push(format!(
+                    "{} lies in the writable path {} and is NOT hidden (no mount namespace)",
+                    e.display(),
+                    w.display()
+                ));
+            }
+        }
+        self.degraded.push(
+            "chmod, chown and utime of files outside the writable paths are not refused \
+             (no read-only mounts)"
+                .into(),
+        );
+        true
+    }
+
+    /// What this machine lacks to keep a call's processes apart and capped, in words.
+    fn say_what_processes_lack(&mut self) {
+        if !self.support.pids {
+            self.degraded.push(
+                "other processes of the user are visible in /proc (their environment and \
+                 memory stay closed: Landlock's ptrace rule); what a call leaves behind is \
+                 killed when it ends"
+                    .into(),
+            );
+        }
+        if !(self.support.pids && self.support.pid_max) && self.cgroups.is_none() {
+            self.degraded
+                .push("processes are NOT capped (no pid_max of a PID namespace, no cgroup)".into());
+        }
+    }
+
+    /// The filter of unix sockets: a child that serves one of its own goes unfiltered where
+    /// connects cannot be supervised; grants there are refused.
+    fn filter_unix_sockets(&mut self, policy: &Policy) -> Result<(), String> {
+        let granted = !policy.sandbox.unix_sockets.is_empty();
+        if !granted
             && policy.serves_unix_socket()
             && let Err(why) = unix_grants::supervisable()
         {
             // Refusing its unix sockets would refuse its own: it goes unfiltered.
             tracing::warn!("the child may reach the host's unix sockets: {why}");
-            c.unix_filter = None;
+            self.unix_filter = None;
         }
-        if !sb.unix_sockets.is_empty()
-            && let Err(why) = unix_grants::supervisable()
-        {
+        if granted && let Err(why) = unix_grants::supervisable() {
             return Err(format!(
                 "unix_sockets cannot be granted here: {why}; set it to 1 (sysctl \
                  kernel.yama.ptrace_scope=1), or remove unix_sockets"
             ));
         }
+        Ok(())
+    }
+
+    /// The network the policy wants, and how this machine enforces it: refused where a
+    /// stated deny or host list cannot hold; under Landlock's TCP rights only, UDP and raw
+    /// sockets go to the filter.
+    fn enforce_network(&mut self, policy: &Policy) -> Result<Network, String> {
         let network = policy.network();
         let want = network.clone().unwrap_or(Network::Deny);
-        c.net = c.net_status(&want);
-        match (&network, &c.net) {
+        self.net = self.net_status(&want);
+        match (&network, &self.net) {
             (Some(Network::Deny), NetStatus::Unenforced(why)) => {
                 return Err(format!(
                     "network: deny cannot be enforced: {why}; set network: allow, or run where \
@@ -362,42 +396,40 @@ impl Confinement {
             }
             _ => {}
         }
-        if c.net == NetStatus::DeniedTcp {
+        if self.net == NetStatus::DeniedTcp {
             // Landlock covers TCP only: UDP, raw and other sockets are the filter's.
-            let supervised = c
+            let supervised = self
                 .unix_filter
                 .as_ref()
                 .is_some_and(seccomp::Filter::supervised);
-            c.unix_filter = Some(seccomp::Filter::without_udp(supervised));
-            c.degraded.push(
+            self.unix_filter = Some(seccomp::Filter::without_udp(supervised));
+            self.degraded.push(
                 "network: deny has no network namespace: TCP connect and bind are refused on \
                  every port (Landlock) and UDP and raw sockets (seccomp), so the call cannot \
                  serve on 127.0.0.1 either"
                     .into(),
             );
         }
-        c.require(&sb.require, &want)?;
-        if let Network::Hosts(hosts) = &want
-            && c.net == NetStatus::Hosts
-        {
-            c.egress = Some(Arc::new(egress::Egress::new(hosts)?));
-        }
-        if let Status::On(abi) = c.status {
-            let mut plan = landlock::Plan::new(abi, read_handled, c.net == NetStatus::DeniedTcp);
+        Ok(want)
+    }
+
+    /// Landlock's plan: the writable paths, the readable ones, and the directories listed
+    /// around secrets.
+    fn plan_landlock(&mut self, read_handled: bool) {
+        if let Status::On(abi) = self.status {
+            let mut plan = landlock::Plan::new(abi, read_handled, self.net == NetStatus::DeniedTcp);
             let all = landlock::READ | landlock::write_rights(abi);
-            for p in &c.writable {
+            for p in &self.writable {
                 plan.allow(p, all);
             }
-            for p in &c.readable {
+            for p in &self.readable {
                 plan.allow(p, landlock::READ);
             }
-            for p in &c.listed {
+            for p in &self.listed {
                 plan.allow(p, landlock::READ_DIR);
             }
-            c.plan = Some(plan);
+            self.plan = Some(plan);
         }
-        c.warn_once();
-        Ok(c)
     }
 
     /// Refuses what `require` names but this machine cannot give in full; the error says
