@@ -36,6 +36,7 @@ const DROPPED: &[&str] = &[
     "accept-encoding",
 ];
 
+/// Forwards one admitted request upstream and its answer back, and records the turn.
 pub(super) fn forward(
     conn: TcpStream,
     lease: &Lease,
@@ -54,82 +55,15 @@ pub(super) fn forward(
     };
     // The span starts with the request; the model it names is known once its body is
     // sent (the body streams upstream, so it is read only as the upstream takes it).
-    let mut span = wire.and(exporter).map(|e| {
-        let parent = lease
-            .spec
-            .traceparent
-            .as_deref()
-            .and_then(parse_traceparent);
-        e.start_span(
-            "chat".to_string(),
-            SpanKind::Client,
-            parent.as_ref(),
-            vec![
-                KeyValue::new("gen_ai.operation.name", "chat"),
-                KeyValue::new("gen_ai.provider.name", provider),
-                KeyValue::new("server.address", host.clone()),
-                KeyValue::new("server.port", i64::from(port)),
-            ],
-        )
-    });
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_connect(Some(Duration::from_secs(30)))
-        .tls_config(tls_config().clone())
-        .build()
-        .into();
-    let mut builder = ureq::http::Request::builder()
-        .method(req.method.as_str())
-        .uri(&url);
-    for (k, v) in &req.headers {
-        if DROPPED.contains(&k.as_str())
-            || (lease.placeholder.is_some() && KEY_HEADERS.contains(&k.as_str()))
-        {
-            continue;
-        }
-        builder = builder.header(k.as_str(), v.as_str());
-    }
-    if req.header("content-length").is_some() {
-        builder = builder.header("content-length", req.len.to_string());
-    }
-    if let Some((how, key)) = &lease.spec.key {
-        builder = match how {
-            KeyHeader::XApiKey => builder.header("x-api-key", key.as_str()),
-            KeyHeader::Bearer => builder.header("authorization", format!("Bearer {key}")),
-            KeyHeader::Goog => builder.header("x-goog-api-key", key.as_str()),
-        };
-    }
-    // A body that came whole with its head goes up in one write with the head: the
-    // time to first byte of a small request is not spent on a second packet.
-    let came_whole = req.len <= req.early.len() as u64;
-    let mut body = UpstreamBody::new(
-        std::mem::take(&mut req.early),
-        &conn,
-        req.len,
-        lease.masker.as_ref().map(|_| CONTENT_BYTES),
-    );
-    let outcome = if req.len == 0 {
-        send(&agent, builder.body(()))
-    } else if came_whole {
-        let mut bytes = Vec::new();
-        let _ = body.read_to_end(&mut bytes);
-        send(&agent, builder.body(&bytes[..]))
-    } else {
-        send(&agent, builder.body(ureq::SendBody::from_reader(&mut body)))
-    };
-    let sent = body.complete();
-    let request_bytes = body.sent;
-    let broken = body.broken.take();
-    let prefix = body.prefix.take();
-    let scanned = std::mem::take(&mut body.scan).model();
-    let model = wire.and_then(|w| usage::requested_model(w, path_model, scanned));
+    let mut span = wire.and(exporter).map(|e| chat_span(e, lease, &host, port));
+    let sent = send_upstream(&conn, lease, &mut req, &url);
+    let model = wire.and_then(|w| usage::requested_model(w, path_model, sent.scanned));
     if let Some(span) = span.as_mut() {
         if let Some(m) = &model {
             span.update_name(format!("chat {m}"));
             span.set_attribute(KeyValue::new("gen_ai.request.model", m.clone()));
         }
-        if let (Some(masker), Some(p)) = (&lease.masker, &prefix) {
+        if let (Some(masker), Some(p)) = (&lease.masker, &sent.prefix) {
             span.set_attribute(KeyValue::new(
                 "gen_ai.input.messages",
                 masker.mask_text(&cut(&String::from_utf8_lossy(p))),
@@ -142,22 +76,22 @@ pub(super) fn forward(
         let _ = a.append(&json!({
             "ts": now_rfc3339(), "type": "model.request", "provider": provider,
             "model": model, "server": host, "path": req.rest.split('?').next().unwrap_or(""),
-            "request_bytes": request_bytes,
+            "request_bytes": sent.request_bytes,
         }));
     }
     let turn = Turn {
         wire,
-        sent,
+        sent: sent.whole,
         claim,
         started,
     };
-    let resp = match outcome {
-        Ok(r) if sent => r,
-        Ok(_) | Err(_) if broken.is_some() => {
+    let resp = match sent.outcome {
+        Ok(r) if sent.whole => r,
+        Ok(_) | Err(_) if sent.broken.is_some() => {
             // The agent is gone before its request was whole: no answer to give, and no
             // model turn happened.
             let _ = conn.shutdown(Shutdown::Both);
-            finish(lease, span, &turn, None, 400, None, broken.as_deref());
+            finish(lease, span, &turn, None, 400, None, sent.broken.as_deref());
             return;
         }
         Ok(r) => r,
@@ -185,55 +119,9 @@ pub(super) fn forward(
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .map(String::from);
-    let mut head = format!(
-        "HTTP/1.1 {status} {}\r\n",
-        resp.status().canonical_reason().unwrap_or("")
-    );
-    for (k, v) in resp.headers() {
-        let k = k.as_str();
-        if DROPPED.contains(&k) || k == "content-encoding" {
-            continue;
-        }
-        head.push_str(&format!(
-            "{k}: {}\r\n",
-            String::from_utf8_lossy(v.as_bytes())
-        ));
-    }
-    // The answer ends when the connection does: no framing to hold a stream back.
-    head.push_str("Connection: close\r\n\r\n");
     let mut reader = wire.map(|w| UsageReader::new(w, content_type.as_deref()));
     let mut content = lease.masker.as_ref().map(|_| Vec::new());
-    let mut first_byte = None;
-    let mut failed = None;
-    let mut out = &conn;
-    if out.write_all(head.as_bytes()).is_ok() {
-        let mut body = resp.into_body().into_reader();
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            match body.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    first_byte.get_or_insert_with(|| started.elapsed());
-                    if let Some(r) = reader.as_mut() {
-                        r.feed(&buf[..n]);
-                    }
-                    if let Some(c) = content.as_mut() {
-                        let room = CONTENT_BYTES.saturating_sub(c.len());
-                        c.extend_from_slice(&buf[..n.min(room)]);
-                    }
-                    if out.write_all(&buf[..n]).is_err() {
-                        failed = Some("the agent closed the connection".to_string());
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    failed = Some(format!("the answer broke off: {e}"));
-                    break;
-                }
-            }
-        }
-    }
+    let (first_byte, failed) = stream_back(&conn, resp, started, &mut reader, &mut content);
     let _ = conn.shutdown(Shutdown::Both);
     let used = reader.map(UsageReader::finish);
     if let (Some(span), Some(c), Some(masker)) = (span.as_mut(), &content, &lease.masker) {
@@ -251,6 +139,165 @@ pub(super) fn forward(
         first_byte,
         failed.as_deref(),
     );
+}
+
+/// The `chat` span of a model request, under the step's span.
+fn chat_span(
+    exporter: &OtelExporter,
+    lease: &Lease,
+    host: &str,
+    port: u16,
+) -> opentelemetry_sdk::trace::Span {
+    let parent = lease
+        .spec
+        .traceparent
+        .as_deref()
+        .and_then(parse_traceparent);
+    exporter.start_span(
+        "chat".to_string(),
+        SpanKind::Client,
+        parent.as_ref(),
+        vec![
+            KeyValue::new("gen_ai.operation.name", "chat"),
+            KeyValue::new("gen_ai.provider.name", lease.spec.provider),
+            KeyValue::new("server.address", host.to_string()),
+            KeyValue::new("server.port", i64::from(port)),
+        ],
+    )
+}
+
+/// A request as sent upstream: the answer's head (or why there is none), and what its
+/// body was.
+struct Sent {
+    outcome: Result<ureq::http::Response<ureq::Body>, String>,
+    /// The whole body went up.
+    whole: bool,
+    request_bytes: u64,
+    /// The agent's connection failed or ended inside the body.
+    broken: Option<String>,
+    /// The body's first bytes, when content is recorded.
+    prefix: Option<Vec<u8>>,
+    /// The model the body names, seen in passing.
+    scanned: Option<String>,
+}
+
+/// Sends `req` to `url` with the real key in place of the placeholder, its body streamed
+/// from the agent's connection (in one write with the head when it came whole).
+fn send_upstream(conn: &TcpStream, lease: &Lease, req: &mut Head, url: &str) -> Sent {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_connect(Some(Duration::from_secs(30)))
+        .tls_config(tls_config().clone())
+        .build()
+        .into();
+    let mut builder = ureq::http::Request::builder()
+        .method(req.method.as_str())
+        .uri(url);
+    for (k, v) in &req.headers {
+        if DROPPED.contains(&k.as_str())
+            || (lease.placeholder.is_some() && KEY_HEADERS.contains(&k.as_str()))
+        {
+            continue;
+        }
+        builder = builder.header(k.as_str(), v.as_str());
+    }
+    if req.header("content-length").is_some() {
+        builder = builder.header("content-length", req.len.to_string());
+    }
+    if let Some((how, key)) = &lease.spec.key {
+        builder = match how {
+            KeyHeader::XApiKey => builder.header("x-api-key", key.as_str()),
+            KeyHeader::Bearer => builder.header("authorization", format!("Bearer {key}")),
+            KeyHeader::Goog => builder.header("x-goog-api-key", key.as_str()),
+        };
+    }
+    // A body that came whole with its head goes up in one write with the head: the
+    // time to first byte of a small request is not spent on a second packet.
+    let came_whole = req.len <= req.early.len() as u64;
+    let mut body = UpstreamBody::new(
+        std::mem::take(&mut req.early),
+        conn,
+        req.len,
+        lease.masker.as_ref().map(|_| CONTENT_BYTES),
+    );
+    let outcome = if req.len == 0 {
+        send(&agent, builder.body(()))
+    } else if came_whole {
+        let mut bytes = Vec::new();
+        let _ = body.read_to_end(&mut bytes);
+        send(&agent, builder.body(&bytes[..]))
+    } else {
+        send(&agent, builder.body(ureq::SendBody::from_reader(&mut body)))
+    };
+    Sent {
+        outcome,
+        whole: body.complete(),
+        request_bytes: body.sent,
+        broken: body.broken.take(),
+        prefix: body.prefix.take(),
+        scanned: std::mem::take(&mut body.scan).model(),
+    }
+}
+
+/// The answer's head and body written to the agent as they arrive, read on the way by
+/// `reader` (the usage) and into `content` (when recorded); the time to its first byte
+/// and why it broke off, if it did.
+fn stream_back(
+    conn: &TcpStream,
+    resp: ureq::http::Response<ureq::Body>,
+    started: Instant,
+    reader: &mut Option<UsageReader>,
+    content: &mut Option<Vec<u8>>,
+) -> (Option<Duration>, Option<String>) {
+    let status = resp.status();
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    for (k, v) in resp.headers() {
+        let k = k.as_str();
+        if DROPPED.contains(&k) || k == "content-encoding" {
+            continue;
+        }
+        head.push_str(&format!(
+            "{k}: {}\r\n",
+            String::from_utf8_lossy(v.as_bytes())
+        ));
+    }
+    // The answer ends when the connection does: no framing to hold a stream back.
+    head.push_str("Connection: close\r\n\r\n");
+    let mut first_byte = None;
+    let mut out = conn;
+    if out.write_all(head.as_bytes()).is_err() {
+        return (None, None);
+    }
+    let mut body = resp.into_body().into_reader();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match body.read(&mut buf) {
+            Ok(0) => return (first_byte, None),
+            Ok(n) => {
+                first_byte.get_or_insert_with(|| started.elapsed());
+                if let Some(r) = reader.as_mut() {
+                    r.feed(&buf[..n]);
+                }
+                if let Some(c) = content.as_mut() {
+                    let room = CONTENT_BYTES.saturating_sub(c.len());
+                    c.extend_from_slice(&buf[..n.min(room)]);
+                }
+                if out.write_all(&buf[..n]).is_err() {
+                    return (
+                        first_byte,
+                        Some("the agent closed the connection".to_string()),
+                    );
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (first_byte, Some(format!("the answer broke off: {e}"))),
+        }
+    }
 }
 
 /// The wait an answer asks for, in milliseconds: `retry-after-ms` (milliseconds), else
