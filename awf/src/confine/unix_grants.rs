@@ -250,64 +250,15 @@ fn errno() -> i32 {
 /// Makes the connection the caller asked for, or refuses it; the errno to answer (0: done).
 fn decide(listener: RawFd, n: &Notif, grants: &[PathBuf], report: &Reporter) -> i32 {
     let started = Instant::now();
-    // The thread that made the call; its descriptors are its process's (thread group's).
     let pid = n.pid as libc::pid_t;
-    let Some(tgid) = thread_group(pid) else {
-        return libc::ESRCH;
+    let (sock, addr, len) = match callers_socket(listener, n) {
+        Ok(s) => s,
+        Err(e) => return e,
     };
-    let (fd, addr_ptr, addr_len) = (n.args[0] as i32, n.args[1], n.args[2] as usize);
-    // SAFETY: plain syscalls; descriptors received are owned at once.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) };
-    if pidfd < 0 {
-        return libc::ESRCH;
-    }
-    // SAFETY: a fresh descriptor.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
-    if !still_valid(listener, n.id) {
-        return libc::ESRCH;
-    }
-    // SAFETY: as above.
-    let sock = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-    if sock < 0 {
-        return errno(); // EBADF: not a descriptor of the caller's
-    }
-    // SAFETY: a fresh descriptor: the caller's socket, shared.
-    let sock = unsafe { OwnedFd::from_raw_fd(sock as RawFd) };
-    let mut addr = [0u8; std::mem::size_of::<libc::sockaddr_storage>()];
-    let len = addr_len.min(addr.len());
-    if len > 0 {
-        let local = libc::iovec {
-            iov_base: addr.as_mut_ptr().cast(),
-            iov_len: len,
-        };
-        let remote = libc::iovec {
-            iov_base: addr_ptr as *mut libc::c_void,
-            iov_len: len,
-        };
-        // SAFETY: copies `len` bytes of the caller's memory into `addr`.
-        let r = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-        if r != len as isize {
-            return libc::EFAULT;
-        }
-    }
-    if !still_valid(listener, n.id) {
-        return libc::ESRCH;
-    }
-    let mut domain: libc::c_int = 0;
-    let mut dlen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt fills an int.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_DOMAIN,
-            (&mut domain as *mut libc::c_int).cast(),
-            &mut dlen,
-        )
+    let domain = match socket_domain(&sock) {
+        Ok(d) => d,
+        Err(e) => return e, // ENOTSOCK
     };
-    if r < 0 {
-        return errno(); // ENOTSOCK
-    }
     let family = if len >= 2 {
         u16::from_ne_bytes([addr[0], addr[1]]) as libc::c_int
     } else {
@@ -347,19 +298,10 @@ fn decide(listener: RawFd, n: &Notif, grants: &[PathBuf], report: &Reporter) -> 
     let dir = if named.is_absolute() {
         None
     } else {
-        let cwd = CString::new(format!("/proc/{pid}/cwd")).unwrap();
-        // SAFETY: a NUL-terminated path; the descriptor is owned at once.
-        let d = unsafe {
-            libc::open(
-                cwd.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if d < 0 {
-            return libc::ESRCH;
+        match callers_cwd(pid) {
+            Some(d) => Some(d),
+            None => return libc::ESRCH,
         }
-        // SAFETY: a fresh descriptor.
-        Some(unsafe { OwnedFd::from_raw_fd(d) })
     };
     let shown = match &dir {
         None => named.display().to_string(),
@@ -408,6 +350,101 @@ fn decide(listener: RawFd, n: &Notif, grants: &[PathBuf], report: &Reporter) -> 
         duration: started.elapsed(),
     });
     e
+}
+
+/// The socket the caller's `connect` names, shared with it, and the address it asks for
+/// (read from its memory); the errno to answer when either cannot be had, or the call is
+/// no longer waiting.
+fn callers_socket(
+    listener: RawFd,
+    n: &Notif,
+) -> Result<
+    (
+        OwnedFd,
+        [u8; std::mem::size_of::<libc::sockaddr_storage>()],
+        usize,
+    ),
+    i32,
+> {
+    // The thread that made the call; its descriptors are its process's (thread group's).
+    let pid = n.pid as libc::pid_t;
+    let tgid = thread_group(pid).ok_or(libc::ESRCH)?;
+    let (fd, addr_ptr, addr_len) = (n.args[0] as i32, n.args[1], n.args[2] as usize);
+    // SAFETY: plain syscalls; descriptors received are owned at once.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) };
+    if pidfd < 0 {
+        return Err(libc::ESRCH);
+    }
+    // SAFETY: a fresh descriptor.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    if !still_valid(listener, n.id) {
+        return Err(libc::ESRCH);
+    }
+    // SAFETY: as above.
+    let sock = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if sock < 0 {
+        return Err(errno()); // EBADF: not a descriptor of the caller's
+    }
+    // SAFETY: a fresh descriptor: the caller's socket, shared.
+    let sock = unsafe { OwnedFd::from_raw_fd(sock as RawFd) };
+    let mut addr = [0u8; std::mem::size_of::<libc::sockaddr_storage>()];
+    let len = addr_len.min(addr.len());
+    if len > 0 {
+        let local = libc::iovec {
+            iov_base: addr.as_mut_ptr().cast(),
+            iov_len: len,
+        };
+        let remote = libc::iovec {
+            iov_base: addr_ptr as *mut libc::c_void,
+            iov_len: len,
+        };
+        // SAFETY: copies `len` bytes of the caller's memory into `addr`.
+        let r = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        if r != len as isize {
+            return Err(libc::EFAULT);
+        }
+    }
+    if !still_valid(listener, n.id) {
+        return Err(libc::ESRCH);
+    }
+    Ok((sock, addr, len))
+}
+
+/// The domain of a socket (`AF_UNIX`, ...); the errno when it is not one.
+fn socket_domain(sock: &OwnedFd) -> Result<libc::c_int, i32> {
+    let mut domain: libc::c_int = 0;
+    let mut dlen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt fills an int.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut domain as *mut libc::c_int).cast(),
+            &mut dlen,
+        )
+    };
+    if r < 0 {
+        return Err(errno());
+    }
+    Ok(domain)
+}
+
+/// The working directory of process `pid`, opened as a path (None: it is gone).
+fn callers_cwd(pid: libc::pid_t) -> Option<OwnedFd> {
+    let cwd = CString::new(format!("/proc/{pid}/cwd")).unwrap();
+    // SAFETY: a NUL-terminated path; the descriptor is owned at once.
+    let d = unsafe {
+        libc::open(
+            cwd.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if d < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor.
+    Some(unsafe { OwnedFd::from_raw_fd(d) })
 }
 
 /// The process (thread group) the thread `tid` belongs to.

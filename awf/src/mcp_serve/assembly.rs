@@ -40,95 +40,9 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
     let shutdown = Shutdown::new();
     let mut private_tmp = None;
     if cfg.intercept_builtins {
-        // What killed sessions left goes, while this one starts (once per process:
-        // in-process sessions share one; on a thread of its own, off the start's path).
-        static SWEPT: std::sync::Once = std::sync::Once::new();
-        SWEPT.call_once(confine::PrivateTmp::sweep_leftovers);
-        let tmp = confine::PrivateTmp::create().map_err(|e| {
-            AwfError::new(
-                codes::IO,
-                format!(
-                    "cannot create a private temp directory under {}: {e}; make it writable \
-                     or point TMPDIR at a directory that is",
-                    std::env::temp_dir().display()
-                ),
-            )
-        })?;
-        let bash_env = crate::child_env::ChildEnv {
-            passthrough: cfg.sandbox.env_passthrough.clone(),
-            set: cfg.sandbox.env.clone().into_iter().collect(),
-        };
-        let vars = bash_env.vars();
-        let var = |name: &str| {
-            vars.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.as_str())
-        };
-        let policy = confine::Policy::new(
-            cfg.sandbox.clone(),
-            confine::Role::Bash,
-            cfg.confine_support,
-        );
-        let confinement = confine::Confinement::new(
-            &policy,
-            &root,
-            tmp.path(),
-            std::path::Path::new(crate::builtins::bash::shell()),
-            var("PATH"),
-            var("HOME").map(Path::new),
-            &|name| std::env::var(name).ok(),
-        )
-        .map_err(|e| AwfError::new(codes::CONFIG_INVALID, format!("{}: {e}", cfg.origin)))?;
-        match confinement.status() {
-            confine::Status::Unavailable(why) => {
-                tracing::warn!("Bash writes are NOT confined: {why}")
-            }
-            confine::Status::Off => {
-                tracing::warn!(
-                    "Bash writes are NOT confined: Landlock is switched off (landlock: false)"
-                )
-            }
-            confine::Status::On(_) => {}
-        }
-        if let (confine::NetStatus::Unenforced(why), true) = (
-            confinement.net(),
-            confinement.status() != &confine::Status::Off,
-        ) {
-            tracing::warn!("Bash's network is NOT restricted: {why}");
-        }
-        // Bash must not be able to forge or delete the records of its own calls: the audit
-        // file lies outside what it may write, or in a hidden path its mounts cover.
-        let covered = |dir: &Path| {
-            let dir = crate::private_files::real_path(dir);
-            confinement.support().mounts
-                && cfg
-                    .sandbox
-                    .hidden
-                    .iter()
-                    .any(|h| dir.starts_with(crate::private_files::real_path(h)))
-        };
-        if let Some(dir) = cfg
-            .audit_path
-            .as_deref()
-            .and_then(Path::parent)
-            .filter(|d| !covered(d))
-        {
-            crate::private_files::check_private_location(
-                "audit file's directory",
-                dir,
-                confinement.writable(),
-                "give the audit file (--audit or audit_path) a place outside the root and the \
-                 writable paths",
-            )?;
-        }
+        let (builtins, tmp) = builtins(cfg, sandbox, &shutdown)?;
         private_tmp = Some(tmp);
-        sources.push(Box::new(Builtins::new(BuiltinEnv {
-            sandbox: sandbox.with_hidden(confinement.hidden_paths()),
-            limits: cfg.limits.clone(),
-            confine: confinement,
-            bash_env,
-            shutdown: shutdown.clone(),
-        })));
+        sources.push(Box::new(builtins));
     }
     let audit = match &cfg.audit_path {
         Some(p) => Some(AuditLog::open(p).map_err(|e| {
@@ -194,6 +108,106 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         shutdown,
         private_tmp,
     })
+}
+
+/// The builtins of a session: Bash's jail resolved from the config's sandbox (what it
+/// cannot confine on this machine said once), its private temp directory, and the audit
+/// file checked out of Bash's reach.
+fn builtins(
+    cfg: &ServeConfig,
+    sandbox: Sandbox,
+    shutdown: &Shutdown,
+) -> Result<(Builtins, confine::PrivateTmp), AwfError> {
+    let root = sandbox.root().to_path_buf();
+    // What killed sessions left goes, while this one starts (once per process:
+    // in-process sessions share one; on a thread of its own, off the start's path).
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(confine::PrivateTmp::sweep_leftovers);
+    let tmp = confine::PrivateTmp::create().map_err(|e| {
+        AwfError::new(
+            codes::IO,
+            format!(
+                "cannot create a private temp directory under {}: {e}; make it writable \
+                 or point TMPDIR at a directory that is",
+                std::env::temp_dir().display()
+            ),
+        )
+    })?;
+    let bash_env = crate::child_env::ChildEnv {
+        passthrough: cfg.sandbox.env_passthrough.clone(),
+        set: cfg.sandbox.env.clone().into_iter().collect(),
+    };
+    let vars = bash_env.vars();
+    let var = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let policy = confine::Policy::new(
+        cfg.sandbox.clone(),
+        confine::Role::Bash,
+        cfg.confine_support,
+    );
+    let confinement = confine::Confinement::new(
+        &policy,
+        &root,
+        tmp.path(),
+        std::path::Path::new(crate::builtins::bash::shell()),
+        var("PATH"),
+        var("HOME").map(Path::new),
+        &|name| std::env::var(name).ok(),
+    )
+    .map_err(|e| AwfError::new(codes::CONFIG_INVALID, format!("{}: {e}", cfg.origin)))?;
+    match confinement.status() {
+        confine::Status::Unavailable(why) => {
+            tracing::warn!("Bash writes are NOT confined: {why}")
+        }
+        confine::Status::Off => {
+            tracing::warn!(
+                "Bash writes are NOT confined: Landlock is switched off (landlock: false)"
+            )
+        }
+        confine::Status::On(_) => {}
+    }
+    if let (confine::NetStatus::Unenforced(why), true) = (
+        confinement.net(),
+        confinement.status() != &confine::Status::Off,
+    ) {
+        tracing::warn!("Bash's network is NOT restricted: {why}");
+    }
+    // Bash must not be able to forge or delete the records of its own calls: the audit
+    // file lies outside what it may write, or in a hidden path its mounts cover.
+    let covered = |dir: &Path| {
+        let dir = crate::private_files::real_path(dir);
+        confinement.support().mounts
+            && cfg
+                .sandbox
+                .hidden
+                .iter()
+                .any(|h| dir.starts_with(crate::private_files::real_path(h)))
+    };
+    if let Some(dir) = cfg
+        .audit_path
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|d| !covered(d))
+    {
+        crate::private_files::check_private_location(
+            "audit file's directory",
+            dir,
+            confinement.writable(),
+            "give the audit file (--audit or audit_path) a place outside the root and the \
+             writable paths",
+        )?;
+    }
+    let builtins = Builtins::new(BuiltinEnv {
+        sandbox: sandbox.with_hidden(confinement.hidden_paths()),
+        limits: cfg.limits.clone(),
+        confine: confinement,
+        bash_env,
+        shutdown: shutdown.clone(),
+    });
+    Ok((builtins, tmp))
 }
 
 /// Assembles the step's tools into one `mcpserver::Server` whose hooks record every call

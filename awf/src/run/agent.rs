@@ -124,6 +124,91 @@ fn shown(wait: Duration) -> String {
     }
 }
 
+/// After failed attempt `attempt` (`how` it failed): true when there is no next one, and
+/// why is said on stderr (the result says it too when the budget is spent).
+#[allow(clippy::too_many_arguments)]
+fn no_next_attempt(
+    name: &str,
+    a: &workflow::AgentState,
+    retry: &workflow::Retry,
+    attempt: u32,
+    failure: &Failure,
+    how: &str,
+    model: Option<&ModelStats>,
+    r: &mut StateResult,
+) -> bool {
+    let max = retry.max_attempts;
+    let not_retried = if let Some(why) = failure.never {
+        Some(why.to_string())
+    } else if !retry.retries_agent(failure.class, r.exit_code) {
+        Some(
+            if !retry.on.is_empty() && !failure.class.is_some_and(|c| retry.on.contains(&c)) {
+                format!("on: {}", on_list(retry))
+            } else {
+                format!("retryable_exit_codes: {:?}", retry.retryable_exit_codes)
+            },
+        )
+    } else {
+        None
+    };
+    if let Some(why) = not_retried {
+        eprintln!("awf: {name} attempt {attempt} of {max} failed ({how}); not retried ({why})");
+        return true;
+    }
+    if attempt >= max {
+        if max > 1 {
+            eprintln!("awf: {name} attempt {attempt} of {max} failed ({how}); no attempt left");
+        }
+        return true;
+    }
+    // Every attempt counts against the state's budget: none is made without some of it
+    // left.
+    if let (Some(b), Some(used)) = (a.budget, model)
+        && let Some(limit) = b.less(used).spent()
+    {
+        eprintln!(
+            "awf: {name} attempt {attempt} of {max} failed ({how}); the model budget is spent \
+             ({limit}), no attempt left"
+        );
+        if let Some(m) = &mut r.model {
+            m.budget_exhausted = Some(limit);
+        }
+        r.status = Status::Failure;
+        r.error = Some(ErrorJson {
+            code: codes::BUDGET,
+            message: format!(
+                "agent state {name:?} spent its model budget ({limit}) in {attempt} attempt{}; \
+                 attempt {} of {max} is not made (attempt {attempt}: {})",
+                if attempt == 1 { "" } else { "s" },
+                attempt + 1,
+                r.error.as_ref().map_or(how, |e| e.message.as_str())
+            ),
+        });
+        return true;
+    }
+    false
+}
+
+/// The state's result after its attempts: the last failure said to be the last, and the
+/// model figures of every attempt (the budget's limit the last one's).
+fn sum_attempts(r: &mut StateResult, attempt: u32, max: u32, model: Option<ModelStats>) {
+    if attempt > 1
+        && matches!(r.status, Status::Failure | Status::Timeout)
+        && let Some(e) = &mut r.error
+        && e.code != codes::BUDGET
+    {
+        e.message
+            .push_str(&format!(" (attempt {attempt} of {max})"));
+    }
+    if model.is_some() {
+        let exhausted = r.model.as_ref().and_then(|m| m.budget_exhausted);
+        r.model = model.map(|mut m| {
+            m.budget_exhausted = exhausted;
+            m
+        });
+    }
+}
+
 impl Runner<'_> {
     /// Runs agent state `name` (step id `seq`): once, or with `retry:` until an attempt
     /// succeeds, a failure is not retryable, the attempts or the budget are spent, or the
@@ -181,59 +266,16 @@ impl Runner<'_> {
                 break r;
             }
             let how = failure.describe(&r);
-            let not_retried = if let Some(why) = failure.never {
-                Some(why.to_string())
-            } else if !retry.retries_agent(failure.class, r.exit_code) {
-                Some(
-                    if !retry.on.is_empty() && !failure.class.is_some_and(|c| retry.on.contains(&c))
-                    {
-                        format!("on: {}", on_list(retry))
-                    } else {
-                        format!("retryable_exit_codes: {:?}", retry.retryable_exit_codes)
-                    },
-                )
-            } else {
-                None
-            };
-            if let Some(why) = not_retried {
-                eprintln!(
-                    "awf: {name} attempt {attempt} of {max} failed ({how}); not retried ({why})"
-                );
-                break r;
-            }
-            if attempt >= max {
-                if max > 1 {
-                    eprintln!(
-                        "awf: {name} attempt {attempt} of {max} failed ({how}); no attempt left"
-                    );
-                }
-                break r;
-            }
-            // Every attempt counts against the state's budget: none is made without some
-            // of it left.
-            if let (Some(b), Some(used)) = (a.budget, &model)
-                && let Some(limit) = b.less(used).spent()
-            {
-                eprintln!(
-                    "awf: {name} attempt {attempt} of {max} failed ({how}); the model budget \
-                     is spent ({limit}), no attempt left"
-                );
-                if let Some(m) = &mut r.model {
-                    m.budget_exhausted = Some(limit);
-                }
-                r.status = Status::Failure;
-                r.error = Some(ErrorJson {
-                    code: codes::BUDGET,
-                    message: format!(
-                        "agent state {name:?} spent its model budget ({limit}) in {attempt} \
-                         attempt{}; attempt {} of {max} is not made (attempt {attempt}: {})",
-                        if attempt == 1 { "" } else { "s" },
-                        attempt + 1,
-                        r.error
-                            .as_ref()
-                            .map_or(how.as_str(), |e| e.message.as_str())
-                    ),
-                });
+            if no_next_attempt(
+                name,
+                a,
+                retry,
+                attempt,
+                &failure,
+                &how,
+                model.as_ref(),
+                &mut r,
+            ) {
                 break r;
             }
             let (wait, asked) = retry.agent_delay(attempt, random01(), failure.retry_after);
@@ -259,23 +301,7 @@ impl Runner<'_> {
             id = self.next_id();
         };
         self.step_traceparent = state_traceparent;
-        // The last attempt's failure, said to be the last.
-        if attempt > 1
-            && matches!(r.status, Status::Failure | Status::Timeout)
-            && let Some(e) = &mut r.error
-            && e.code != codes::BUDGET
-        {
-            e.message
-                .push_str(&format!(" (attempt {attempt} of {max})"));
-        }
-        if model.is_some() {
-            // The state's model figures: every attempt's, the budget's limit the last one's.
-            let exhausted = r.model.as_ref().and_then(|m| m.budget_exhausted);
-            r.model = model.map(|mut m| {
-                m.budget_exhausted = exhausted;
-                m
-            });
-        }
+        sum_attempts(&mut r, attempt, max, model);
         r.tool_calls = tool_calls;
         r.attempts = Some(attempt);
         r.max_attempts = Some(max);

@@ -68,48 +68,7 @@ impl Runner<'_> {
         }
         let path = self.child_path(&c.workflow);
         let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
-        if self.calls.contains(&canonical) {
-            return Err(AwfError::new(
-                codes::CALL_CYCLE,
-                format!(
-                    "state {name:?}: circular workflow call: {} is already in the call stack [{}]",
-                    path.display(),
-                    self.calls
-                        .iter()
-                        .map(|p| p.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(" → ")
-                ),
-            ));
-        }
-        let (child, diags) = workflow::load(&path, &mut InstalledPlugins::new(&self.workdir));
-        if workflow::has_errors(&diags) {
-            let first = diags
-                .iter()
-                .filter(|d| d.is_error())
-                .map(|d| format!("{} ({}): {}", d.path, d.code, d.message))
-                .take(3)
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(AwfError::new(
-                codes::CALL_FAILED,
-                format!(
-                    "state {name:?}: the called workflow {} has errors (check it with `awf \
-                     validate {}`): {first}",
-                    path.display(),
-                    path.display()
-                ),
-            ));
-        }
-        let child = child.expect("a workflow without errors was built");
-        if child.has_proxied_state() {
-            self.proxy.check_locations().map_err(|e| {
-                AwfError::new(
-                    e.code(),
-                    format!("state {name:?} calls {}: {}", path.display(), e.message()),
-                )
-            })?;
-        }
+        let child = self.load_child(name, &path, &canonical)?;
         let given: Vec<String> = c
             .inputs
             .iter()
@@ -123,29 +82,15 @@ impl Runner<'_> {
         })?;
         // The child stops with this run (Ctrl-C), and at the state's timeout.
         let stop = Arc::new(AtomicBool::new(false));
-        let deadline = Instant::now() + c.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
         let timed_out = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
-        let watcher = {
-            let (stop, parent, timed_out, done) = (
-                stop.clone(),
-                self.interrupt.clone(),
-                timed_out.clone(),
-                done.clone(),
-            );
-            std::thread::spawn(move || {
-                while !done.load(Ordering::SeqCst) {
-                    if parent.load(Ordering::SeqCst) {
-                        stop.store(true, Ordering::SeqCst);
-                    }
-                    if Instant::now() >= deadline {
-                        timed_out.store(true, Ordering::SeqCst);
-                        stop.store(true, Ordering::SeqCst);
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-            })
-        };
+        let watcher = watch(
+            stop.clone(),
+            self.interrupt.clone(),
+            Instant::now() + c.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT),
+            timed_out.clone(),
+            done.clone(),
+        );
         let mut calls = self.calls.clone();
         calls.push(canonical);
         eprintln!(
@@ -216,4 +161,80 @@ impl Runner<'_> {
             )),
         }
     }
+
+    /// The called workflow, loaded and checked: not a call already on the stack, without
+    /// errors, and its directories where a proxied state may have them.
+    fn load_child(
+        &self,
+        name: &str,
+        path: &std::path::Path,
+        canonical: &std::path::Path,
+    ) -> Result<workflow::Workflow, AwfError> {
+        if self.calls.iter().any(|c| c == canonical) {
+            return Err(AwfError::new(
+                codes::CALL_CYCLE,
+                format!(
+                    "state {name:?}: circular workflow call: {} is already in the call stack [{}]",
+                    path.display(),
+                    self.calls
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" → ")
+                ),
+            ));
+        }
+        let (child, diags) = workflow::load(path, &mut InstalledPlugins::new(&self.workdir));
+        if workflow::has_errors(&diags) {
+            let first = diags
+                .iter()
+                .filter(|d| d.is_error())
+                .map(|d| format!("{} ({}): {}", d.path, d.code, d.message))
+                .take(3)
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(AwfError::new(
+                codes::CALL_FAILED,
+                format!(
+                    "state {name:?}: the called workflow {} has errors (check it with `awf \
+                     validate {}`): {first}",
+                    path.display(),
+                    path.display()
+                ),
+            ));
+        }
+        let child = child.expect("a workflow without errors was built");
+        if child.has_proxied_state() {
+            self.proxy.check_locations().map_err(|e| {
+                AwfError::new(
+                    e.code(),
+                    format!("state {name:?} calls {}: {}", path.display(), e.message()),
+                )
+            })?;
+        }
+        Ok(child)
+    }
+}
+
+/// Watches a called workflow until `done`: `stop` follows the caller's interrupt, and is
+/// set (with `timed_out`) at `deadline`.
+fn watch(
+    stop: Arc<AtomicBool>,
+    parent: Arc<AtomicBool>,
+    deadline: Instant,
+    timed_out: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !done.load(Ordering::SeqCst) {
+            if parent.load(Ordering::SeqCst) {
+                stop.store(true, Ordering::SeqCst);
+            }
+            if Instant::now() >= deadline {
+                timed_out.store(true, Ordering::SeqCst);
+                stop.store(true, Ordering::SeqCst);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    })
 }

@@ -153,76 +153,9 @@ impl Runner<'_> {
             }
             let state = self.wf.state(&current).expect("validated").clone();
             let t0 = Instant::now();
-            let step_id = format!("{seq}-{}", state.name);
-            let step_trace = match self.parent_span.as_deref() {
-                // A called workflow's states go under the calling state's span.
-                Some(p) => {
-                    self.trace
-                        .step_under(Some(p), &state.name, state.kind.type_name(), &step_id)
-                }
-                None => self
-                    .trace
-                    .step(&state.name, state.kind.type_name(), &step_id),
-            };
-            self.step_traceparent = step_trace.traceparent.clone();
-            // An agent with `resume: continue` runs under a session awf names before it
-            // starts (recorded, so that a resume after a crash continues it).
-            self.session_plan = match &state.kind {
-                StateKind::Agent(a) if a.resume_continue => Some(
-                    match self
-                        .record
-                        .as_ref()
-                        .and_then(|r| r.interrupted_session(&state.name))
-                    {
-                        Some(id) => (id, true),
-                        None => (super::state::new_session_uuid(), false),
-                    },
-                ),
-                _ => None,
-            };
-            if let Some(record) = &self.record {
-                let session = self.session_plan.as_ref().map(|(id, _)| id.as_str());
-                record.started_with(&state.name, state.kind.type_name(), seq, session);
-            }
-            eprintln!(
-                "awf: [{:>6.1}s] → {} ({})",
-                self.started.elapsed().as_secs_f64(),
-                state.name,
-                state.kind.type_name()
-            );
+            let step_trace = self.start_step(&state, seq);
             if let StateKind::Terminal(t) = &state.kind {
-                let message = t
-                    .message
-                    .as_deref()
-                    .map(|m| self.mask_secrets(self.render(m)))
-                    .unwrap_or_default();
-                let ok = t.status == TerminalStatus::Success;
-                let result = StateResult {
-                    status: if ok { Status::Success } else { Status::Failure },
-                    output: message.clone(),
-                    ..StateResult::new(&state.name, "terminal")
-                };
-                step_trace.end(&result);
-                if let Some(record) = &self.record {
-                    record.ended(&result, None);
-                }
-                self.results.push(result);
-                return if ok {
-                    Ok(())
-                } else {
-                    Err(AwfError::new(
-                        codes::TERMINAL_FAILURE,
-                        format!(
-                            "the workflow ended in the failure state {:?}{}",
-                            state.name,
-                            if message.is_empty() {
-                                String::new()
-                            } else {
-                                format!(": {message}")
-                            }
-                        ),
-                    ))
-                };
+                return self.end_at_terminal(&state, t, step_trace);
             }
             let traceparent = step_trace.traceparent.clone();
             let (units, result, default_next) = self.run_with_hooks(&state, seq, t0, &traceparent);
@@ -292,6 +225,92 @@ impl Runner<'_> {
             codes::TOO_MANY_STEPS,
             format!(
                 "the run executed {MAX_STEPS} states without reaching a terminal state; check the on_failure loops"
+            ),
+        ))
+    }
+}
+
+impl Runner<'_> {
+    /// A state's start: its span (under the calling state's in a called workflow), the
+    /// session an agent with `resume: continue` runs under, its record and its line.
+    fn start_step(&mut self, state: &State, seq: usize) -> super::trace::StepTrace {
+        let step_id = format!("{seq}-{}", state.name);
+        let step_trace = match self.parent_span.as_deref() {
+            // A called workflow's states go under the calling state's span.
+            Some(p) => {
+                self.trace
+                    .step_under(Some(p), &state.name, state.kind.type_name(), &step_id)
+            }
+            None => self
+                .trace
+                .step(&state.name, state.kind.type_name(), &step_id),
+        };
+        self.step_traceparent = step_trace.traceparent.clone();
+        // An agent with `resume: continue` runs under a session awf names before it
+        // starts (recorded, so that a resume after a crash continues it).
+        self.session_plan = match &state.kind {
+            StateKind::Agent(a) if a.resume_continue => Some(
+                match self
+                    .record
+                    .as_ref()
+                    .and_then(|r| r.interrupted_session(&state.name))
+                {
+                    Some(id) => (id, true),
+                    None => (super::state::new_session_uuid(), false),
+                },
+            ),
+            _ => None,
+        };
+        if let Some(record) = &self.record {
+            let session = self.session_plan.as_ref().map(|(id, _)| id.as_str());
+            record.started_with(&state.name, state.kind.type_name(), seq, session);
+        }
+        eprintln!(
+            "awf: [{:>6.1}s] → {} ({})",
+            self.started.elapsed().as_secs_f64(),
+            state.name,
+            state.kind.type_name()
+        );
+        step_trace
+    }
+
+    /// The run's end at a terminal state: its message, its result recorded, and an error
+    /// when it is a failure state.
+    fn end_at_terminal(
+        &mut self,
+        state: &State,
+        t: &crate::workflow::TerminalState,
+        step_trace: super::trace::StepTrace,
+    ) -> Result<(), AwfError> {
+        let message = t
+            .message
+            .as_deref()
+            .map(|m| self.mask_secrets(self.render(m)))
+            .unwrap_or_default();
+        let ok = t.status == TerminalStatus::Success;
+        let result = StateResult {
+            status: if ok { Status::Success } else { Status::Failure },
+            output: message.clone(),
+            ..StateResult::new(&state.name, "terminal")
+        };
+        step_trace.end(&result);
+        if let Some(record) = &self.record {
+            record.ended(&result, None);
+        }
+        self.results.push(result);
+        if ok {
+            return Ok(());
+        }
+        Err(AwfError::new(
+            codes::TERMINAL_FAILURE,
+            format!(
+                "the workflow ended in the failure state {:?}{}",
+                state.name,
+                if message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {message}")
+                }
             ),
         ))
     }
