@@ -166,140 +166,167 @@ fn human(s: &Value) -> String {
         s["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0
     );
     for st in s["states"].as_array().into_iter().flatten() {
-        let calls = st["tool_calls"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k}×{v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .filter(|s| !s.is_empty())
-            .map(|s| format!("  tools: {s}"))
-            .unwrap_or_default();
-        let retried: Vec<&str> = st["retried"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        let attempts = match st["attempts"].as_u64() {
-            Some(n) if !retried.is_empty() => format!(
-                "  {} on attempt {n}{} ({})",
-                if st["status"] == "success" {
-                    "succeeded"
-                } else {
-                    "failed"
-                },
-                st["max_attempts"]
-                    .as_u64()
-                    .map(|m| format!(" of {m}"))
-                    .unwrap_or_default(),
-                crate::terminal::printable(&classes(&retried))
-            ),
-            Some(1) => "  1 attempt".to_string(),
-            Some(n) => format!("  {n} attempts"),
-            None => String::new(),
-        };
+        state_line(&mut text, st);
+        model_and_proxy(&mut text, st);
+        output_and_error(&mut text, st);
+    }
+    text
+}
+
+/// What a model, a tool or a workflow wrote, escaped for the terminal.
+fn printable(v: &Value) -> String {
+    crate::terminal::printable(v.as_str().unwrap_or("")).into_owned()
+}
+
+/// A state's line: its name, type, status and time, its attempts and its tool calls.
+fn state_line(text: &mut String, st: &Value) {
+    use std::fmt::Write;
+    let p = printable;
+    let calls = st["tool_calls"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}×{v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|s| !s.is_empty())
+        .map(|s| format!("  tools: {s}"))
+        .unwrap_or_default();
+    let retried: Vec<&str> = st["retried"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let attempts = match st["attempts"].as_u64() {
+        Some(n) if !retried.is_empty() => format!(
+            "  {} on attempt {n}{} ({})",
+            if st["status"] == "success" {
+                "succeeded"
+            } else {
+                "failed"
+            },
+            st["max_attempts"]
+                .as_u64()
+                .map(|m| format!(" of {m}"))
+                .unwrap_or_default(),
+            crate::terminal::printable(&classes(&retried))
+        ),
+        Some(1) => "  1 attempt".to_string(),
+        Some(n) => format!("  {n} attempts"),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        text,
+        "  {:<20} {:<8} {:<11} {:>7.1}s{attempts}{calls}",
+        p(&st["state"]),
+        p(&st["type"]),
+        p(&st["status"]),
+        st["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+    );
+}
+
+/// The model's figures, and what the tool proxy saw: the network, withheld tools, tool
+/// errors, sessions that ended without a word.
+fn model_and_proxy(text: &mut String, st: &Value) {
+    use std::fmt::Write;
+    let p = printable;
+    let m = &st["model"];
+    if let Some(n) = m["requests"].as_u64() {
         let _ = writeln!(
             text,
-            "  {:<20} {:<8} {:<11} {:>7.1}s{attempts}{calls}",
-            p(&st["state"]),
-            p(&st["type"]),
-            p(&st["status"]),
-            st["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+            "      model: {n} request{} · {} in / {} out tokens · {:.1}s in the model{}",
+            if n == 1 { "" } else { "s" },
+            m["input_tokens"].as_u64().unwrap_or(0),
+            m["output_tokens"].as_u64().unwrap_or(0),
+            m["model_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+            m["budget_exhausted"]
+                .as_str()
+                .map(|l| format!(" · budget spent ({l})"))
+                .unwrap_or_default()
         );
-        let m = &st["model"];
-        if let Some(n) = m["requests"].as_u64() {
+    }
+    let net = &st["proxy"]["net"];
+    if let Some(hosts) = net["contacted"].as_object().filter(|m| !m.is_empty()) {
+        let list: Vec<String> = hosts.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+        let _ = writeln!(
+            text,
+            "      network: {}",
+            crate::terminal::printable(&list.join(" "))
+        );
+    }
+    if let Some(denied) = net["denied"].as_object().filter(|m| !m.is_empty()) {
+        for (target, d) in denied {
             let _ = writeln!(
                 text,
-                "      model: {n} request{} · {} in / {} out tokens · {:.1}s in the model{}",
-                if n == 1 { "" } else { "s" },
-                m["input_tokens"].as_u64().unwrap_or(0),
-                m["output_tokens"].as_u64().unwrap_or(0),
-                m["model_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
-                m["budget_exhausted"]
-                    .as_str()
-                    .map(|l| format!(" · budget spent ({l})"))
-                    .unwrap_or_default()
-            );
-        }
-        let net = &st["proxy"]["net"];
-        if let Some(hosts) = net["contacted"].as_object().filter(|m| !m.is_empty()) {
-            let list: Vec<String> = hosts.iter().map(|(k, v)| format!("{k}×{v}")).collect();
-            let _ = writeln!(
-                text,
-                "      network: {}",
-                crate::terminal::printable(&list.join(" "))
-            );
-        }
-        if let Some(denied) = net["denied"].as_object().filter(|m| !m.is_empty()) {
-            for (target, d) in denied {
-                let _ = writeln!(
-                    text,
-                    "      network denied: {} ×{} ({})",
-                    crate::terminal::printable(target),
-                    d["attempts"].as_u64().unwrap_or(0),
-                    p(&d["reason"])
-                );
-            }
-        }
-        if let Some(withheld) = st["proxy"]["withheld"].as_object() {
-            for (tool, why) in withheld {
-                let _ = writeln!(
-                    text,
-                    "      withheld: {} ({})",
-                    crate::terminal::printable(tool),
-                    p(why)
-                );
-            }
-        }
-        if let Some(errors) = st["proxy"]["tool_errors"]
-            .as_object()
-            .filter(|m| !m.is_empty())
-        {
-            let list: Vec<String> = errors.iter().map(|(k, v)| format!("{k}×{v}")).collect();
-            let _ = writeln!(
-                text,
-                "      tool errors: {} (each call's error is in the audit file {})",
-                crate::terminal::printable(&list.join(" ")),
-                p(&st["proxy"]["audit_file"])
-            );
-        }
-        if let Some(crashed) = st["proxy"]["crashed_sessions"]
-            .as_array()
-            .filter(|v| !v.is_empty())
-        {
-            let _ = writeln!(
-                text,
-                "      tool server sessions that ended without a word: {}",
-                crashed.len()
-            );
-        }
-        let out = st["output"].as_str().unwrap_or("").trim();
-        if !out.is_empty() {
-            for line in out.lines().take(20) {
-                let _ = writeln!(text, "      {}", crate::terminal::printable(line));
-            }
-            if out.lines().count() > 20 {
-                let _ = writeln!(text, "      …");
-            }
-        }
-        if let Some(e) = st["error"]["message"].as_str() {
-            // A message of several lines (a failed step's stderr) stays indented under it.
-            let message: Vec<String> = e
-                .lines()
-                .map(|l| crate::terminal::printable(l).into_owned())
-                .collect();
-            let _ = writeln!(
-                text,
-                "      error: {} ({})",
-                message.join("\n        "),
-                p(&st["error"]["code"])
+                "      network denied: {} ×{} ({})",
+                crate::terminal::printable(target),
+                d["attempts"].as_u64().unwrap_or(0),
+                p(&d["reason"])
             );
         }
     }
-    text
+    if let Some(withheld) = st["proxy"]["withheld"].as_object() {
+        for (tool, why) in withheld {
+            let _ = writeln!(
+                text,
+                "      withheld: {} ({})",
+                crate::terminal::printable(tool),
+                p(why)
+            );
+        }
+    }
+    if let Some(errors) = st["proxy"]["tool_errors"]
+        .as_object()
+        .filter(|m| !m.is_empty())
+    {
+        let list: Vec<String> = errors.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+        let _ = writeln!(
+            text,
+            "      tool errors: {} (each call's error is in the audit file {})",
+            crate::terminal::printable(&list.join(" ")),
+            p(&st["proxy"]["audit_file"])
+        );
+    }
+    if let Some(crashed) = st["proxy"]["crashed_sessions"]
+        .as_array()
+        .filter(|v| !v.is_empty())
+    {
+        let _ = writeln!(
+            text,
+            "      tool server sessions that ended without a word: {}",
+            crashed.len()
+        );
+    }
+}
+
+/// The state's output (its first 20 lines) and its error.
+fn output_and_error(text: &mut String, st: &Value) {
+    use std::fmt::Write;
+    let p = printable;
+    let out = st["output"].as_str().unwrap_or("").trim();
+    if !out.is_empty() {
+        for line in out.lines().take(20) {
+            let _ = writeln!(text, "      {}", crate::terminal::printable(line));
+        }
+        if out.lines().count() > 20 {
+            let _ = writeln!(text, "      …");
+        }
+    }
+    if let Some(e) = st["error"]["message"].as_str() {
+        // A message of several lines (a failed step's stderr) stays indented under it.
+        let message: Vec<String> = e
+            .lines()
+            .map(|l| crate::terminal::printable(l).into_owned())
+            .collect();
+        let _ = writeln!(
+            text,
+            "      error: {} ({})",
+            message.join("\n        "),
+            p(&st["error"]["code"])
+        );
+    }
 }
 
 #[cfg(test)]

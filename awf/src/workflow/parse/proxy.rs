@@ -33,99 +33,10 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
     let intercept_builtins = get("intercept_builtins")
         .and_then(|v| cx.boolean(v, &join(path, "intercept_builtins"), codes::WRONG_TYPE))
         .unwrap_or(true);
-    let mut plugin_tools = Vec::new();
-    if let Some(pt) = get("plugin_tools").filter(|n| !n.is_null()) {
-        let pt_path = join(path, "plugin_tools");
-        match &pt.kind {
-            Kind::Seq(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    let ipath = format!("{pt_path}[{i}]");
-                    let Some(f) =
-                        cx.fields(item, &ipath, PLUGIN_TOOLS_KEYS, codes::PROXY_UNKNOWN_KEY)
-                    else {
-                        continue;
-                    };
-                    let get = |k: &str| f.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-                    let plugin = match get("plugin") {
-                        Some(p) => cx.string(p, &join(&ipath, "plugin")),
-                        None => {
-                            cx.push(
-                                codes::MISSING_FIELD,
-                                &join(&ipath, "plugin"),
-                                item.line,
-                                format!("{ipath} has no `plugin`"),
-                                "add `plugin: <plugin name>` (see `awf plugins list`)",
-                            );
-                            None
-                        }
-                    };
-                    let mut expose = Vec::new();
-                    let mut expose_lines = Vec::new();
-                    match get("expose") {
-                        Some(Node {
-                            kind: Kind::Seq(ops),
-                            ..
-                        }) => {
-                            for (j, op) in ops.iter().enumerate() {
-                                if let Some(s) = cx.string(op, &format!("{ipath}.expose[{j}]")) {
-                                    expose.push(s);
-                                    expose_lines.push(op.line);
-                                }
-                            }
-                        }
-                        Some(other) => cx.push(
-                            codes::WRONG_TYPE,
-                            &join(&ipath, "expose"),
-                            other.line,
-                            format!("{ipath}.expose must be a list, found {}", other.describe()),
-                            "write `expose: [op1, op2]`",
-                        ),
-                        None => {}
-                    }
-                    if expose.is_empty()
-                        && get("expose").is_none_or(|e| matches!(e.kind, Kind::Seq(_)))
-                    {
-                        cx.push(
-                            codes::MISSING_FIELD,
-                            &join(&ipath, "expose"),
-                            item.line,
-                            format!("{ipath} exposes no operation"),
-                            "list the operations the agent may call: `expose: [op]` (see `awf plugins list`)",
-                        );
-                    }
-                    let timeout_seconds = get("timeout_seconds").and_then(|t| {
-                        seconds(
-                            cx,
-                            t,
-                            &join(&ipath, "timeout_seconds"),
-                            "write e.g. `timeout_seconds: 300` (the default is Bash's, 120)",
-                        )
-                    });
-                    // The plugin's jail: a server's keys and defaults.
-                    let sandbox = get("sandbox")
-                        .map(|n| sandbox::parse_sandbox(cx, n, &join(&ipath, "sandbox"), false));
-                    if let Some(plugin) = plugin {
-                        plugin_tools.push(PluginToolsEntry {
-                            plugin,
-                            expose,
-                            timeout_seconds,
-                            sandbox,
-                            expose_lines,
-                            line: item.line,
-                            index: i,
-                        });
-                    }
-                }
-            }
-            _ => cx.push(
-                codes::WRONG_TYPE,
-                &pt_path,
-                pt.line,
-                format!("{pt_path} must be a list, found {}", pt.describe()),
-                "write `plugin_tools:` then `- plugin: name` items with `expose: [op]`",
-            ),
-        }
-    }
+    let plugin_tools = get("plugin_tools")
+        .filter(|n| !n.is_null())
+        .map(|pt| parse_plugin_tools(cx, pt, &join(path, "plugin_tools")))
+        .unwrap_or_default();
     let servers = get("servers")
         .map(|n| parse_servers(cx, n, &join(path, "servers")))
         .unwrap_or_default();
@@ -155,6 +66,102 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
         workflow_file: cx.file.clone(),
         path: path.to_string(),
         line: node.line,
+    })
+}
+
+/// `plugin_tools:`: the list of plugins whose operations the agent is offered.
+fn parse_plugin_tools(cx: &mut Ctx, pt: &Node, pt_path: &str) -> Vec<PluginToolsEntry> {
+    let Kind::Seq(items) = &pt.kind else {
+        cx.push(
+            codes::WRONG_TYPE,
+            pt_path,
+            pt.line,
+            format!("{pt_path} must be a list, found {}", pt.describe()),
+            "write `plugin_tools:` then `- plugin: name` items with `expose: [op]`",
+        );
+        return Vec::new();
+    };
+    items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| parse_plugin_entry(cx, item, &format!("{pt_path}[{i}]"), i))
+        .collect()
+}
+
+/// One `plugin_tools` item: its plugin, the operations it exposes, their deadline and the
+/// plugin's jail (a server's keys and defaults). None without a plugin.
+fn parse_plugin_entry(
+    cx: &mut Ctx,
+    item: &Node,
+    ipath: &str,
+    i: usize,
+) -> Option<PluginToolsEntry> {
+    let f = cx.fields(item, ipath, PLUGIN_TOOLS_KEYS, codes::PROXY_UNKNOWN_KEY)?;
+    let get = |k: &str| f.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let plugin = match get("plugin") {
+        Some(p) => cx.string(p, &join(ipath, "plugin")),
+        None => {
+            cx.push(
+                codes::MISSING_FIELD,
+                &join(ipath, "plugin"),
+                item.line,
+                format!("{ipath} has no `plugin`"),
+                "add `plugin: <plugin name>` (see `awf plugins list`)",
+            );
+            None
+        }
+    };
+    let mut expose = Vec::new();
+    let mut expose_lines = Vec::new();
+    match get("expose") {
+        Some(Node {
+            kind: Kind::Seq(ops),
+            ..
+        }) => {
+            for (j, op) in ops.iter().enumerate() {
+                if let Some(s) = cx.string(op, &format!("{ipath}.expose[{j}]")) {
+                    expose.push(s);
+                    expose_lines.push(op.line);
+                }
+            }
+        }
+        Some(other) => cx.push(
+            codes::WRONG_TYPE,
+            &join(ipath, "expose"),
+            other.line,
+            format!("{ipath}.expose must be a list, found {}", other.describe()),
+            "write `expose: [op1, op2]`",
+        ),
+        None => {}
+    }
+    if expose.is_empty() && get("expose").is_none_or(|e| matches!(e.kind, Kind::Seq(_))) {
+        cx.push(
+            codes::MISSING_FIELD,
+            &join(ipath, "expose"),
+            item.line,
+            format!("{ipath} exposes no operation"),
+            "list the operations the agent may call: `expose: [op]` (see `awf plugins list`)",
+        );
+    }
+    let timeout_seconds = get("timeout_seconds").and_then(|t| {
+        seconds(
+            cx,
+            t,
+            &join(ipath, "timeout_seconds"),
+            "write e.g. `timeout_seconds: 300` (the default is Bash's, 120)",
+        )
+    });
+    // The plugin's jail: a server's keys and defaults.
+    let sandbox =
+        get("sandbox").map(|n| sandbox::parse_sandbox(cx, n, &join(ipath, "sandbox"), false));
+    Some(PluginToolsEntry {
+        plugin: plugin?,
+        expose,
+        timeout_seconds,
+        sandbox,
+        expose_lines,
+        line: item.line,
+        index: i,
     })
 }
 
