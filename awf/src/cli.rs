@@ -250,24 +250,7 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             mcp_serve::run_from_flags(source.config, source.root, audit)?;
             Ok(0)
         }
-        Cmd::Tools(ToolsCmd::List {
-            source,
-            output,
-            json,
-        }) => crate::tools_cli::list(&source, json || output == "json", cli.log_format),
-        Cmd::Tools(ToolsCmd::Pin {
-            workflow,
-            config,
-            server,
-            check,
-        }) => match (workflow, config) {
-            (_, Some(c)) => crate::proxy::pin_tools::run_config(&c, server.as_deref(), check),
-            (Some(w), None) => crate::proxy::pin_tools::run(&w, server.as_deref(), check),
-            (None, None) => Err(AwfError::new(
-                codes::USAGE,
-                "awf tools pin takes a workflow file or --config FILE",
-            )),
-        },
+        Cmd::Tools(tools) => run_tools(tools, cli.log_format),
         Cmd::Validate {
             files,
             format,
@@ -353,18 +336,42 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             root.as_deref().unwrap_or(Path::new(".")),
             json || output == "json",
         ),
-        Cmd::Tools(ToolsCmd::Call {
+    }
+}
+
+/// `awf tools list|pin|call`.
+fn run_tools(cmd: ToolsCmd, log_format: LogFormat) -> Result<u8, AwfError> {
+    match cmd {
+        ToolsCmd::List {
+            source,
+            output,
+            json,
+        } => crate::tools_cli::list(&source, json || output == "json", log_format),
+        ToolsCmd::Pin {
+            workflow,
+            config,
+            server,
+            check,
+        } => match (workflow, config) {
+            (_, Some(c)) => crate::proxy::pin_tools::run_config(&c, server.as_deref(), check),
+            (Some(w), None) => crate::proxy::pin_tools::run(&w, server.as_deref(), check),
+            (None, None) => Err(AwfError::new(
+                codes::USAGE,
+                "awf tools pin takes a workflow file or --config FILE",
+            )),
+        },
+        ToolsCmd::Call {
             name,
             arguments,
             source,
             output,
             json,
-        }) => crate::tools_cli::call(
+        } => crate::tools_cli::call(
             &name,
             arguments.as_deref(),
             &source,
             json || output == "json",
-            cli.log_format,
+            log_format,
         ),
     }
 }

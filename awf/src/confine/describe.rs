@@ -3,6 +3,15 @@
 
 use super::*;
 
+/// Paths as a comma-separated list.
+fn list(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl Confinement {
     /// The bounds in words, for the description.
     fn describe_bounds(&self) -> Option<String> {
@@ -51,14 +60,26 @@ impl Confinement {
 
     /// The policy in words, for the Bash tool's description (and so `awf tools list`).
     pub fn describe(&self) -> String {
-        let list = |paths: &[PathBuf]| {
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+        let (writes, reads, procs) = (self.say_writes(), self.say_reads(), self.say_processes());
+        let (net, unix) = (self.say_network(), self.say_unix_sockets());
+        let bounds = self
+            .describe_bounds()
+            .map_or(String::new(), |b| format!("; {b}"));
+        let degraded = if self.degraded.is_empty() {
+            String::new()
+        } else {
+            format!("; on this machine: {}", self.degraded.join("; "))
         };
-        let writes = match &self.status {
+        format!(
+            "Sandbox: {writes}; {reads}; {procs}; {net}{unix}{bounds}{degraded}; the environment holds only PATH, HOME, \
+             locale, TERM, USER, SHELL, TZ, TMPDIR, proxy and CA-bundle variables plus those \
+             the workflow names (never a key, secret, token or password it does not name)."
+        )
+    }
+
+    /// Where the command may write.
+    fn say_writes(&self) -> String {
+        match &self.status {
             Status::On(_) => {
                 let extra = &self.writable[self.fixed_writable..];
                 format!(
@@ -75,7 +96,11 @@ impl Confinement {
             Status::Unavailable(_) => {
                 "writes are NOT confined (Landlock is not available on this kernel)".into()
             }
-        };
+        }
+    }
+
+    /// What the command may read, and what it cannot however it reads.
+    fn say_reads(&self) -> String {
         let hidden = if self.support.mounts {
             "secret locations (~/.ssh, ~/.aws, cloud, registry and agent CLI logins, \
              /etc/shadow, ...) read as empty"
@@ -86,7 +111,7 @@ impl Confinement {
         } else {
             "secret locations are NOT hidden (no user namespace)"
         };
-        let reads = match self.read {
+        match self.read {
             ReadMode::Confined => {
                 let extra = if self.readable_extra.is_empty() {
                     String::new()
@@ -101,8 +126,12 @@ impl Confinement {
                 )
             }
             ReadMode::Host => format!("reads are not confined (read: host) but {hidden}"),
-        };
-        let procs = if self.support.pids {
+        }
+    }
+
+    /// The command's processes: apart, capped, signals kept in.
+    fn say_processes(&self) -> String {
+        if self.support.pids {
             let signals = if self.plan.as_ref().is_some_and(|p| p.scopes_signals()) {
                 "; signals to processes outside the call are refused"
             } else {
@@ -125,8 +154,12 @@ impl Confinement {
             "other processes of the user are visible and processes are NOT capped (no PID \
              namespace)"
                 .into()
-        };
-        let net = match &self.net {
+        }
+    }
+
+    /// The command's network.
+    fn say_network(&self) -> String {
+        match &self.net {
             NetStatus::Allowed => "network allowed".to_string(),
             NetStatus::Isolated => "network denied: the command has a network namespace of \
                  the session's own with loopback only (no route out, no UDP, no DNS); servers \
@@ -149,8 +182,12 @@ impl Confinement {
                 egress::rules::INTERNAL_HOST
             ),
             NetStatus::Unenforced(why) => format!("network NOT restricted ({why})"),
-        };
-        let unix = match &self.unix_filter {
+        }
+    }
+
+    /// The unix sockets the command may reach (after a `;`), if the filter is on.
+    fn say_unix_sockets(&self) -> String {
+        match &self.unix_filter {
             Some(f) if f.supervised() => format!(
                 "; unix sockets: it may connect to {} and no other pathname socket (the host's \
                  docker.sock, ssh-agent, D-Bus fail with Permission denied); each connection \
@@ -162,20 +199,7 @@ impl Confinement {
                  and stream socketpairs work)"
                 .to_string(),
             None => String::new(),
-        };
-        let bounds = self
-            .describe_bounds()
-            .map_or(String::new(), |b| format!("; {b}"));
-        let degraded = if self.degraded.is_empty() {
-            String::new()
-        } else {
-            format!("; on this machine: {}", self.degraded.join("; "))
-        };
-        format!(
-            "Sandbox: {writes}; {reads}; {procs}; {net}{unix}{bounds}{degraded}; the environment holds only PATH, HOME, \
-             locale, TERM, USER, SHELL, TZ, TMPDIR, proxy and CA-bundle variables plus those \
-             the workflow names (never a key, secret, token or password it does not name)."
-        )
+        }
     }
 
     /// The policy as data, for `awf validate --format json` and tests.

@@ -164,60 +164,10 @@ impl Manifest {
         }
         let version = field("version", true)?.expect("required");
         let description = field("description", true)?.expect("required");
-        let executable = match field("executable", false)? {
-            None => dir.join(&name),
-            Some(rel) => {
-                let p = Path::new(&rel);
-                // Inside the plugin directory only: a manifest must not point awf at an
-                // arbitrary program elsewhere on the machine.
-                if p.is_absolute()
-                    || p.components()
-                        .any(|c| matches!(c, Component::ParentDir | Component::RootDir))
-                {
-                    return Err(bad(
-                        &path,
-                        format!(
-                            "field `executable` is {rel:?}; it must be a path relative to {} \
-                             that stays inside it",
-                            dir.display()
-                        ),
-                    ));
-                }
-                dir.join(p)
-            }
-        };
+        let executable = executable(field("executable", false)?, &name, dir, &path)?;
         check_executable(&executable, &path)?;
-        let env_passthrough = match hash.get(&Yaml::String("env_passthrough".into())) {
-            None | Some(Yaml::Null) => Vec::new(),
-            Some(Yaml::Array(items)) => {
-                let mut out = Vec::new();
-                for item in items {
-                    let Yaml::String(p) = item else {
-                        return Err(bad(
-                            &path,
-                            format!(
-                                "field `env_passthrough` holds {}; write variable names: \
-                                 [NAME, PREFIX*]",
-                                describe_value(item)
-                            ),
-                        ));
-                    };
-                    crate::child_env::check_pattern(p)
-                        .map_err(|e| bad(&path, format!("field `env_passthrough`: {e}")))?;
-                    out.push(p.clone());
-                }
-                out
-            }
-            Some(other) => {
-                return Err(bad(
-                    &path,
-                    format!(
-                        "field `env_passthrough` must be a list, not {}; write [NAME, PREFIX*]",
-                        describe_value(other)
-                    ),
-                ));
-            }
-        };
+        let env_passthrough =
+            env_passthrough(hash.get(&Yaml::String("env_passthrough".into())), &path)?;
         Ok(Manifest {
             name,
             version,
@@ -226,6 +176,69 @@ impl Manifest {
             dir: dir.to_path_buf(),
             env_passthrough,
         })
+    }
+}
+
+/// The plugin's program: `executable`, a path inside the plugin directory, else the file
+/// named as the plugin there.
+fn executable(
+    given: Option<String>,
+    name: &str,
+    dir: &Path,
+    path: &Path,
+) -> Result<PathBuf, AwfError> {
+    let Some(rel) = given else {
+        return Ok(dir.join(name));
+    };
+    let p = Path::new(&rel);
+    // Inside the plugin directory only: a manifest must not point awf at an arbitrary
+    // program elsewhere on the machine.
+    if p.is_absolute()
+        || p.components()
+            .any(|c| matches!(c, Component::ParentDir | Component::RootDir))
+    {
+        return Err(bad(
+            path,
+            format!(
+                "field `executable` is {rel:?}; it must be a path relative to {} that stays \
+                 inside it",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(dir.join(p))
+}
+
+/// `env_passthrough: [NAME, PREFIX*]`, each pattern checked.
+fn env_passthrough(value: Option<&Yaml>, path: &Path) -> Result<Vec<String>, AwfError> {
+    match value {
+        None | Some(Yaml::Null) => Ok(Vec::new()),
+        Some(Yaml::Array(items)) => {
+            let mut out = Vec::new();
+            for item in items {
+                let Yaml::String(p) = item else {
+                    return Err(bad(
+                        path,
+                        format!(
+                            "field `env_passthrough` holds {}; write variable names: [NAME, \
+                             PREFIX*]",
+                            describe_value(item)
+                        ),
+                    ));
+                };
+                crate::child_env::check_pattern(p)
+                    .map_err(|e| bad(path, format!("field `env_passthrough`: {e}")))?;
+                out.push(p.clone());
+            }
+            Ok(out)
+        }
+        Some(other) => Err(bad(
+            path,
+            format!(
+                "field `env_passthrough` must be a list, not {}; write [NAME, PREFIX*]",
+                describe_value(other)
+            ),
+        )),
     }
 }
 

@@ -252,40 +252,7 @@ fn parse_validation(
             .unwrap_or(false);
     }
     if let Some(e) = get("file_extension") {
-        let epath = join(path, "file_extension");
-        v.file_extension = text_list(cx, e, &epath);
-        let items: Vec<&Node> = match &e.kind {
-            Kind::Seq(items) => items.iter().collect(),
-            _ => Vec::new(),
-        };
-        for (i, (ext, item)) in v.file_extension.iter().zip(items).enumerate() {
-            if ext.starts_with('.') && file_extension(ext) == ext.as_str() {
-                continue;
-            }
-            let ipath = format!("{epath}[{i}]");
-            let hint = if ext.is_empty() || ext.contains('/') {
-                "write an extension with its dot, such as \".go\"".to_string()
-            } else {
-                format!(
-                    "write \".{}\": AWF compares the file's extension with its dot, \
-                     case-sensitively",
-                    ext.trim_start_matches('.')
-                        .rsplit('.')
-                        .next()
-                        .unwrap_or_default()
-                )
-            };
-            cx.push(
-                codes::INVALID_VALUE,
-                &ipath,
-                item.line,
-                format!(
-                    "{ipath}: {ext:?} can never equal a file's extension, which starts with \
-                     its last dot"
-                ),
-                hint,
-            );
-        }
+        v.file_extension = file_extensions(cx, e, &join(path, "file_extension"));
     }
     // String rules on an input whose value is not text: AWF skips them silently.
     if kind != InputType::String {
@@ -305,6 +272,45 @@ fn parse_validation(
         }
     }
     Some(v)
+}
+
+/// `file_extension: [".go", ...]`, each refused that can never equal a file's extension
+/// (AWF compares with the last dot, case-sensitively).
+fn file_extensions(cx: &mut Ctx, e: &Node, epath: &str) -> Vec<String> {
+    let extensions = text_list(cx, e, epath);
+    let items: Vec<&Node> = match &e.kind {
+        Kind::Seq(items) => items.iter().collect(),
+        _ => Vec::new(),
+    };
+    for (i, (ext, item)) in extensions.iter().zip(items).enumerate() {
+        if ext.starts_with('.') && file_extension(ext) == ext.as_str() {
+            continue;
+        }
+        let ipath = format!("{epath}[{i}]");
+        let hint = if ext.is_empty() || ext.contains('/') {
+            "write an extension with its dot, such as \".go\"".to_string()
+        } else {
+            format!(
+                "write \".{}\": AWF compares the file's extension with its dot, \
+                 case-sensitively",
+                ext.trim_start_matches('.')
+                    .rsplit('.')
+                    .next()
+                    .unwrap_or_default()
+            )
+        };
+        cx.push(
+            codes::INVALID_VALUE,
+            &ipath,
+            item.line,
+            format!(
+                "{ipath}: {ext:?} can never equal a file's extension, which starts with its \
+                 last dot"
+            ),
+            hint,
+        );
+    }
+    extensions
 }
 
 /// A list of scalars as text (`enum`, `file_extension`): YAML numbers become their text,
