@@ -255,16 +255,7 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             files,
             format,
             compat,
-        } => match (compat, files.as_slice()) {
-            (Some(_), _) => crate::validate::compat_command(&files, format == "json"),
-            (None, [file]) => {
-                crate::validate::validate_command(&workflow_file(file), format == "json")
-            }
-            (None, _) => Err(AwfError::new(
-                codes::INPUT_INVALID,
-                "awf validate takes one workflow file; several with --compat awf",
-            )),
-        },
+        } => validate(&files, format == "json", compat.is_some()),
         Cmd::Run {
             file,
             inputs,
@@ -336,6 +327,18 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             root.as_deref().unwrap_or(Path::new(".")),
             json || output == "json",
         ),
+    }
+}
+
+/// `awf validate FILE`, or `--compat awf` over several.
+fn validate(files: &[PathBuf], json: bool, compat: bool) -> Result<u8, AwfError> {
+    match (compat, files) {
+        (true, _) => crate::validate::compat_command(files, json),
+        (false, [file]) => crate::validate::validate_command(&workflow_file(file), json),
+        (false, _) => Err(AwfError::new(
+            codes::INPUT_INVALID,
+            "awf validate takes one workflow file; several with --compat awf",
+        )),
     }
 }
 

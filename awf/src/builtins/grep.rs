@@ -255,6 +255,53 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     let stop = || cancel.is_cancelled() || env.shutdown.is_set();
     let stop: &(dyn Fn() -> bool + Sync) = &stop;
     let path_input = args.path.as_deref().unwrap_or(".");
+    let (target_file, target, meta) = open_target(env, path_input)?;
+    let cap = env.limits.grep_results;
+    let stored = AtomicUsize::new(0);
+    let results = Mutex::new(Results::default());
+    let search = Search {
+        env,
+        matcher: &matcher,
+        mode,
+        cap,
+        stored: &stored,
+        results: &results,
+        stop,
+    };
+
+    if meta.is_file() {
+        if let Some(g) = &args.glob
+            && let Some(no_match) = glob_skips_file(g, &target, path_input)?
+        {
+            return Ok(no_match);
+        }
+        search.file(&mut new_searcher(mode), &target, Some(target_file));
+    } else if meta.is_dir() {
+        search.dir(&target, args.glob.as_deref())?;
+    } else {
+        return Err(format!(
+            "\"{path_input}\" is neither a file nor a directory"
+        ));
+    }
+
+    if stop() {
+        return Err("cancelled: the search was stopped".into());
+    }
+    let r = results.into_inner().unwrap();
+    let out = report(env, mode, &args.pattern, &target, r);
+    let out = out.trim_end_matches('\n').to_string();
+    Ok(bound::bound_text(
+        out,
+        env.limits.output_bytes,
+        "narrow the pattern, path or glob",
+    ))
+}
+
+/// Opens the file or directory to search, beneath the root, and reads its metadata.
+fn open_target(
+    env: &BuiltinEnv,
+    path_input: &str,
+) -> Result<(std::fs::File, PathBuf, std::fs::Metadata), String> {
     let (target_file, target) = env
         .sandbox
         .open(path_input, libc::O_RDONLY | libc::O_NONBLOCK)
@@ -271,12 +318,79 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     let meta = target_file
         .metadata()
         .map_err(|e| format!("cannot inspect \"{path_input}\": {e}"))?;
-    let cap = env.limits.grep_results;
-    let stored = AtomicUsize::new(0);
-    let results = Mutex::new(Results::default());
-    // Each file is opened again by fd beneath the root (never by the walker's path name,
-    // which a rename race may have pointed outside), and checked on what was opened.
-    let search_file = |searcher: &mut Searcher, path: &Path, file: Option<std::fs::File>| {
+    Ok((target_file, target, meta))
+}
+
+/// The answer to give when a single file does not match the glob, as ripgrep would.
+fn glob_skips_file(g: &str, target: &Path, path_input: &str) -> Result<Option<String>, String> {
+    let m = globset::Glob::new(g)
+        .map_err(|e| format!("invalid glob {g:?}: {e}"))?
+        .compile_matcher();
+    if !m.is_match(target.file_name().unwrap_or_default()) && !m.is_match(target) {
+        return Ok(Some(format!(
+            "no matches: \"{path_input}\" does not match the glob {g:?}"
+        )));
+    }
+    Ok(None)
+}
+
+/// A searcher for one thread: quits on binary data, bounds its line buffer.
+fn new_searcher(mode: Mode) -> Searcher {
+    SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .heap_limit(Some(LINE_HEAP_LIMIT))
+        .line_number(mode == Mode::Content)
+        .build()
+}
+
+/// One call's search: what it looks for and where it gathers what it finds.
+struct Search<'a> {
+    env: &'a BuiltinEnv,
+    matcher: &'a RegexMatcher,
+    mode: Mode,
+    cap: usize,
+    stored: &'a AtomicUsize,
+    results: &'a Mutex<Results>,
+    stop: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl Search<'_> {
+    /// Walks a directory in parallel and searches every regular file in it.
+    fn dir(&self, target: &Path, glob: Option<&str>) -> Result<(), String> {
+        let env = self.env;
+        let stop = self.stop;
+        let mut walk = walker(target, &env.sandbox);
+        walk.threads(THREADS);
+        if let Some(g) = glob {
+            let mut ob = OverrideBuilder::new(target);
+            ob.add(g).map_err(|e| format!("invalid glob {g:?}: {e}"))?;
+            walk.overrides(ob.build().map_err(|e| format!("invalid glob {g:?}: {e}"))?);
+        }
+        walk.build_parallel().run(|| {
+            let mut searcher = new_searcher(self.mode);
+            Box::new(move |entry| {
+                if stop() {
+                    return WalkState::Quit;
+                }
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                // Regular files only: symlinks are not followed (they may lead out of the root).
+                if entry.file_type().is_some_and(|t| t.is_file()) {
+                    self.file(&mut searcher, entry.path(), None);
+                }
+                WalkState::Continue
+            })
+        });
+        Ok(())
+    }
+
+    /// Searches one file and records what it yielded, or why it was skipped.
+    fn file(&self, searcher: &mut Searcher, path: &Path, file: Option<std::fs::File>) {
+        // Each file is opened again by fd beneath the root (never by the walker's path name,
+        // which a rename race may have pointed outside), and checked on what was opened.
+        let env = self.env;
+        let results = self.results;
         let file = match file {
             Some(f) => f,
             None => match open_listed(&env.sandbox, path) {
@@ -303,16 +417,19 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
             return;
         }
         let mut sink = Collect {
-            mode,
-            per_file_cap: cap,
+            mode: self.mode,
+            per_file_cap: self.cap,
             line_bytes: env.limits.line_bytes,
-            stored: &stored,
+            stored: self.stored,
             count: 0,
             lines: Vec::new(),
             binary: false,
         };
-        let reader = StopReader { inner: &file, stop };
-        let outcome = searcher.search_reader(&matcher, reader, &mut sink);
+        let reader = StopReader {
+            inner: &file,
+            stop: self.stop,
+        };
+        let outcome = searcher.search_reader(self.matcher, reader, &mut sink);
         let mut r = results.lock().unwrap();
         match outcome {
             Err(e) if e.to_string().contains(CANCELLED) => {}
@@ -330,69 +447,43 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
             }),
             Ok(()) => {}
         }
-    };
-    let new_searcher = || {
-        SearcherBuilder::new()
-            .binary_detection(BinaryDetection::quit(0))
-            .heap_limit(Some(LINE_HEAP_LIMIT))
-            .line_number(mode == Mode::Content)
-            .build()
-    };
-
-    if meta.is_file() {
-        if let Some(g) = &args.glob {
-            // A glob filter on a single file: honour it like ripgrep does for walked files.
-            let m = globset::Glob::new(g)
-                .map_err(|e| format!("invalid glob {g:?}: {e}"))?
-                .compile_matcher();
-            if !m.is_match(target.file_name().unwrap_or_default()) && !m.is_match(&target) {
-                return Ok(format!(
-                    "no matches: \"{path_input}\" does not match the glob {g:?}"
-                ));
-            }
-        }
-        search_file(&mut new_searcher(), &target, Some(target_file));
-    } else if meta.is_dir() {
-        let mut walk = walker(&target, &env.sandbox);
-        walk.threads(THREADS);
-        if let Some(g) = &args.glob {
-            let mut ob = OverrideBuilder::new(&target);
-            ob.add(g).map_err(|e| format!("invalid glob {g:?}: {e}"))?;
-            walk.overrides(ob.build().map_err(|e| format!("invalid glob {g:?}: {e}"))?);
-        }
-        walk.build_parallel().run(|| {
-            let search_file = &search_file;
-            let mut searcher = new_searcher();
-            Box::new(move |entry| {
-                if stop() {
-                    return WalkState::Quit;
-                }
-                let Ok(entry) = entry else {
-                    return WalkState::Continue;
-                };
-                // Regular files only: symlinks are not followed (they may lead out of the root).
-                if entry.file_type().is_some_and(|t| t.is_file()) {
-                    search_file(&mut searcher, entry.path(), None);
-                }
-                WalkState::Continue
-            })
-        });
-    } else {
-        return Err(format!(
-            "\"{path_input}\" is neither a file nor a directory"
-        ));
     }
+}
 
-    if stop() {
-        return Err("cancelled: the search was stopped".into());
-    }
-    let mut r = results.into_inner().unwrap();
+/// The answer: the hits sorted by path and capped, then notes on what was left out.
+fn report(env: &BuiltinEnv, mode: Mode, pattern: &str, target: &Path, mut r: Results) -> String {
+    let cap = env.limits.grep_results;
     r.files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     let total_files = r.files.len();
     let total_lines: usize = r.files.iter().map(|f| f.count).sum();
+    let (mut out, listed) = list_hits(env, mode, cap, &r.files);
+    if total_files == 0 {
+        out.push_str(&format!(
+            "no matches for {:?} under {}\n",
+            pattern,
+            env.sandbox.show(target)
+        ));
+    }
+    let unit_total = if mode == Mode::Content {
+        total_lines
+    } else {
+        total_files
+    };
+    if listed < unit_total {
+        out.push_str(&format!(
+            "[{total_lines} matching lines in {total_files} files; showing the first {listed} {}; narrow the pattern, path or glob]\n",
+            if mode == Mode::Content { "lines" } else { "files" }
+        ));
+    }
+    push_skipped_notes(&mut out, r);
+    out
+}
+
+/// Lists the hits, one line each, up to `cap` lines; gives the text and how many it listed.
+fn list_hits(env: &BuiltinEnv, mode: Mode, cap: usize, files: &[FileHits]) -> (String, usize) {
     let mut out = String::new();
     let mut listed = 0usize;
-    'files: for f in &r.files {
+    'files: for f in files {
         let shown = env.sandbox.show(&f.path);
         match mode {
             Mode::Content => {
@@ -417,24 +508,11 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
             }
         }
     }
-    if total_files == 0 {
-        out.push_str(&format!(
-            "no matches for {:?} under {}\n",
-            args.pattern,
-            env.sandbox.show(&target)
-        ));
-    }
-    let unit_total = if mode == Mode::Content {
-        total_lines
-    } else {
-        total_files
-    };
-    if listed < unit_total {
-        out.push_str(&format!(
-            "[{total_lines} matching lines in {total_files} files; showing the first {listed} {}; narrow the pattern, path or glob]\n",
-            if mode == Mode::Content { "lines" } else { "files" }
-        ));
-    }
+    (out, listed)
+}
+
+/// Notes the files that were skipped (binary, linked, changed) or could not be read.
+fn push_skipped_notes(out: &mut String, mut r: Results) {
     if r.binary_skipped > 0 {
         out.push_str(&format!("[{} binary files skipped]\n", r.binary_skipped));
     }
@@ -458,12 +536,6 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
             r.errors.join("; ")
         ));
     }
-    let out = out.trim_end_matches('\n').to_string();
-    Ok(bound::bound_text(
-        out,
-        env.limits.output_bytes,
-        "narrow the pattern, path or glob",
-    ))
 }
 
 /// Compiles a regex the way Grep does (for callers that validate up front).

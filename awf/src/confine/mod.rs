@@ -162,6 +162,32 @@ pub struct Links {
     pub cgroup: Option<cgroup::CallCgroup>,
 }
 
+/// Landlock in force: off when the sandbox says so, else on where the kernel has it.
+fn landlock_status(wanted: bool) -> Status {
+    if !wanted {
+        return Status::Off;
+    }
+    match landlock::kernel_abi() {
+        Ok(v) => Status::On(v),
+        Err(why) => Status::Unavailable(why),
+    }
+}
+
+/// A hidden path must not hold a path Bash must write.
+fn check_hidden(hidden: &[PathBuf], writable: &[PathBuf]) -> Result<(), String> {
+    match hidden
+        .iter()
+        .find_map(|h| Some((h, writable.iter().find(|w| w.starts_with(h))?)))
+    {
+        Some((h, w)) => Err(format!(
+            "hidden path {} holds {}, which Bash must reach; hide something narrower",
+            h.display(),
+            w.display()
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The pool of Bash's call cgroups, where a call's memory and processes are bounded by a
 /// cgroup (a long-lived child stays in awf's).
 fn call_cgroups(policy: &Policy, processes: u32) -> Option<Arc<cgroup::Pool>> {
@@ -195,14 +221,7 @@ impl Confinement {
         }
         let fixed_writable = writable.len();
         writable.extend(sb.writable.iter().map(|p| real_path(p)));
-        let status = if !sb.landlock() {
-            Status::Off
-        } else {
-            match landlock::kernel_abi() {
-                Ok(v) => Status::On(v),
-                Err(why) => Status::Unavailable(why),
-            }
-        };
+        let status = landlock_status(sb.landlock());
         let read = policy.read_mode()?;
         if let (ReadMode::Confined, Status::Unavailable(why)) = (read, &status) {
             return Err(format!(
@@ -216,16 +235,7 @@ impl Confinement {
             .support
             .unwrap_or_else(|| namespaces::support(shell, root));
         let hidden: Vec<PathBuf> = sb.hidden.iter().map(|p| real_path(p)).collect();
-        if let Some((h, w)) = hidden
-            .iter()
-            .find_map(|h| Some((h, writable.iter().find(|w| w.starts_with(h))?)))
-        {
-            return Err(format!(
-                "hidden path {} holds {}, which Bash must reach; hide something narrower",
-                h.display(),
-                w.display()
-            ));
-        }
+        check_hidden(&hidden, &writable)?;
         let homes = readable::homes(home);
         let mut readable = policy.read_roots(read, path, home, var);
         if policy.root_read_only() && read == ReadMode::Confined {

@@ -92,11 +92,30 @@ tr.denied td{background:#fdecea;color:#b3261e}code{font-size:11px;white-space:pr
 /// gone or changed).
 pub fn render(state: &RunState, audits: &[(String, Vec<Value>)], svg: Option<&str>) -> String {
     let mut h = String::new();
-    let status = state.shown_status();
-    let ok = status == "succeeded";
     let start = state.started_ms;
     let end = state.ended_ms.unwrap_or(state.updated_ms).max(start + 1);
     let total = (end - start) as f64;
+    head(&mut h, state, total);
+    if let Some(svg) = svg {
+        // The SVG is ours (layout-rs from the state names, escaped by it); its XML prolog
+        // is not HTML.
+        let body = svg.find("<svg").map_or(svg, |i| &svg[i..]);
+        let _ = write!(h, "<h2>Graph</h2><div class=\"graph\">{body}</div>");
+    }
+    timeline(&mut h, state, start, total);
+    // States: outputs, errors, and for agents their model turns and tool calls.
+    h.push_str("<h2>States</h2>");
+    for r in &state.states {
+        state_section(&mut h, r, audits);
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// Writes the page's head, then the run's status, duration, states, resumes and directory.
+fn head(h: &mut String, state: &RunState, total: f64) {
+    let status = state.shown_status();
+    let ok = status == "succeeded";
     let _ = write!(
         h,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -118,13 +137,10 @@ pub fn render(state: &RunState, audits: &[(String, Vec<Value>)], svg: Option<&st
     if let Some(e) = &state.error {
         let _ = write!(h, "<p class=\"bad\">{}</p>", esc(e));
     }
-    if let Some(svg) = svg {
-        // The SVG is ours (layout-rs from the state names, escaped by it); its XML prolog
-        // is not HTML.
-        let body = svg.find("<svg").map_or(svg, |i| &svg[i..]);
-        let _ = write!(h, "<h2>Graph</h2><div class=\"graph\">{body}</div>");
-    }
-    // Timeline: a lane per for_each item and parallel branch, the run's own first.
+}
+
+/// Writes the timeline: a lane per for_each item and parallel branch, the run's own first.
+fn timeline(h: &mut String, state: &RunState, start: u64, total: f64) {
     h.push_str("<h2>Timeline</h2><div class=\"timeline\">");
     let mut lanes: Vec<(String, Vec<&StateRecord>)> = Vec::new();
     for r in &state.states {
@@ -162,126 +178,134 @@ pub fn render(state: &RunState, audits: &[(String, Vec<Value>)], svg: Option<&st
         h.push_str("</div></div>");
     }
     h.push_str("</div>");
-    // States: outputs, errors, and for agents their model turns and tool calls.
-    h.push_str("<h2>States</h2>");
-    for r in &state.states {
-        let step_id = format!("{}-{}", r.step, r.state);
+}
+
+/// Writes one state: its heading, error and output, then its model turns and tool calls.
+fn state_section(h: &mut String, r: &StateRecord, audits: &[(String, Vec<Value>)]) {
+    let step_id = format!("{}-{}", r.step, r.state);
+    let _ = write!(
+        h,
+        "<h3 id=\"{id}\">{s} <small>{kind} · {outcome} · {ms} ms{item}</small></h3>",
+        id = esc(&step_id),
+        s = esc(&r.state),
+        kind = esc(&r.kind),
+        outcome = esc(r.outcome.as_deref().unwrap_or("running")),
+        ms = r.duration_ms,
+        item = r
+            .iteration
+            .map(|i| format!(" · item {i}"))
+            .unwrap_or_default(),
+    );
+    if let Some(e) = &r.error {
         let _ = write!(
             h,
-            "<h3 id=\"{id}\">{s} <small>{kind} · {outcome} · {ms} ms{item}</small></h3>",
-            id = esc(&step_id),
-            s = esc(&r.state),
-            kind = esc(&r.kind),
-            outcome = esc(r.outcome.as_deref().unwrap_or("running")),
-            ms = r.duration_ms,
-            item = r
-                .iteration
-                .map(|i| format!(" · item {i}"))
-                .unwrap_or_default(),
+            "<p class=\"bad\"><code>{}</code></p>",
+            esc(&cut(e, 2000))
         );
-        if let Some(e) = &r.error {
+    }
+    if !r.output.is_empty() {
+        let _ = write!(h, "<p><code>{}</code></p>", esc(&cut(&r.output, 2000)));
+    }
+    let Some((_, records)) = audits.iter().find(|(id, _)| *id == step_id) else {
+        return;
+    };
+    model_turns(h, records);
+    h.push_str(
+        "<table class=\"calls\"><tr><th>tool call</th><th>arguments</th><th>ms</th>\
+         <th>outcome</th><th>error / bytes</th></tr>",
+    );
+    for x in records {
+        call_row(h, x, records);
+    }
+    h.push_str("</table>");
+}
+
+/// Writes the table of a step's model turns (tokens in and out, duration), when it has any.
+fn model_turns(h: &mut String, records: &[Value]) {
+    let turns: Vec<&Value> = records
+        .iter()
+        .filter(|x| x["type"] == "model.response")
+        .collect();
+    if !turns.is_empty() {
+        h.push_str(
+            "<table class=\"turns\"><tr><th>model turn</th><th>model</th><th>in</th>\
+             <th>out</th><th>ms</th></tr>",
+        );
+        for (i, t) in turns.iter().enumerate() {
             let _ = write!(
                 h,
-                "<p class=\"bad\"><code>{}</code></p>",
-                esc(&cut(e, 2000))
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                i + 1,
+                esc(t["model"].as_str().unwrap_or("")),
+                t["input_tokens"].as_u64().unwrap_or(0),
+                t["output_tokens"].as_u64().unwrap_or(0),
+                t["duration_ms"].as_f64().unwrap_or(0.0).round()
             );
-        }
-        if !r.output.is_empty() {
-            let _ = write!(h, "<p><code>{}</code></p>", esc(&cut(&r.output, 2000)));
-        }
-        let Some((_, records)) = audits.iter().find(|(id, _)| *id == step_id) else {
-            continue;
-        };
-        let turns: Vec<&Value> = records
-            .iter()
-            .filter(|x| x["type"] == "model.response")
-            .collect();
-        if !turns.is_empty() {
-            h.push_str(
-                "<table class=\"turns\"><tr><th>model turn</th><th>model</th><th>in</th>\
-                 <th>out</th><th>ms</th></tr>",
-            );
-            for (i, t) in turns.iter().enumerate() {
-                let _ = write!(
-                    h,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                    i + 1,
-                    esc(t["model"].as_str().unwrap_or("")),
-                    t["input_tokens"].as_u64().unwrap_or(0),
-                    t["output_tokens"].as_u64().unwrap_or(0),
-                    t["duration_ms"].as_f64().unwrap_or(0.0).round()
-                );
-            }
-            h.push_str("</table>");
-        }
-        h.push_str(
-            "<table class=\"calls\"><tr><th>tool call</th><th>arguments</th><th>ms</th>\
-             <th>outcome</th><th>error / bytes</th></tr>",
-        );
-        for x in records {
-            match x["type"].as_str() {
-                Some("tool.call") => {
-                    let id = &x["call_id"];
-                    let result = records
-                        .iter()
-                        .find(|y| y["type"] == "tool.result" && y["call_id"] == *id);
-                    let outcome = result
-                        .and_then(|y| y["outcome"].as_str())
-                        .unwrap_or("no result");
-                    let class = if outcome == "ok" {
-                        ""
-                    } else {
-                        " class=\"denied\""
-                    };
-                    let detail = result.map_or(String::new(), |y| match y["error"].as_str() {
-                        Some(e) => cut(e, 400),
-                        None => format!("{} bytes", y["output_bytes"].as_u64().unwrap_or(0)),
-                    });
-                    let _ = write!(
-                        h,
-                        "<tr{class} data-tool=\"{t}\"><td>{t}</td><td><code>{a}</code></td>\
-                         <td>{ms}</td><td>{o}</td><td><code>{d}</code></td></tr>",
-                        t = esc(x["tool"].as_str().unwrap_or("")),
-                        a = esc(&cut(&x["arguments"].to_string(), 400)),
-                        ms = result
-                            .and_then(|y| y["duration_ms"].as_f64())
-                            .unwrap_or(0.0)
-                            .round(),
-                        o = esc(outcome),
-                        d = esc(&detail),
-                    );
-                }
-                Some("net.connect") if x["decision"] == "denied" => {
-                    let _ = write!(
-                        h,
-                        "<tr class=\"denied\"><td>net.connect</td><td><code>{}:{}</code></td>\
-                         <td></td><td>denied</td><td><code>{}</code></td></tr>",
-                        esc(x["host"].as_str().unwrap_or("")),
-                        x["port"].as_u64().unwrap_or(0),
-                        esc(x["reason"].as_str().unwrap_or(""))
-                    );
-                }
-                Some(kind @ ("tool.withheld" | "tool.rejected")) => {
-                    let _ = write!(
-                        h,
-                        "<tr class=\"denied\"><td>{}</td><td><code>{}</code></td><td></td>\
-                         <td>{}</td><td><code>{}</code></td></tr>",
-                        esc(x["tool"].as_str().unwrap_or("")),
-                        esc(kind),
-                        esc(kind.trim_start_matches("tool.")),
-                        esc(&cut(
-                            x["reason"].as_str().or(x["why"].as_str()).unwrap_or(""),
-                            400
-                        ))
-                    );
-                }
-                _ => {}
-            }
         }
         h.push_str("</table>");
     }
-    h.push_str("</body></html>\n");
-    h
+}
+
+/// Writes the calls table's row of audit record `x`: a tool call or a denial (else nothing).
+fn call_row(h: &mut String, x: &Value, records: &[Value]) {
+    match x["type"].as_str() {
+        Some("tool.call") => {
+            let id = &x["call_id"];
+            let result = records
+                .iter()
+                .find(|y| y["type"] == "tool.result" && y["call_id"] == *id);
+            let outcome = result
+                .and_then(|y| y["outcome"].as_str())
+                .unwrap_or("no result");
+            let class = if outcome == "ok" {
+                ""
+            } else {
+                " class=\"denied\""
+            };
+            let detail = result.map_or(String::new(), |y| match y["error"].as_str() {
+                Some(e) => cut(e, 400),
+                None => format!("{} bytes", y["output_bytes"].as_u64().unwrap_or(0)),
+            });
+            let _ = write!(
+                h,
+                "<tr{class} data-tool=\"{t}\"><td>{t}</td><td><code>{a}</code></td>\
+                 <td>{ms}</td><td>{o}</td><td><code>{d}</code></td></tr>",
+                t = esc(x["tool"].as_str().unwrap_or("")),
+                a = esc(&cut(&x["arguments"].to_string(), 400)),
+                ms = result
+                    .and_then(|y| y["duration_ms"].as_f64())
+                    .unwrap_or(0.0)
+                    .round(),
+                o = esc(outcome),
+                d = esc(&detail),
+            );
+        }
+        Some("net.connect") if x["decision"] == "denied" => {
+            let _ = write!(
+                h,
+                "<tr class=\"denied\"><td>net.connect</td><td><code>{}:{}</code></td>\
+                 <td></td><td>denied</td><td><code>{}</code></td></tr>",
+                esc(x["host"].as_str().unwrap_or("")),
+                x["port"].as_u64().unwrap_or(0),
+                esc(x["reason"].as_str().unwrap_or(""))
+            );
+        }
+        Some(kind @ ("tool.withheld" | "tool.rejected")) => {
+            let _ = write!(
+                h,
+                "<tr class=\"denied\"><td>{}</td><td><code>{}</code></td><td></td>\
+                 <td>{}</td><td><code>{}</code></td></tr>",
+                esc(x["tool"].as_str().unwrap_or("")),
+                esc(kind),
+                esc(kind.trim_start_matches("tool.")),
+                esc(&cut(
+                    x["reason"].as_str().or(x["why"].as_str()).unwrap_or(""),
+                    400
+                ))
+            );
+        }
+        _ => {}
+    }
 }
 
 /// `awf report RUN_ID [--audit-dir DIR] [-o FILE]`: writes the report (default

@@ -88,8 +88,45 @@ pub fn start_exposed(
     static SWEPT: std::sync::Once = std::sync::Once::new();
     SWEPT.call_once(socket_dir::sweep_leftovers);
     let discovery = Discovery::scan(discovery::search_path(root));
-    // Plugin name → (manifest, [(operation, entry index)]), in first-mention order.
-    let mut wanted: Vec<(&Manifest, Vec<(&str, usize)>)> = Vec::new();
+    check_timeouts(plugin_tools, origin, bounds)?;
+    let wanted = wanted_plugins(plugin_tools, origin, &discovery)?;
+    let running = start_wanted(&wanted, plugin_tools, jail)?;
+
+    let mut adapters = Vec::new();
+    for (wanted, plugin) in wanted.iter().zip(running) {
+        check_offered(origin, wanted, &plugin)?;
+        let ops: Vec<(String, std::time::Duration)> = wanted
+            .ops
+            .iter()
+            .map(|(op, i)| {
+                let timeout = plugin_tools[*i]
+                    .timeout_seconds
+                    .map_or(bounds.timeout, std::time::Duration::from_secs);
+                (op.to_string(), timeout)
+            })
+            .collect();
+        adapters.push(PluginToolAdapter::new(
+            plugin,
+            &ops,
+            shutdown.clone(),
+            bounds.output_bytes,
+        ));
+    }
+    Ok(adapters)
+}
+
+/// One plugin to start, and the operations to expose with the index of the entry asking.
+struct Wanted<'a> {
+    manifest: &'a Manifest,
+    ops: Vec<(&'a str, usize)>,
+}
+
+/// Refuses an entry whose `timeout_seconds` is 0.
+fn check_timeouts(
+    plugin_tools: &[PluginTools],
+    origin: &str,
+    bounds: CallBounds,
+) -> Result<(), AwfError> {
     for (i, entry) in plugin_tools.iter().enumerate() {
         if entry.timeout_seconds == Some(0) {
             return Err(AwfError::new(
@@ -102,11 +139,21 @@ pub fn start_exposed(
             ));
         }
     }
+    Ok(())
+}
+
+/// Groups the entries by plugin, in first-mention order, and checks each entry.
+fn wanted_plugins<'a>(
+    plugin_tools: &'a [PluginTools],
+    origin: &str,
+    discovery: &'a Discovery,
+) -> Result<Vec<Wanted<'a>>, AwfError> {
+    let mut wanted: Vec<Wanted> = Vec::new();
     let mut tool_entries: HashMap<String, usize> = HashMap::new();
     for (i, entry) in plugin_tools.iter().enumerate() {
         let at = format!("{origin}, plugin_tools[{i}]");
         let Some(manifest) = discovery.get(&entry.plugin) else {
-            return Err(unknown_plugin(&discovery, &entry.plugin, &at));
+            return Err(unknown_plugin(discovery, &entry.plugin, &at));
         };
         if entry.expose.is_empty() {
             return Err(AwfError::new(
@@ -118,29 +165,7 @@ pub fn start_exposed(
                 ),
             ));
         }
-        let slot = match wanted.iter().position(|(m, _)| m.name == manifest.name) {
-            Some(p) => {
-                // One process per plugin, so one jail: two entries may not ask for two.
-                if let Some(&(_, first)) = wanted[p].1.first()
-                    && plugin_tools[first].sandbox != entry.sandbox
-                {
-                    return Err(AwfError::new(
-                        codes::CONFIG_INVALID,
-                        format!(
-                            "{at}: plugin {} has another sandbox in plugin_tools[{first}]; one \
-                             plugin runs in one jail: give both entries the same sandbox, or \
-                             one entry with every operation",
-                            entry.plugin
-                        ),
-                    ));
-                }
-                p
-            }
-            None => {
-                wanted.push((manifest, Vec::new()));
-                wanted.len() - 1
-            }
-        };
+        let slot = slot_for(&mut wanted, manifest, plugin_tools, entry, &at)?;
         for op in &entry.expose {
             let tool = crate::workflow::plugin_tool_name(&entry.plugin, op);
             if mcpserver::check_name(&tool).is_err() {
@@ -164,17 +189,61 @@ pub fn start_exposed(
                     ),
                 ));
             }
-            wanted[slot].1.push((op.as_str(), i));
+            wanted[slot].ops.push((op.as_str(), i));
         }
     }
+    Ok(wanted)
+}
 
+/// Where `entry`'s plugin is in `wanted` (added if new); one plugin may have one sandbox.
+fn slot_for<'a>(
+    wanted: &mut Vec<Wanted<'a>>,
+    manifest: &'a Manifest,
+    plugin_tools: &[PluginTools],
+    entry: &PluginTools,
+    at: &str,
+) -> Result<usize, AwfError> {
+    match wanted.iter().position(|w| w.manifest.name == manifest.name) {
+        Some(p) => {
+            // One process per plugin, so one jail: two entries may not ask for two.
+            if let Some(&(_, first)) = wanted[p].ops.first()
+                && plugin_tools[first].sandbox != entry.sandbox
+            {
+                return Err(AwfError::new(
+                    codes::CONFIG_INVALID,
+                    format!(
+                        "{at}: plugin {} has another sandbox in plugin_tools[{first}]; one \
+                         plugin runs in one jail: give both entries the same sandbox, or \
+                         one entry with every operation",
+                        entry.plugin
+                    ),
+                ));
+            }
+            Ok(p)
+        }
+        None => {
+            wanted.push(Wanted {
+                manifest,
+                ops: Vec::new(),
+            });
+            Ok(wanted.len() - 1)
+        }
+    }
+}
+
+/// Starts the wanted plugins, each in its jail; if one fails, stops the others.
+fn start_wanted(
+    wanted: &[Wanted],
+    plugin_tools: &[PluginTools],
+    jail: &JailContext,
+) -> Result<Vec<Arc<PluginProcess>>, AwfError> {
     let runtime = Arc::new(PluginRuntime::new()?);
-    let manifests: Vec<&Manifest> = wanted.iter().map(|(m, _)| *m).collect();
+    let manifests: Vec<&Manifest> = wanted.iter().map(|w| w.manifest).collect();
     let jails: Vec<Jailed> = wanted
         .iter()
-        .map(|(_, ops)| Jailed {
+        .map(|w| Jailed {
             at: jail.clone(),
-            sandbox: plugin_tools[ops.first().map_or(0, |(_, i)| *i)]
+            sandbox: plugin_tools[w.ops.first().map_or(0, |(_, i)| *i)]
                 .sandbox
                 .clone(),
         })
@@ -194,48 +263,34 @@ pub fn start_exposed(
         // `running` is dropped here: the plugins that did start are stopped.
         return Err(e);
     }
+    Ok(running)
+}
 
-    let mut adapters = Vec::new();
-    for ((manifest, ops), plugin) in wanted.iter().zip(running) {
-        for (op, i) in ops {
-            if !plugin.operations().iter().any(|o| o.name == *op) {
-                let offered: Vec<&str> = plugin
-                    .operations()
-                    .iter()
-                    .map(|o| o.name.as_str())
-                    .collect();
-                return Err(AwfError::new(
-                    codes::UNKNOWN_OPERATION,
-                    format!(
-                        "{origin}, plugin_tools[{i}]: plugin {} has no operation {op:?}; it \
-                         offers: {}. Fix the name in expose",
-                        manifest.name,
-                        if offered.is_empty() {
-                            "none".to_string()
-                        } else {
-                            offered.join(", ")
-                        }
-                    ),
-                ));
-            }
+/// Refuses an operation to expose that the started plugin does not offer.
+fn check_offered(origin: &str, wanted: &Wanted, plugin: &PluginProcess) -> Result<(), AwfError> {
+    for (op, i) in &wanted.ops {
+        if !plugin.operations().iter().any(|o| o.name == *op) {
+            let offered: Vec<&str> = plugin
+                .operations()
+                .iter()
+                .map(|o| o.name.as_str())
+                .collect();
+            return Err(AwfError::new(
+                codes::UNKNOWN_OPERATION,
+                format!(
+                    "{origin}, plugin_tools[{i}]: plugin {} has no operation {op:?}; it \
+                     offers: {}. Fix the name in expose",
+                    wanted.manifest.name,
+                    if offered.is_empty() {
+                        "none".to_string()
+                    } else {
+                        offered.join(", ")
+                    }
+                ),
+            ));
         }
-        let ops: Vec<(String, std::time::Duration)> = ops
-            .iter()
-            .map(|(op, i)| {
-                let timeout = plugin_tools[*i]
-                    .timeout_seconds
-                    .map_or(bounds.timeout, std::time::Duration::from_secs);
-                (op.to_string(), timeout)
-            })
-            .collect();
-        adapters.push(PluginToolAdapter::new(
-            plugin,
-            &ops,
-            shutdown.clone(),
-            bounds.output_bytes,
-        ));
     }
-    Ok(adapters)
+    Ok(())
 }
 
 /// Starts `manifests` in parallel (each may take up to its start-up timeout), results in

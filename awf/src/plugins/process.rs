@@ -34,7 +34,7 @@ use plugin_sdk::proto::{
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -129,25 +129,7 @@ impl PluginProcess {
                 std::env::temp_dir().display()
             ))
         })?;
-        let mut command = Command::new(&manifest.executable);
-        // The allowlist and what the manifest names: awf's own environment holds the model
-        // key and the user's credentials.
-        command
-            .env_clear()
-            .envs(
-                crate::child_env::ChildEnv {
-                    passthrough: manifest.env_passthrough.clone(),
-                    set: Vec::new(),
-                }
-                .vars(),
-            )
-            .envs(host::handshake_env())
-            // Where the SDK makes its socket: the only place awf accepts it from.
-            .env("TMPDIR", socket_dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            // Plugins log to stderr; sharing awf's keeps their lines where awf's go.
-            .stderr(Stdio::inherit());
+        let command = plugin_command(manifest, &socket_dir);
         let mut links = None;
         let spawned = match jail {
             Some(jail) => {
@@ -163,124 +145,10 @@ impl PluginProcess {
         let lifeline = child.take_stdin();
         let stdout = child.take_stdout().expect("piped stdout");
 
-        // Read the handshake on a thread so that a silent plugin cannot block us past the
-        // deadline. The thread then keeps draining stdout (the SDK sends nothing more, but
-        // a plugin written without it might) so such a plugin never blocks on a full pipe.
-        let (tx, rx) = mpsc::channel();
-        let plugin = name.clone();
-        let reader = std::thread::Builder::new()
-            .name(format!("plugin-{name}-stdout"))
-            .spawn(move || {
-                let mut stdout = BufReader::new(stdout);
-                let mut line = Vec::new();
-                let got = (&mut stdout)
-                    .take(MAX_HANDSHAKE_LINE)
-                    .read_until(b'\n', &mut line)
-                    .map(|_| line);
-                let _ = tx.send(got);
-                for line in stdout.lines() {
-                    match line {
-                        Ok(l) => tracing::warn!(plugin = %plugin, "plugin wrote to stdout: {l}"),
-                        Err(_) => break,
-                    }
-                }
-            });
-        if let Err(e) = reader {
-            child.kill();
-            return Err(fail(format!("cannot be watched: {e}")));
-        }
-        let line = match rx.recv_timeout(START_TIMEOUT) {
-            Err(RecvTimeoutError::Timeout) => {
-                child.kill();
-                return Err(fail(format!(
-                    "printed no handshake line within {} s and was killed; a plugin must \
-                     announce its socket at start-up (plugin_sdk::serve does), so check that it \
-                     is an awf plugin and does not block before serving",
-                    START_TIMEOUT.as_secs()
-                )));
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                child.kill();
-                return Err(fail("lost its stdout reader".into()));
-            }
-            Ok(Err(e)) => {
-                child.kill();
-                return Err(fail(format!("could not be read from: {e}")));
-            }
-            Ok(Ok(line)) if line.is_empty() => {
-                let status = child
-                    .wait_timeout(CRASH_REAP_WAIT)
-                    .map(describe_exit)
-                    .unwrap_or_else(|| "closed its stdout".into());
-                child.kill();
-                return Err(fail(format!(
-                    "exited before its handshake ({status}); its stderr above says why"
-                )));
-            }
-            Ok(Ok(line)) => line,
-        };
-        let line = String::from_utf8_lossy(&line).into_owned();
-        let endpoint = match host::parse_handshake(&line) {
-            Ok(e) => e,
-            Err(e) => {
-                child.kill();
-                return Err(fail(format!("failed its handshake and was killed: {e}")));
-            }
-        };
-        if let Err(why) = socket_dir.accept(endpoint.socket_path()) {
-            child.kill();
-            return Err(fail(format!("{why}; it was killed")));
-        }
-        let connected = runtime.run(
-            {
-                let endpoint = endpoint.clone();
-                async move { host::connect(&endpoint).await }
-            },
-            Some(deadline),
-            None,
-        );
-        let channel = match connected {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                child.kill();
-                return Err(fail(format!(
-                    "announced {} but cannot be connected to: {e}",
-                    endpoint.socket_path().display()
-                )));
-            }
-            Err(_) => {
-                child.kill();
-                return Err(fail(format!(
-                    "did not accept a connection on {} within {} s and was killed",
-                    endpoint.socket_path().display(),
-                    START_TIMEOUT.as_secs()
-                )));
-            }
-        };
-        let setup = (|| {
-            let info = setup_rpc(&runtime, "Info", {
-                let c = channel.clone();
-                async move { PluginServiceClient::new(c).info(InfoRequest {}).await }
-            })?;
-            setup_rpc(&runtime, "Init", {
-                let c = channel.clone();
-                async move {
-                    PluginServiceClient::new(c)
-                        .init(InitRequest { config })
-                        .await
-                }
-            })?;
-            let ops = setup_rpc(&runtime, "ListOperations", {
-                let c = channel.clone();
-                async move {
-                    OperationServiceClient::new(c)
-                        .list_operations(ListOperationsRequest {})
-                        .await
-                }
-            })?;
-            Ok::<_, String>((info, ops.operations))
-        })();
-        let (info, operations) = match setup {
+        let line = read_handshake(&mut child, stdout, name).map_err(&fail)?;
+        let (endpoint, channel) =
+            connect(&mut child, &runtime, &socket_dir, &line, deadline).map_err(&fail)?;
+        let (info, operations) = match set_up(&runtime, &channel, config) {
             Ok(v) => v,
             Err(why) => {
                 child.kill();
@@ -481,6 +349,171 @@ fn setup_rpc<T: Send + 'static>(
             SETUP_RPC_TIMEOUT.as_secs()
         )),
     }
+}
+
+/// The command that runs the plugin: its environment, its TMPDIR and its pipes.
+fn plugin_command(manifest: &Manifest, socket_dir: &SocketDir) -> Command {
+    let mut command = Command::new(&manifest.executable);
+    // The allowlist and what the manifest names: awf's own environment holds the model
+    // key and the user's credentials.
+    command
+        .env_clear()
+        .envs(
+            crate::child_env::ChildEnv {
+                passthrough: manifest.env_passthrough.clone(),
+                set: Vec::new(),
+            }
+            .vars(),
+        )
+        .envs(host::handshake_env())
+        // Where the SDK makes its socket: the only place awf accepts it from.
+        .env("TMPDIR", socket_dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        // Plugins log to stderr; sharing awf's keeps their lines where awf's go.
+        .stderr(Stdio::inherit());
+    command
+}
+
+/// Reads the plugin's handshake line within [`START_TIMEOUT`]; kills the plugin if it cannot.
+fn read_handshake(
+    child: &mut ProcessGroup,
+    stdout: ChildStdout,
+    name: &str,
+) -> Result<String, String> {
+    // Read the handshake on a thread so that a silent plugin cannot block us past the
+    // deadline. The thread then keeps draining stdout (the SDK sends nothing more, but
+    // a plugin written without it might) so such a plugin never blocks on a full pipe.
+    let (tx, rx) = mpsc::channel();
+    let plugin = name.to_string();
+    let reader = std::thread::Builder::new()
+        .name(format!("plugin-{name}-stdout"))
+        .spawn(move || {
+            let mut stdout = BufReader::new(stdout);
+            let mut line = Vec::new();
+            let got = (&mut stdout)
+                .take(MAX_HANDSHAKE_LINE)
+                .read_until(b'\n', &mut line)
+                .map(|_| line);
+            let _ = tx.send(got);
+            for line in stdout.lines() {
+                match line {
+                    Ok(l) => tracing::warn!(plugin = %plugin, "plugin wrote to stdout: {l}"),
+                    Err(_) => break,
+                }
+            }
+        });
+    if let Err(e) = reader {
+        child.kill();
+        return Err(format!("cannot be watched: {e}"));
+    }
+    let line = match rx.recv_timeout(START_TIMEOUT) {
+        Err(RecvTimeoutError::Timeout) => {
+            child.kill();
+            return Err(format!(
+                "printed no handshake line within {} s and was killed; a plugin must \
+                 announce its socket at start-up (plugin_sdk::serve does), so check that it \
+                 is an awf plugin and does not block before serving",
+                START_TIMEOUT.as_secs()
+            ));
+        }
+        Err(RecvTimeoutError::Disconnected) => {
+            child.kill();
+            return Err("lost its stdout reader".into());
+        }
+        Ok(Err(e)) => {
+            child.kill();
+            return Err(format!("could not be read from: {e}"));
+        }
+        Ok(Ok(line)) if line.is_empty() => {
+            let status = child
+                .wait_timeout(CRASH_REAP_WAIT)
+                .map(describe_exit)
+                .unwrap_or_else(|| "closed its stdout".into());
+            child.kill();
+            return Err(format!(
+                "exited before its handshake ({status}); its stderr above says why"
+            ));
+        }
+        Ok(Ok(line)) => line,
+    };
+    Ok(String::from_utf8_lossy(&line).into_owned())
+}
+
+/// Connects to the socket the handshake announces; kills the plugin if that fails.
+fn connect(
+    child: &mut ProcessGroup,
+    runtime: &PluginRuntime,
+    socket_dir: &SocketDir,
+    line: &str,
+    deadline: Instant,
+) -> Result<(host::Endpoint, Channel), String> {
+    let endpoint = match host::parse_handshake(line) {
+        Ok(e) => e,
+        Err(e) => {
+            child.kill();
+            return Err(format!("failed its handshake and was killed: {e}"));
+        }
+    };
+    if let Err(why) = socket_dir.accept(endpoint.socket_path()) {
+        child.kill();
+        return Err(format!("{why}; it was killed"));
+    }
+    let connected = runtime.run(
+        {
+            let endpoint = endpoint.clone();
+            async move { host::connect(&endpoint).await }
+        },
+        Some(deadline),
+        None,
+    );
+    match connected {
+        Ok(Ok(channel)) => Ok((endpoint, channel)),
+        Ok(Err(e)) => {
+            child.kill();
+            Err(format!(
+                "announced {} but cannot be connected to: {e}",
+                endpoint.socket_path().display()
+            ))
+        }
+        Err(_) => {
+            child.kill();
+            Err(format!(
+                "did not accept a connection on {} within {} s and was killed",
+                endpoint.socket_path().display(),
+                START_TIMEOUT.as_secs()
+            ))
+        }
+    }
+}
+
+/// The set-up rpcs in order: Info, Init with the plugin's config, then ListOperations.
+fn set_up(
+    runtime: &PluginRuntime,
+    channel: &Channel,
+    config: HashMap<String, String>,
+) -> Result<(InfoResponse, Vec<Operation>), String> {
+    let info = setup_rpc(runtime, "Info", {
+        let c = channel.clone();
+        async move { PluginServiceClient::new(c).info(InfoRequest {}).await }
+    })?;
+    setup_rpc(runtime, "Init", {
+        let c = channel.clone();
+        async move {
+            PluginServiceClient::new(c)
+                .init(InitRequest { config })
+                .await
+        }
+    })?;
+    let ops = setup_rpc(runtime, "ListOperations", {
+        let c = channel.clone();
+        async move {
+            OperationServiceClient::new(c)
+                .list_operations(ListOperationsRequest {})
+                .await
+        }
+    })?;
+    Ok((info, ops.operations))
 }
 
 /// `exited with status 1`, `was killed by signal 6 (SIGABRT)`.

@@ -421,66 +421,8 @@ pub(super) fn finish(
         s.cache_read_tokens += u.cache_read_tokens.unwrap_or(0);
         s.model_ms += elapsed.as_millis() as u64;
     }
-    if let Some(mut span) = span {
-        let mut attrs = Vec::new();
-        if let Some(m) = &u.response_model {
-            attrs.push(KeyValue::new("gen_ai.response.model", m.clone()));
-        }
-        if let Some(id) = &u.response_id {
-            attrs.push(KeyValue::new("gen_ai.response.id", id.clone()));
-        }
-        for (k, v) in [
-            ("gen_ai.usage.input_tokens", u.input_tokens),
-            ("gen_ai.usage.output_tokens", u.output_tokens),
-            ("gen_ai.usage.cache_read.input_tokens", u.cache_read_tokens),
-            (
-                "gen_ai.usage.cache_creation.input_tokens",
-                u.cache_creation_tokens,
-            ),
-        ] {
-            if let Some(n) = v {
-                attrs.push(KeyValue::new(k, n as i64));
-            }
-        }
-        if !u.finish_reasons.is_empty() {
-            attrs.push(KeyValue::new(
-                "gen_ai.response.finish_reasons",
-                opentelemetry::Value::Array(
-                    u.finish_reasons
-                        .iter()
-                        .map(|r| opentelemetry::StringValue::from(r.clone()))
-                        .collect::<Vec<_>>()
-                        .into(),
-                ),
-            ));
-        }
-        attrs.push(KeyValue::new(
-            "http.response.status_code",
-            i64::from(status),
-        ));
-        if let Some(t) = first_byte {
-            attrs.push(KeyValue::new(
-                "awf.model.time_to_first_byte_ms",
-                t.as_secs_f64() * 1000.0,
-            ));
-        }
-        span.set_attributes(attrs);
-        if status >= 400 || failed.is_some() {
-            span.set_attribute(KeyValue::new(
-                "error.type",
-                if status >= 400 {
-                    status.to_string()
-                } else {
-                    "stream_error".into()
-                },
-            ));
-            span.set_status(SpanStatus::error(
-                failed
-                    .unwrap_or("the model answered with an error")
-                    .to_string(),
-            ));
-        }
-        span.end();
+    if let Some(span) = span {
+        end_chat_span(span, &u, status, first_byte, failed);
     }
     if let Some(a) = &lease.audit {
         let _ = a.append(&json!({
@@ -494,4 +436,74 @@ pub(super) fn finish(
             "error": failed,
         }));
     }
+}
+
+/// A model turn's span ended with what its answer said: the model, the usage, the finish
+/// reasons, the status, the time to the first byte, and the error if there was one.
+fn end_chat_span(
+    mut span: opentelemetry_sdk::trace::Span,
+    u: &usage::Usage,
+    status: u16,
+    first_byte: Option<Duration>,
+    failed: Option<&str>,
+) {
+    let mut attrs = Vec::new();
+    if let Some(m) = &u.response_model {
+        attrs.push(KeyValue::new("gen_ai.response.model", m.clone()));
+    }
+    if let Some(id) = &u.response_id {
+        attrs.push(KeyValue::new("gen_ai.response.id", id.clone()));
+    }
+    for (k, v) in [
+        ("gen_ai.usage.input_tokens", u.input_tokens),
+        ("gen_ai.usage.output_tokens", u.output_tokens),
+        ("gen_ai.usage.cache_read.input_tokens", u.cache_read_tokens),
+        (
+            "gen_ai.usage.cache_creation.input_tokens",
+            u.cache_creation_tokens,
+        ),
+    ] {
+        if let Some(n) = v {
+            attrs.push(KeyValue::new(k, n as i64));
+        }
+    }
+    if !u.finish_reasons.is_empty() {
+        attrs.push(KeyValue::new(
+            "gen_ai.response.finish_reasons",
+            opentelemetry::Value::Array(
+                u.finish_reasons
+                    .iter()
+                    .map(|r| opentelemetry::StringValue::from(r.clone()))
+                    .collect::<Vec<_>>()
+                    .into(),
+            ),
+        ));
+    }
+    attrs.push(KeyValue::new(
+        "http.response.status_code",
+        i64::from(status),
+    ));
+    if let Some(t) = first_byte {
+        attrs.push(KeyValue::new(
+            "awf.model.time_to_first_byte_ms",
+            t.as_secs_f64() * 1000.0,
+        ));
+    }
+    span.set_attributes(attrs);
+    if status >= 400 || failed.is_some() {
+        span.set_attribute(KeyValue::new(
+            "error.type",
+            if status >= 400 {
+                status.to_string()
+            } else {
+                "stream_error".into()
+            },
+        ));
+        span.set_status(SpanStatus::error(
+            failed
+                .unwrap_or("the model answered with an error")
+                .to_string(),
+        ));
+    }
+    span.end();
 }

@@ -400,35 +400,7 @@ fn check_kind<'s>(
 ) {
     match &s.kind {
         StateKind::Agent(a) => check_agent(wf, s, a, path, plugins, d, held),
-        StateKind::Step(st) => {
-            held.targets.push(("on_success", &st.on_success));
-            held.targets.push(("on_failure", &st.on_failure));
-            if let Some(why) = shell_syntax_error(&st.command) {
-                push(
-                    d,
-                    codes::INVALID_VALUE,
-                    join(path, "command"),
-                    s.line_of("command"),
-                    format!(
-                        "the command of state {:?} is not valid shell: {why}",
-                        s.name
-                    ),
-                    "close the quote, bracket or `if`/`do` it opens (`sh -n -c '...'` shows \
-                     the same)"
-                        .into(),
-                );
-            }
-            held.texts.push((
-                join(path, "command"),
-                st.command.clone(),
-                s.line_of("command"),
-                true,
-            ));
-            if let Some(dir) = &st.dir {
-                held.texts
-                    .push((join(path, "dir"), dir.clone(), s.line_of("dir"), false));
-            }
-        }
+        StateKind::Step(st) => check_step(s, st, path, d, held),
         StateKind::ForEach(f) => {
             held.targets.push(("on_complete", &f.on_complete));
             held.targets.push(("on_failure", &f.on_failure));
@@ -449,70 +421,8 @@ fn check_kind<'s>(
                 push(d, c, p, l, m, h)
             });
         }
-        StateKind::While(w) => {
-            held.targets.push(("on_complete", &w.on_complete));
-            held.targets.push(("on_failure", &w.on_failure));
-            if let crate::workflow::MaxIterations::Template(t) = &w.max_iterations {
-                held.texts.push((
-                    join(path, "max_iterations"),
-                    t.clone(),
-                    s.line_of("max_iterations"),
-                    false,
-                ));
-            }
-            for (i, b) in w.body.iter().enumerate() {
-                match wf.state(b) {
-                    None => push(
-                        d,
-                        codes::UNKNOWN_STATE,
-                        format!("{}[{i}]", join(path, "body")),
-                        s.line_of("body"),
-                        format!("{b:?} in while state {:?} is not defined", s.name),
-                        format!("name one of the states: {list}"),
-                    ),
-                    Some(st) if matches!(st.kind, StateKind::Terminal(_)) => push(
-                        d,
-                        codes::INVALID_VALUE,
-                        format!("{}[{i}]", join(path, "body")),
-                        s.line_of("body"),
-                        format!("{b:?} in while state {:?} is a terminal state", s.name),
-                        "a loop's body runs agent, step, loop and call states".into(),
-                    ),
-                    Some(_) => {}
-                }
-            }
-        }
-        StateKind::Operation(o) => {
-            held.targets.push(("on_success", &o.on_success));
-            held.targets.push(("on_failure", &o.on_failure));
-            if !o.plugin.is_empty() {
-                match plugins.operations(&o.plugin) {
-                    Ok(ops) if ops.iter().any(|x| x == &o.op) => {}
-                    Ok(ops) => push(
-                        d,
-                        codes::UNKNOWN_OPERATION,
-                        join(path, "operation"),
-                        s.line_of("operation"),
-                        format!("plugin {} has no operation {:?}", o.plugin, o.op),
-                        format!("its operations: {}", ops.join(", ")),
-                    ),
-                    Err((code, message)) => push(
-                        d,
-                        code,
-                        join(path, "operation"),
-                        s.line_of("operation"),
-                        message,
-                        "install the plugin (`awf plugins list` shows the installed ones)".into(),
-                    ),
-                }
-            }
-            let mut strings = Vec::new();
-            collect_strings(&o.inputs, &mut strings);
-            for text in strings {
-                held.texts
-                    .push((join(path, "inputs"), text, s.line_of("inputs"), false));
-            }
-        }
+        StateKind::While(w) => check_while(wf, s, w, path, list, d, held),
+        StateKind::Operation(o) => check_operation(s, o, path, plugins, d, held),
         StateKind::CallWorkflow(c) => {
             held.targets.push(("on_success", &c.on_success));
             held.targets.push(("on_failure", &c.on_failure));
@@ -535,6 +445,126 @@ fn check_kind<'s>(
                 ));
             }
         }
+    }
+}
+
+/// A step state's checks: its command must be valid shell; it and `dir` go to `held`.
+fn check_step<'s>(
+    s: &'s State,
+    st: &'s StepState,
+    path: &str,
+    d: &mut Vec<Diagnostic>,
+    held: &mut Held<'s>,
+) {
+    held.targets.push(("on_success", &st.on_success));
+    held.targets.push(("on_failure", &st.on_failure));
+    if let Some(why) = shell_syntax_error(&st.command) {
+        push(
+            d,
+            codes::INVALID_VALUE,
+            join(path, "command"),
+            s.line_of("command"),
+            format!(
+                "the command of state {:?} is not valid shell: {why}",
+                s.name
+            ),
+            "close the quote, bracket or `if`/`do` it opens (`sh -n -c '...'` shows \
+             the same)"
+                .into(),
+        );
+    }
+    held.texts.push((
+        join(path, "command"),
+        st.command.clone(),
+        s.line_of("command"),
+        true,
+    ));
+    if let Some(dir) = &st.dir {
+        held.texts
+            .push((join(path, "dir"), dir.clone(), s.line_of("dir"), false));
+    }
+}
+
+/// A while state's checks: each state of its body is defined and not a terminal state.
+fn check_while<'s>(
+    wf: &Workflow,
+    s: &'s State,
+    w: &'s WhileState,
+    path: &str,
+    list: &str,
+    d: &mut Vec<Diagnostic>,
+    held: &mut Held<'s>,
+) {
+    held.targets.push(("on_complete", &w.on_complete));
+    held.targets.push(("on_failure", &w.on_failure));
+    if let crate::workflow::MaxIterations::Template(t) = &w.max_iterations {
+        held.texts.push((
+            join(path, "max_iterations"),
+            t.clone(),
+            s.line_of("max_iterations"),
+            false,
+        ));
+    }
+    for (i, b) in w.body.iter().enumerate() {
+        match wf.state(b) {
+            None => push(
+                d,
+                codes::UNKNOWN_STATE,
+                format!("{}[{i}]", join(path, "body")),
+                s.line_of("body"),
+                format!("{b:?} in while state {:?} is not defined", s.name),
+                format!("name one of the states: {list}"),
+            ),
+            Some(st) if matches!(st.kind, StateKind::Terminal(_)) => push(
+                d,
+                codes::INVALID_VALUE,
+                format!("{}[{i}]", join(path, "body")),
+                s.line_of("body"),
+                format!("{b:?} in while state {:?} is a terminal state", s.name),
+                "a loop's body runs agent, step, loop and call states".into(),
+            ),
+            Some(_) => {}
+        }
+    }
+}
+
+/// An operation state's checks: its plugin is installed and has the operation.
+fn check_operation<'s>(
+    s: &'s State,
+    o: &'s OperationState,
+    path: &str,
+    plugins: &mut dyn PluginCatalog,
+    d: &mut Vec<Diagnostic>,
+    held: &mut Held<'s>,
+) {
+    held.targets.push(("on_success", &o.on_success));
+    held.targets.push(("on_failure", &o.on_failure));
+    if !o.plugin.is_empty() {
+        match plugins.operations(&o.plugin) {
+            Ok(ops) if ops.iter().any(|x| x == &o.op) => {}
+            Ok(ops) => push(
+                d,
+                codes::UNKNOWN_OPERATION,
+                join(path, "operation"),
+                s.line_of("operation"),
+                format!("plugin {} has no operation {:?}", o.plugin, o.op),
+                format!("its operations: {}", ops.join(", ")),
+            ),
+            Err((code, message)) => push(
+                d,
+                code,
+                join(path, "operation"),
+                s.line_of("operation"),
+                message,
+                "install the plugin (`awf plugins list` shows the installed ones)".into(),
+            ),
+        }
+    }
+    let mut strings = Vec::new();
+    collect_strings(&o.inputs, &mut strings);
+    for text in strings {
+        held.texts
+            .push((join(path, "inputs"), text, s.line_of("inputs"), false));
     }
 }
 
@@ -564,55 +594,99 @@ fn check_agent<'s>(
         );
     }
     if let Some(c) = &a.conversation {
-        if !matches!(
-            a.provider.as_str(),
-            "claude" | "codex" | "gemini" | "opencode" | ""
-        ) {
-            push(
-                d,
-                codes::UNSUPPORTED_PROVIDER,
-                join(path, "conversation"),
-                s.line_of("conversation"),
-                format!(
-                    "state {:?}: conversation (a session kept across states) works \
-                     with the agent CLIs (claude, codex, gemini, opencode), not {}",
-                    s.name, a.provider
-                ),
-                "remove `conversation`, or use an agent CLI".into(),
-            );
-        }
-        if let Some(from) = &c.continue_from {
-            match wf.state(from).map(|x| &x.kind) {
-                Some(StateKind::Agent(f)) if f.conversation.is_some() => {}
-                Some(StateKind::Agent(_)) => push(
-                    d,
-                    codes::INVALID_VALUE,
-                    join(path, "conversation.continue_from"),
-                    s.line_of("conversation"),
-                    format!(
-                        "state {:?} continues the session of {from:?}, which keeps \
-                         none",
-                        s.name
-                    ),
-                    format!("add `conversation: {{}}` to state {from:?}"),
-                ),
-                _ => push(
-                    d,
-                    codes::UNKNOWN_STATE,
-                    join(path, "conversation.continue_from"),
-                    s.line_of("conversation"),
-                    format!(
-                        "state {:?} continues the session of {from:?}, which is no \
-                         agent state",
-                        s.name
-                    ),
-                    format!("name one of the states: {}", state_names(wf)),
-                ),
-            }
-        }
+        check_conversation(wf, s, a, c, path, d);
     }
     held.targets.push(("on_success", &a.on_success));
     held.targets.push(("on_failure", &a.on_failure));
+    check_provider(s, a, path, d);
+    match &a.prompt {
+        Prompt::Inline(p) => {
+            held.texts
+                .push((join(path, "prompt"), p.clone(), s.line_of("prompt"), false))
+        }
+        Prompt::File(f) => match std::fs::read_to_string(f) {
+            Ok(t) => held.texts.push((
+                join(path, "prompt_file"),
+                t,
+                s.line_of("prompt_file"),
+                false,
+            )),
+            Err(e) => push(
+                d,
+                codes::PROMPT_FILE,
+                join(path, "prompt_file"),
+                s.line_of("prompt_file"),
+                format!("cannot read the prompt file {}: {e}", f.display()),
+                "prompt_file is relative to the workflow file's directory".into(),
+            ),
+        },
+    }
+    if let Some(p) = &a.mcp_proxy
+        && p.enable
+    {
+        d_extend_proxy(&mut |c, p, l, m, h| push(d, c, p, l, m, h), p, plugins);
+    }
+}
+
+/// An agent's `conversation`: its provider must keep sessions, and so must `continue_from`.
+fn check_conversation(
+    wf: &Workflow,
+    s: &State,
+    a: &AgentState,
+    c: &Conversation,
+    path: &str,
+    d: &mut Vec<Diagnostic>,
+) {
+    if !matches!(
+        a.provider.as_str(),
+        "claude" | "codex" | "gemini" | "opencode" | ""
+    ) {
+        push(
+            d,
+            codes::UNSUPPORTED_PROVIDER,
+            join(path, "conversation"),
+            s.line_of("conversation"),
+            format!(
+                "state {:?}: conversation (a session kept across states) works \
+                 with the agent CLIs (claude, codex, gemini, opencode), not {}",
+                s.name, a.provider
+            ),
+            "remove `conversation`, or use an agent CLI".into(),
+        );
+    }
+    if let Some(from) = &c.continue_from {
+        match wf.state(from).map(|x| &x.kind) {
+            Some(StateKind::Agent(f)) if f.conversation.is_some() => {}
+            Some(StateKind::Agent(_)) => push(
+                d,
+                codes::INVALID_VALUE,
+                join(path, "conversation.continue_from"),
+                s.line_of("conversation"),
+                format!(
+                    "state {:?} continues the session of {from:?}, which keeps \
+                     none",
+                    s.name
+                ),
+                format!("add `conversation: {{}}` to state {from:?}"),
+            ),
+            _ => push(
+                d,
+                codes::UNKNOWN_STATE,
+                join(path, "conversation.continue_from"),
+                s.line_of("conversation"),
+                format!(
+                    "state {:?} continues the session of {from:?}, which is no \
+                     agent state",
+                    s.name
+                ),
+                format!("name one of the states: {}", state_names(wf)),
+            ),
+        }
+    }
+}
+
+/// An agent's provider must be known, and able to take the MCP proxy when it is enabled.
+fn check_provider(s: &State, a: &AgentState, path: &str, d: &mut Vec<Diagnostic>) {
     let proxied = a.mcp_proxy.as_ref().is_some_and(|p| p.enable);
     if !a.provider.is_empty() && !PROVIDER_NAMES.contains(&a.provider.as_str()) {
         let (code, msg) = if proxied {
@@ -640,33 +714,6 @@ fn check_agent<'s>(
             msg,
             format!("use one of: {}", PROVIDER_NAMES.join(", ")),
         );
-    }
-    match &a.prompt {
-        Prompt::Inline(p) => {
-            held.texts
-                .push((join(path, "prompt"), p.clone(), s.line_of("prompt"), false))
-        }
-        Prompt::File(f) => match std::fs::read_to_string(f) {
-            Ok(t) => held.texts.push((
-                join(path, "prompt_file"),
-                t,
-                s.line_of("prompt_file"),
-                false,
-            )),
-            Err(e) => push(
-                d,
-                codes::PROMPT_FILE,
-                join(path, "prompt_file"),
-                s.line_of("prompt_file"),
-                format!("cannot read the prompt file {}: {e}", f.display()),
-                "prompt_file is relative to the workflow file's directory".into(),
-            ),
-        },
-    }
-    if let Some(p) = &a.mcp_proxy
-        && p.enable
-    {
-        d_extend_proxy(&mut |c, p, l, m, h| push(d, c, p, l, m, h), p, plugins);
     }
 }
 
@@ -826,41 +873,58 @@ fn d_extend_proxy(
                 ),
             );
         }
-        let program = &s.command[0];
-        let path_var = s
-            .env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var("PATH").ok());
-        if find_program(program, path_var.as_deref()).is_none() {
-            let cpath = format!("{}.command[0]", s.path);
-            let (message, hint) = if program.contains('/') {
-                (
-                    format!(
-                        "server {:?}: its command {program:?} is not an executable file",
-                        s.name
-                    ),
-                    "fix the path (a relative one is from the directory awf runs in) or make \
-                     the file executable"
-                        .to_string(),
-                )
-            } else {
-                (
-                    format!(
-                        "server {:?}: its command {program:?} is not found on PATH ({})",
-                        s.name,
-                        path_var.as_deref().unwrap_or("unset")
-                    ),
-                    format!(
-                        "install {program} (its package, or the server itself beforehand), or \
-                         give the absolute path of the program in command[0]"
-                    ),
-                )
-            };
-            push(codes::SERVER_COMMAND, cpath, s.command_line, message, hint);
-        }
+        check_server_program(push, s);
     }
+    check_plugin_tools(push, p, plugins);
+}
+
+/// A server's program must be found: a path as it is, else on the server's PATH.
+fn check_server_program(
+    push: &mut dyn FnMut(&'static str, String, usize, String, String),
+    s: &McpServer,
+) {
+    let program = &s.command[0];
+    let path_var = s
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("PATH").ok());
+    if find_program(program, path_var.as_deref()).is_none() {
+        let cpath = format!("{}.command[0]", s.path);
+        let (message, hint) = if program.contains('/') {
+            (
+                format!(
+                    "server {:?}: its command {program:?} is not an executable file",
+                    s.name
+                ),
+                "fix the path (a relative one is from the directory awf runs in) or make \
+                 the file executable"
+                    .to_string(),
+            )
+        } else {
+            (
+                format!(
+                    "server {:?}: its command {program:?} is not found on PATH ({})",
+                    s.name,
+                    path_var.as_deref().unwrap_or("unset")
+                ),
+                format!(
+                    "install {program} (its package, or the server itself beforehand), or \
+                     give the absolute path of the program in command[0]"
+                ),
+            )
+        };
+        push(codes::SERVER_COMMAND, cpath, s.command_line, message, hint);
+    }
+}
+
+/// A proxy's `plugin_tools`: each plugin listed once, each tool exposed once.
+fn check_plugin_tools(
+    push: &mut dyn FnMut(&'static str, String, usize, String, String),
+    p: &McpProxy,
+    plugins: &mut dyn PluginCatalog,
+) {
     let mut seen_plugins: HashMap<&str, usize> = HashMap::new();
     let mut seen_tools: HashMap<String, String> = HashMap::new();
     for e in &p.plugin_tools {
@@ -891,38 +955,48 @@ fn d_extend_proxy(
                 );
             }
         }
-        match plugins.operations(&e.plugin) {
-            Err((code, msg)) => push(
-                code,
-                join(&epath, "plugin"),
-                e.line,
-                msg,
-                if code == codes::UNKNOWN_PLUGIN {
-                    "install it as <plugins dir>/<name>/plugin.yaml plus its executable, or fix \
-                     the name (see `awf plugins list`)"
-                        .into()
-                } else {
-                    "run `awf plugins list` to see why the plugin does not start".into()
-                },
-            ),
-            Ok(ops) => {
-                for (j, op) in e.expose.iter().enumerate() {
-                    if !ops.contains(op) {
-                        push(
-                            codes::UNKNOWN_OPERATION,
-                            format!("{epath}.expose[{j}]"),
-                            e.expose_lines[j],
-                            format!("plugin {:?} has no operation {op:?}", e.plugin),
-                            format!(
-                                "it offers: {}",
-                                if ops.is_empty() {
-                                    "none".to_string()
-                                } else {
-                                    ops.join(", ")
-                                }
-                            ),
-                        );
-                    }
+        check_exposed_operations(push, e, &epath, plugins);
+    }
+}
+
+/// A `plugin_tools` entry's plugin must be installed and offer each operation it exposes.
+fn check_exposed_operations(
+    push: &mut dyn FnMut(&'static str, String, usize, String, String),
+    e: &PluginToolsEntry,
+    epath: &str,
+    plugins: &mut dyn PluginCatalog,
+) {
+    match plugins.operations(&e.plugin) {
+        Err((code, msg)) => push(
+            code,
+            join(epath, "plugin"),
+            e.line,
+            msg,
+            if code == codes::UNKNOWN_PLUGIN {
+                "install it as <plugins dir>/<name>/plugin.yaml plus its executable, or fix \
+                 the name (see `awf plugins list`)"
+                    .into()
+            } else {
+                "run `awf plugins list` to see why the plugin does not start".into()
+            },
+        ),
+        Ok(ops) => {
+            for (j, op) in e.expose.iter().enumerate() {
+                if !ops.contains(op) {
+                    push(
+                        codes::UNKNOWN_OPERATION,
+                        format!("{epath}.expose[{j}]"),
+                        e.expose_lines[j],
+                        format!("plugin {:?} has no operation {op:?}", e.plugin),
+                        format!(
+                            "it offers: {}",
+                            if ops.is_empty() {
+                                "none".to_string()
+                            } else {
+                                ops.join(", ")
+                            }
+                        ),
+                    );
                 }
             }
         }

@@ -456,23 +456,55 @@ impl<'a> StateMap<'a> {
 
 /// What a `agent` state takes beyond the keys every state has.
 fn parse_agent(cx: &mut Ctx, state: &StateMap, mcp_proxy: Option<McpProxy>) -> Option<StateKind> {
-    let (name, path, node, wf_dir, timeout) = (
-        state.name,
-        state.path,
-        state.node,
-        state.wf_dir,
-        state.timeout,
-    );
+    let path = state.path;
     let provider = state.require(
         cx,
         "provider",
         "add `provider: claude` (or gemini, codex, opencode, openai_compatible)",
     );
-    let prompt = match (state.get("prompt"), state.get("prompt_file")) {
+    let prompt = agent_prompt(cx, state);
+    let options = agent_options(cx, state);
+    let interactive = agent_interactive(cx, state);
+    let budget = state
+        .get("budget")
+        .and_then(|b| parse_budget(cx, b, &join(path, "budget")));
+    let model_content = state.get("telemetry").is_some_and(|t| {
+        let tpath = join(path, "telemetry");
+        cx.fields(t, &tpath, &["model_content"], codes::UNKNOWN_KEY)
+            .and_then(|f| f.into_iter().find(|(k, _)| *k == "model_content"))
+            .and_then(|(_, v)| cx.boolean(v, &join(&tpath, "model_content"), codes::WRONG_TYPE))
+            .unwrap_or(false)
+    });
+    Some(StateKind::Agent(Box::new(AgentState {
+        provider: provider.unwrap_or_default(),
+        prompt: prompt.unwrap_or(Prompt::Inline(String::new())),
+        options,
+        timeout: state.timeout,
+        mcp_proxy,
+        budget,
+        model_content,
+        retry: state
+            .get("retry")
+            .and_then(|r| parse_retry(cx, r, &join(path, "retry"), true)),
+        conversation: state
+            .get("conversation")
+            .map(|c| agent_conversation(cx, c, path)),
+        system_prompt: state.str_field(cx, "system_prompt"),
+        interactive,
+        resume_continue: agent_resume_continue(cx, state),
+        on_success: state.str_field(cx, "on_success"),
+        on_failure: state.str_field(cx, "on_failure"),
+    })))
+}
+
+/// An agent's prompt: `prompt` inline or `prompt_file` beside the workflow, exactly one.
+fn agent_prompt(cx: &mut Ctx, state: &StateMap) -> Option<Prompt> {
+    let (name, path, node) = (state.name, state.path, state.node);
+    match (state.get("prompt"), state.get("prompt_file")) {
         (Some(p), None) => cx.string(p, &join(path, "prompt")).map(Prompt::Inline),
         (None, Some(f)) => cx
             .string(f, &join(path, "prompt_file"))
-            .map(|f| Prompt::File(wf_dir.join(f))),
+            .map(|f| Prompt::File(state.wf_dir.join(f))),
         (Some(_), Some(f)) => {
             cx.push(
                 codes::INVALID_VALUE,
@@ -493,20 +525,29 @@ fn parse_agent(cx: &mut Ctx, state: &StateMap, mcp_proxy: Option<McpProxy>) -> O
             );
             None
         }
-    };
-    let options = match state.get("options") {
+    }
+}
+
+/// An agent's `options`: any keys (the provider checks them), as a JSON map.
+fn agent_options(cx: &mut Ctx, state: &StateMap) -> Map<String, Value> {
+    match state.get("options") {
         None => Map::new(),
         Some(o) if o.is_null() => Map::new(),
         Some(o) => {
             // Options are provider-specific: any keys, checked by the provider.
-            cx.fields(o, &join(path, "options"), &[], codes::UNKNOWN_KEY);
+            cx.fields(o, &join(state.path, "options"), &[], codes::UNKNOWN_KEY);
             match o.to_json() {
                 Value::Object(m) => m,
                 _ => Map::new(),
             }
         }
-    };
-    let interactive = match state.get("mode") {
+    }
+}
+
+/// Whether an agent's `mode` is `conversation` (which takes `prompt`, not `prompt_file`).
+fn agent_interactive(cx: &mut Ctx, state: &StateMap) -> bool {
+    let (name, path) = (state.name, state.path);
+    match state.get("mode") {
         None => false,
         Some(m) => match m.as_str().map(str::to_ascii_lowercase).as_deref() {
             Some("single") => false,
@@ -536,66 +577,46 @@ fn parse_agent(cx: &mut Ctx, state: &StateMap, mcp_proxy: Option<McpProxy>) -> O
                 false
             }
         },
-    };
-    let budget = state
-        .get("budget")
-        .and_then(|b| parse_budget(cx, b, &join(path, "budget")));
-    let model_content = state.get("telemetry").is_some_and(|t| {
-        let tpath = join(path, "telemetry");
-        cx.fields(t, &tpath, &["model_content"], codes::UNKNOWN_KEY)
-            .and_then(|f| f.into_iter().find(|(k, _)| *k == "model_content"))
-            .and_then(|(_, v)| cx.boolean(v, &join(&tpath, "model_content"), codes::WRONG_TYPE))
-            .unwrap_or(false)
-    });
-    Some(StateKind::Agent(Box::new(AgentState {
-        provider: provider.unwrap_or_default(),
-        prompt: prompt.unwrap_or(Prompt::Inline(String::new())),
-        options,
-        timeout,
-        mcp_proxy,
-        budget,
-        model_content,
-        retry: state
-            .get("retry")
-            .and_then(|r| parse_retry(cx, r, &join(path, "retry"), true)),
-        conversation: state.get("conversation").map(|c| {
-            let cpath = join(path, "conversation");
-            if c.is_null() {
-                return Conversation::default();
+    }
+}
+
+/// An agent's `conversation:` block, `c`; it takes `continue_from` alone.
+fn agent_conversation(cx: &mut Ctx, c: &Node, path: &str) -> Conversation {
+    let cpath = join(path, "conversation");
+    if c.is_null() {
+        return Conversation::default();
+    }
+    let fields = cx
+        .fields(c, &cpath, &["continue_from"], codes::UNKNOWN_KEY)
+        .unwrap_or_default();
+    Conversation {
+        continue_from: fields
+            .iter()
+            .find(|(k, _)| *k == "continue_from")
+            .and_then(|(_, v)| cx.string(v, &join(&cpath, "continue_from"))),
+    }
+}
+
+/// Whether an agent's `resume` is `continue` (the default is `restart`).
+fn agent_resume_continue(cx: &mut Ctx, state: &StateMap) -> bool {
+    match state.get("resume") {
+        None => false,
+        Some(v) => match v.as_str() {
+            Some("continue") => true,
+            Some("restart") => false,
+            _ => {
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &join(state.path, "resume"),
+                    v.line,
+                    format!("resume {} is not known", v.describe()),
+                    "use restart (the default: a state that was running starts a \
+                     fresh session on `awf resume`) or continue (its CLI session goes on)",
+                );
+                false
             }
-            let fields = cx
-                .fields(c, &cpath, &["continue_from"], codes::UNKNOWN_KEY)
-                .unwrap_or_default();
-            Conversation {
-                continue_from: fields
-                    .iter()
-                    .find(|(k, _)| *k == "continue_from")
-                    .and_then(|(_, v)| cx.string(v, &join(&cpath, "continue_from"))),
-            }
-        }),
-        system_prompt: state.str_field(cx, "system_prompt"),
-        interactive,
-        resume_continue: match state.get("resume") {
-            None => false,
-            Some(v) => match v.as_str() {
-                Some("continue") => true,
-                Some("restart") => false,
-                _ => {
-                    cx.push(
-                        codes::INVALID_VALUE,
-                        &join(path, "resume"),
-                        v.line,
-                        format!("resume {} is not known", v.describe()),
-                        "use restart (the default: a state that was running starts a \
-                         fresh session on `awf resume`) or continue (its CLI session goes on)",
-                    );
-                    false
-                }
-            },
         },
-        on_success: state.str_field(cx, "on_success"),
-        on_failure: state.str_field(cx, "on_failure"),
-    })))
+    }
 }
 
 /// What a `for_each` state takes beyond the keys every state has.
@@ -1280,123 +1301,142 @@ fn parse_retry(cx: &mut Ctx, node: &Node, path: &str, agent: bool) -> Option<Ret
                 "remove `on`; a step's retry chooses its failures by exit code: \
                  `retryable_exit_codes: [75]`",
             ),
-            "on" => match &v.kind {
-                Kind::Seq(items) => {
-                    for (i, item) in items.iter().enumerate() {
-                        match item.as_str().and_then(RetryOn::from_name) {
-                            Some(c) => {
-                                if !retry.on.contains(&c) {
-                                    retry.on.push(c);
-                                }
-                            }
-                            None => bad(
-                                cx,
-                                &format!("{kpath}[{i}]"),
-                                item.line,
-                                format!(
-                                    "{kpath}[{i}] is not a class of failure: {}",
-                                    item.describe()
-                                ),
-                                &format!(
-                                    "use {}, e.g. `on: [rate_limit, overloaded]`",
-                                    RetryOn::NAMES.join(", ")
-                                ),
-                            ),
-                        }
-                    }
-                }
-                _ if v.is_null() => {}
-                _ => cx.push(
-                    codes::WRONG_TYPE,
-                    &kpath,
-                    v.line,
-                    format!(
-                        "{kpath} must be a list of failure classes, found {}",
-                        v.describe()
-                    ),
-                    format!(
-                        "write a list of {}, e.g. `on: [overloaded]` (left out or empty: any \
-                         failure is retried)",
-                        RetryOn::NAMES.join(", ")
-                    ),
-                ),
-            },
-            _ => match &v.kind {
-                Kind::Seq(items) => {
-                    for (i, item) in items.iter().enumerate() {
-                        match item.as_str().and_then(|s| s.trim().parse::<i32>().ok()) {
-                            Some(c) if (1..=255).contains(&c) => {
-                                if !retry.retryable_exit_codes.contains(&c) {
-                                    retry.retryable_exit_codes.push(c);
-                                }
-                            }
-                            found => bad(
-                                cx,
-                                &format!("{kpath}[{i}]"),
-                                item.line,
-                                format!(
-                                    "{kpath}[{i}] must be an exit code, a whole number from 1 \
-                                     to 255, found {}",
-                                    item.describe()
-                                ),
-                                if found == Some(0) {
-                                    "0 is a success, never retried: list the exit codes of \
-                                     failures worth another attempt, e.g. `[75]`"
-                                } else {
-                                    "list exit codes as numbers, e.g. \
-                                     `retryable_exit_codes: [75, 111]`"
-                                },
-                            ),
-                        }
-                    }
-                }
-                _ if v.is_null() => {}
-                _ => {
-                    cx.push(
-                        codes::WRONG_TYPE,
-                        &kpath,
-                        v.line,
-                        format!(
-                            "{kpath} must be a list of exit codes, found {}",
-                            v.describe()
-                        ),
-                        "write a list, e.g. `retryable_exit_codes: [75]` (left out or empty: \
-                         any failure is retried)",
-                    );
-                }
-            },
+            "on" => retry_on(cx, v, &kpath, &mut retry.on),
+            _ => retry_exit_codes(cx, v, &kpath, &mut retry.retryable_exit_codes),
         }
     }
     if retry.max_delay < retry.initial_delay {
-        let (kpath, line) = match max_delay_line {
-            Some(l) => (join(path, "max_delay"), l),
-            None => (
-                join(path, "initial_delay"),
-                fields
-                    .iter()
-                    .find(|(k, _)| *k == "initial_delay")
-                    .map_or(node.line, |(_, v)| v.line),
-            ),
-        };
-        bad(
-            cx,
-            &kpath,
-            line,
-            format!(
-                "{path}.max_delay ({:?}{}) is shorter than initial_delay ({:?})",
-                retry.max_delay,
-                if max_delay_line.is_none() {
-                    ", the default"
-                } else {
-                    ""
-                },
-                retry.initial_delay
-            ),
-            "max_delay caps every wait: make it at least initial_delay, or shorten \
-             initial_delay",
-        );
+        let initial_delay_line = fields
+            .iter()
+            .find(|(k, _)| *k == "initial_delay")
+            .map_or(node.line, |(_, v)| v.line);
+        delays_out_of_order(cx, path, &retry, max_delay_line, initial_delay_line);
     }
     (cx.diags.len() == problems).then_some(retry)
+}
+
+/// A retry's `on`: the classes of model failures to retry, each kept once.
+fn retry_on(cx: &mut Ctx, v: &Node, kpath: &str, on: &mut Vec<RetryOn>) {
+    match &v.kind {
+        Kind::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                match item.as_str().and_then(RetryOn::from_name) {
+                    Some(c) => {
+                        if !on.contains(&c) {
+                            on.push(c);
+                        }
+                    }
+                    None => cx.push(
+                        codes::INVALID_VALUE,
+                        &format!("{kpath}[{i}]"),
+                        item.line,
+                        format!(
+                            "{kpath}[{i}] is not a class of failure: {}",
+                            item.describe()
+                        ),
+                        format!(
+                            "use {}, e.g. `on: [rate_limit, overloaded]`",
+                            RetryOn::NAMES.join(", ")
+                        ),
+                    ),
+                }
+            }
+        }
+        _ if v.is_null() => {}
+        _ => cx.push(
+            codes::WRONG_TYPE,
+            kpath,
+            v.line,
+            format!(
+                "{kpath} must be a list of failure classes, found {}",
+                v.describe()
+            ),
+            format!(
+                "write a list of {}, e.g. `on: [overloaded]` (left out or empty: any \
+                 failure is retried)",
+                RetryOn::NAMES.join(", ")
+            ),
+        ),
+    }
+}
+
+/// A retry's `retryable_exit_codes`: exit codes from 1 to 255, each kept once.
+fn retry_exit_codes(cx: &mut Ctx, v: &Node, kpath: &str, exit_codes: &mut Vec<i32>) {
+    match &v.kind {
+        Kind::Seq(items) => {
+            for (i, item) in items.iter().enumerate() {
+                match item.as_str().and_then(|s| s.trim().parse::<i32>().ok()) {
+                    Some(c) if (1..=255).contains(&c) => {
+                        if !exit_codes.contains(&c) {
+                            exit_codes.push(c);
+                        }
+                    }
+                    found => cx.push(
+                        codes::INVALID_VALUE,
+                        &format!("{kpath}[{i}]"),
+                        item.line,
+                        format!(
+                            "{kpath}[{i}] must be an exit code, a whole number from 1 \
+                             to 255, found {}",
+                            item.describe()
+                        ),
+                        if found == Some(0) {
+                            "0 is a success, never retried: list the exit codes of \
+                             failures worth another attempt, e.g. `[75]`"
+                        } else {
+                            "list exit codes as numbers, e.g. \
+                             `retryable_exit_codes: [75, 111]`"
+                        },
+                    ),
+                }
+            }
+        }
+        _ if v.is_null() => {}
+        _ => {
+            cx.push(
+                codes::WRONG_TYPE,
+                kpath,
+                v.line,
+                format!(
+                    "{kpath} must be a list of exit codes, found {}",
+                    v.describe()
+                ),
+                "write a list, e.g. `retryable_exit_codes: [75]` (left out or empty: \
+                 any failure is retried)",
+            );
+        }
+    }
+}
+
+/// Reports a `max_delay` shorter than `initial_delay`, at whichever of them is written.
+fn delays_out_of_order(
+    cx: &mut Ctx,
+    path: &str,
+    retry: &Retry,
+    max_delay_line: Option<usize>,
+    initial_delay_line: usize,
+) {
+    let (kpath, line) = match max_delay_line {
+        Some(l) => (join(path, "max_delay"), l),
+        None => (join(path, "initial_delay"), initial_delay_line),
+    };
+    cx.push(
+        codes::INVALID_VALUE,
+        &kpath,
+        line,
+        format!(
+            "{path}.max_delay ({:?}{}) is shorter than initial_delay ({:?})",
+            retry.max_delay,
+            if max_delay_line.is_none() {
+                ", the default"
+            } else {
+                ""
+            },
+            retry.initial_delay
+        ),
+        "max_delay caps every wait: make it at least initial_delay, or shorten \
+         initial_delay",
+    );
 }
 
 /// A plain number (`2`, `1.5`, `0.1`) of a scalar node.
