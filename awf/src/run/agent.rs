@@ -124,6 +124,83 @@ fn shown(wait: Duration) -> String {
     }
 }
 
+/// The CLIs take the prompt as an argument, which the kernel bounds: say so rather than
+/// "Argument list too long".
+fn check_argument_sizes(
+    name: &str,
+    a: &workflow::AgentState,
+    prompt: &str,
+    args: &[String],
+) -> Result<(), AwfError> {
+    let Some(arg) = args
+        .iter()
+        .find(|arg| arg.len() >= super::step::MAX_ARG_BYTES)
+    else {
+        return Ok(());
+    };
+    let what = if arg.contains(prompt) {
+        format!("the prompt of state {name:?} is {} bytes", prompt.len())
+    } else {
+        format!(
+            "an argument of state {name:?} for the {} CLI is {} bytes",
+            a.provider,
+            arg.len()
+        )
+    };
+    Err(AwfError::new(
+        codes::SPAWN,
+        format!(
+            "{what}; the {} CLI takes it as a command-line argument, which Linux limits to \
+             {} bytes (MAX_ARG_STRLEN): make it shorter, e.g. write the large text to a \
+             file in a step before and let the prompt name the file",
+            a.provider,
+            super::step::MAX_ARG_BYTES - 1
+        ),
+    ))
+}
+
+/// The end of an `openai_compatible` conversation (None: it did not end by itself) as the
+/// state's status and output, or its error.
+fn conversation_outcome(
+    name: &str,
+    a: &workflow::AgentState,
+    result: Option<Result<crate::providers::AgentOutput, AwfError>>,
+    r: &mut StateResult,
+) -> Result<(), AwfError> {
+    match result {
+        Some(Ok(out)) => {
+            r.output = out.text;
+            r.usage = out.usage;
+            r.status = Status::Success;
+            Ok(())
+        }
+        Some(Err(e)) => {
+            if r.status != Status::Timeout {
+                r.status = Status::Failure;
+            }
+            Err(e)
+        }
+        None if r.status == Status::Timeout => Err(AwfError::new(
+            codes::RUN_TIMEOUT,
+            format!(
+                "agent state {name:?} timed out after {:?}",
+                a.timeout.unwrap_or_default()
+            ),
+        )),
+        None if r.status == Status::Interrupted => Err(AwfError::new(
+            codes::INTERRUPTED,
+            format!("agent state {name:?} was interrupted"),
+        )),
+        None => {
+            r.status = Status::Failure;
+            Err(AwfError::new(
+                codes::AGENT_FAILED,
+                "the openai_compatible conversation thread panicked (a bug in awf)",
+            ))
+        }
+    }
+}
+
 /// After failed attempt `attempt` (`how` it failed): true when there is no next one, and
 /// why is said on stderr (the result says it too when the budget is spent).
 #[allow(clippy::too_many_arguments)]
@@ -734,33 +811,7 @@ impl Runner<'_> {
         for w in &command.warnings {
             tracing::warn!(state = name, provider = %a.provider, "{w}");
         }
-        // The CLIs take the prompt as an argument, which the kernel bounds: say so rather
-        // than "Argument list too long".
-        if let Some(arg) = command
-            .args
-            .iter()
-            .find(|arg| arg.len() >= super::step::MAX_ARG_BYTES)
-        {
-            let what = if arg.contains(prompt) {
-                format!("the prompt of state {name:?} is {} bytes", prompt.len())
-            } else {
-                format!(
-                    "an argument of state {name:?} for the {} CLI is {} bytes",
-                    a.provider,
-                    arg.len()
-                )
-            };
-            return Err(AwfError::new(
-                codes::SPAWN,
-                format!(
-                    "{what}; the {} CLI takes it as a command-line argument, which Linux \
-                     limits to {} bytes (MAX_ARG_STRLEN): make it shorter, e.g. write the \
-                     large text to a file in a step before and let the prompt name the file",
-                    a.provider,
-                    super::step::MAX_ARG_BYTES - 1
-                ),
-            ));
-        }
+        check_argument_sizes(name, a, prompt, &command.args)?;
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args).current_dir(&self.workdir);
         for k in &command.env_remove {
@@ -881,38 +932,7 @@ impl Runner<'_> {
             r.proxy = Some(report);
         }
         Self::model_result(name, lease.as_ref(), r)?;
-        match result {
-            Some(Ok(out)) => {
-                r.output = out.text;
-                r.usage = out.usage;
-                r.status = Status::Success;
-                Ok(())
-            }
-            Some(Err(e)) => {
-                if r.status != Status::Timeout {
-                    r.status = Status::Failure;
-                }
-                Err(e)
-            }
-            None if r.status == Status::Timeout => Err(AwfError::new(
-                codes::RUN_TIMEOUT,
-                format!(
-                    "agent state {name:?} timed out after {:?}",
-                    a.timeout.unwrap_or_default()
-                ),
-            )),
-            None if r.status == Status::Interrupted => Err(AwfError::new(
-                codes::INTERRUPTED,
-                format!("agent state {name:?} was interrupted"),
-            )),
-            None => {
-                r.status = Status::Failure;
-                Err(AwfError::new(
-                    codes::AGENT_FAILED,
-                    "the openai_compatible conversation thread panicked (a bug in awf)",
-                ))
-            }
-        }
+        conversation_outcome(name, a, result, r)
     }
 
     /// The options of an `openai_compatible` state (its base URL and key put behind the

@@ -296,6 +296,58 @@ enum Begin {
     Resume(state::RunState),
 }
 
+/// Set on Ctrl-C and SIGTERM: the run stops between states (and the running one, as any).
+fn interrupt_on_signals() -> Result<Arc<AtomicBool>, AwfError> {
+    let interrupt = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupt.clone()).map_err(|e| {
+            AwfError::new(codes::IO, format!("cannot install the signal handler: {e}"))
+        })?;
+    }
+    Ok(interrupt)
+}
+
+/// The run's directory and its audit directory.
+fn run_dirs(run_id: &str, audit_dir: Option<PathBuf>) -> Result<(PathBuf, PathBuf), AwfError> {
+    // Outside the workspace, which the steps' Bash may write, and the temp dir, where each
+    // step's private one is made and anyone may write (checked below).
+    let state = crate::private_files::state_dir();
+    let run_dir = state.join("runs").join(run_id);
+    // A relative --audit-dir is taken from the current directory, and checked as such
+    // below (before anything runs), not found out when the first agent step starts.
+    let audit_dir = match audit_dir {
+        Some(d) if d.is_relative() => current_dir()?.join(d),
+        Some(d) => d,
+        None => state.join("audit").join(run_id),
+    };
+    Ok((run_dir, audit_dir))
+}
+
+/// The run's first line: new (and its shard), or resumed at `resumed_at`.
+fn say_start(
+    wf: &workflow::Workflow,
+    file: &Path,
+    run_id: &str,
+    resumed_at: Option<&str>,
+    shard: Option<state::Shard>,
+) {
+    match resumed_at {
+        Some(start) => eprintln!(
+            "awf: run {run_id} of {} ({}) resumed at {start}",
+            wf.name,
+            file.display()
+        ),
+        None => eprintln!(
+            "awf: run {run_id} of {} ({}){}",
+            wf.name,
+            file.display(),
+            shard
+                .map(|s| format!(", shard {}/{}", s.index, s.count))
+                .unwrap_or_default()
+        ),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn execute(
     wf: &workflow::Workflow,
@@ -307,28 +359,13 @@ fn execute(
     json: bool,
     audit_dir: Option<PathBuf>,
 ) -> Result<u8, AwfError> {
-    let interrupt = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, interrupt.clone()).map_err(|e| {
-            AwfError::new(codes::IO, format!("cannot install the signal handler: {e}"))
-        })?;
-    }
+    let interrupt = interrupt_on_signals()?;
     process::become_subreaper();
     let (run_id, results, last_step, shard) = match &begin {
         Begin::New(s) => (s.run_id.clone(), Vec::new(), 0, s.shard),
         Begin::Resume(s) => (s.run_id.clone(), s.results(), s.last_step(), s.shard),
     };
-    // Outside the workspace, which the steps' Bash may write, and the temp dir, where each
-    // step's private one is made and anyone may write (checked below).
-    let state = crate::private_files::state_dir();
-    let run_dir = state.join("runs").join(&run_id);
-    // A relative --audit-dir is taken from the current directory, and checked as such
-    // below (before anything runs), not found out when the first agent step starts.
-    let audit_dir = match audit_dir {
-        Some(d) if d.is_relative() => current_dir()?.join(d),
-        Some(d) => d,
-        None => state.join("audit").join(&run_id),
-    };
+    let (run_dir, audit_dir) = run_dirs(&run_id, audit_dir)?;
     let exe = std::env::current_exe()
         .map_err(|e| AwfError::new(codes::SPAWN, format!("cannot find the awf executable: {e}")))?;
     let mut runner = Runner {
@@ -381,22 +418,7 @@ fn execute(
     };
     let record = Arc::new(record);
     runner.record = Some(record.clone());
-    if resumed {
-        eprintln!(
-            "awf: run {run_id} of {} ({}) resumed at {start}",
-            wf.name,
-            file.display()
-        );
-    } else {
-        eprintln!(
-            "awf: run {run_id} of {} ({}){}",
-            wf.name,
-            file.display(),
-            shard
-                .map(|s| format!(", shard {}/{}", s.index, s.count))
-                .unwrap_or_default()
-        );
-    }
+    say_start(wf, file, &run_id, resumed.then_some(start), shard);
     let outcome = runner.drive_with_hooks(start);
     process::kill_orphans();
     let _ = std::fs::remove_dir_all(&run_dir);

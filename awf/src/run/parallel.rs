@@ -335,35 +335,11 @@ impl Runner<'_> {
             .map(crate::workflow::expr::Expr::parse);
         let broke = std::cell::Cell::new(false);
         let breaks = |results: &[StateResult]| -> bool {
-            let expr = match &breaker {
-                None => return false,
-                Some(Ok(expr)) => expr,
-                Some(Err(e)) => {
-                    eprintln!("awf: WARN for_each {name:?}: break_when cannot be evaluated: {e}");
-                    return false;
-                }
-            };
-            let mut env = self.expr_env(expr);
-            for r in results {
-                env["states"][r.state.as_str()] = super::engine::state_fields(r);
+            let holds = self.break_when_holds(name, breaker.as_ref(), length, results);
+            if holds {
+                broke.set(true);
             }
-            if let Some(i) = results.first().and_then(|r| r.iteration) {
-                env["loop"] = serde_json::json!({
-                    "Index": i, "Index1": i + 1, "Length": length,
-                    "First": i == 0, "Last": i + 1 == length, "Parent": null,
-                });
-            }
-            match expr.eval_bool(&env) {
-                Ok(true) => {
-                    broke.set(true);
-                    true
-                }
-                Ok(false) => false,
-                Err(e) => {
-                    eprintln!("awf: WARN for_each {name:?}: break_when cannot be evaluated: {e}");
-                    false
-                }
-            }
+            holds
         };
         let ran = self.run_units(
             name,
@@ -408,6 +384,43 @@ impl Runner<'_> {
             name, "for_each", "for_each", &ran, &all, succeeded, output, f.timeout, t0,
         );
         (all, r)
+    }
+
+    /// A for_each's `break_when` after an iteration (`results`, with its loop variables);
+    /// an error in it is said and counts as false.
+    fn break_when_holds(
+        &self,
+        name: &str,
+        breaker: Option<&Result<crate::workflow::expr::Expr, crate::workflow::expr::ExprError>>,
+        length: usize,
+        results: &[StateResult],
+    ) -> bool {
+        let expr = match breaker {
+            None => return false,
+            Some(Ok(expr)) => expr,
+            Some(Err(e)) => {
+                eprintln!("awf: WARN for_each {name:?}: break_when cannot be evaluated: {e}");
+                return false;
+            }
+        };
+        let mut env = self.expr_env(expr);
+        for r in results {
+            env["states"][r.state.as_str()] = super::engine::state_fields(r);
+        }
+        if let Some(i) = results.first().and_then(|r| r.iteration) {
+            env["loop"] = serde_json::json!({
+                "Index": i, "Index1": i + 1, "Length": length,
+                "First": i == 0, "Last": i + 1 == length, "Parent": null,
+            });
+        }
+        match expr.eval_bool(&env) {
+            Ok(true) => true,
+            Ok(false) => false,
+            Err(e) => {
+                eprintln!("awf: WARN for_each {name:?}: break_when cannot be evaluated: {e}");
+                false
+            }
+        }
     }
 
     /// The items of a for_each: its `items` rendered, read as a JSON list; each item the
