@@ -97,18 +97,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         size.clamp(1, 64 * 1024) as usize
     };
     let mut reader = BufReader::with_capacity(cap, file);
-    // A NUL byte in the first 8 KiB is how git and ripgrep tell binary from text.
-    let head = reader
-        .fill_buf()
-        .map_err(|e| format!("cannot read \"{}\": {e}", args.path))?;
-    if head[..head.len().min(8192)].contains(&0) {
-        return Err(format!(
-            "\"{}\" is a binary file ({} bytes); Read returns text only",
-            args.path,
-            meta.len()
-        ));
-    }
-    if head.is_empty() {
+    if text_start(&mut reader, &args.path, meta.len())? {
         return Ok("[empty file]".into());
     }
 
@@ -146,23 +135,8 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
             ));
             return Ok(out);
         }
-        let text = String::from_utf8_lossy(&line);
-        let body = text.strip_suffix('\n').unwrap_or(&text);
-        let body = body.strip_suffix('\r').unwrap_or(body);
-        // The kept bytes are the whole line when it was short: then its `\r` is not counted.
-        let total = total - u64::from(line.len() as u64 == total && line.ends_with(b"\r"));
-        let mut rendered = if total > line_cap as u64 {
-            cut_lines += 1;
-            format!(
-                "{} [line cut: {} of {} bytes shown]",
-                &body[..crate::text::floor_char_boundary(body, line_cap)],
-                line_cap,
-                total
-            )
-        } else {
-            body.to_string()
-        };
-        rendered.push('\n');
+        let (rendered, cut) = render_line(&line, total, line_cap);
+        cut_lines += usize::from(cut);
         if out.len() + rendered.len() > budget && shown > 0 {
             stopped_for_size = true;
             break;
@@ -195,6 +169,43 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         budget + 200,
         "use offset/limit for less",
     ))
+}
+
+/// Refuses a binary file (a NUL byte in its first 8 KiB, as git and ripgrep tell it);
+/// true when the file is empty.
+fn text_start(reader: &mut impl BufRead, path: &str, size: u64) -> Result<bool, String> {
+    let head = reader
+        .fill_buf()
+        .map_err(|e| format!("cannot read \"{path}\": {e}"))?;
+    if head[..head.len().min(8192)].contains(&0) {
+        return Err(format!(
+            "\"{path}\" is a binary file ({size} bytes); Read returns text only"
+        ));
+    }
+    Ok(head.is_empty())
+}
+
+/// A line as shown (with its `\n`), cut to `line_cap` bytes when longer (`total` is its
+/// whole length); true when it was cut.
+fn render_line(line: &[u8], total: u64, line_cap: usize) -> (String, bool) {
+    let text = String::from_utf8_lossy(line);
+    let body = text.strip_suffix('\n').unwrap_or(&text);
+    let body = body.strip_suffix('\r').unwrap_or(body);
+    // The kept bytes are the whole line when it was short: then its `\r` is not counted.
+    let total = total - u64::from(line.len() as u64 == total && line.ends_with(b"\r"));
+    let cut = total > line_cap as u64;
+    let mut rendered = if cut {
+        format!(
+            "{} [line cut: {} of {} bytes shown]",
+            &body[..crate::text::floor_char_boundary(body, line_cap)],
+            line_cap,
+            total
+        )
+    } else {
+        body.to_string()
+    };
+    rendered.push('\n');
+    (rendered, cut)
 }
 
 /// Reads one line (through its `\n`) from `reader`, appending at most `keep` bytes of it

@@ -296,23 +296,7 @@ fn expose(
         .iter()
         .filter_map(|t| t.get("name")?.as_str())
         .collect();
-    for listed in spec
-        .tools
-        .allow
-        .iter()
-        .flatten()
-        .chain(&spec.tools.deny)
-        .chain(spec.rename.keys())
-    {
-        if !upstream_names.contains(&listed.as_str()) {
-            tracing::warn!(
-                server = %name,
-                "servers.{name} names the tool {listed:?}, which the server does not list (it \
-                 lists {})",
-                upstream_names.join(", ")
-            );
-        }
-    }
+    warn_unlisted(name, spec, &upstream_names);
     for (def, verdict) in started.tools.iter().zip(verdicts) {
         let Some(upstream) = def.get("name").and_then(Value::as_str) else {
             tracing::warn!(server = %name, "the server listed a tool without a name: {def}");
@@ -320,30 +304,7 @@ fn expose(
         };
         let short = spec.rename.get(upstream).map_or(upstream, String::as_str);
         let full = format!("{name}_{short}");
-        if let Err(why) = mcpserver::check_name(&full) {
-            return Err(AwfError::new(
-                codes::INVALID_TOOL_NAME,
-                format!(
-                    "{}: tool {upstream:?} of server {name} would be {full:?}: {why}; add \
-                     rename: {{{upstream}: <a shorter name of letters, digits, _ and ->}} to \
-                     servers.{name}, or deny it in servers.{name}.tools",
-                    step.origin
-                ),
-            ));
-        }
-        if CLIENT_PREFIX.len() + full.len() > 64 {
-            return Err(AwfError::new(
-                codes::INVALID_TOOL_NAME,
-                format!(
-                    "{}: tool {upstream:?} of server {name} would be {full:?}, {} characters: \
-                     with the longest client prefix ({CLIENT_PREFIX}) it passes MCP's 64; give \
-                     the server a shorter name, or add rename: {{{upstream}: <shorter>}} to \
-                     servers.{name}",
-                    step.origin,
-                    full.len()
-                ),
-            ));
-        }
+        check_exposed_name(name, upstream, &full, step.origin)?;
         let kept_back = if spec
             .tools
             .allow
@@ -399,6 +360,61 @@ fn expose(
         step.shutdown.clone(),
         started.gate,
     ))
+}
+
+/// A tool the `tools` block or `rename` names that the server does not list: said, as a
+/// likely typo.
+fn warn_unlisted(name: &str, spec: &ServerSpec, upstream_names: &[&str]) {
+    for listed in spec
+        .tools
+        .allow
+        .iter()
+        .flatten()
+        .chain(&spec.tools.deny)
+        .chain(spec.rename.keys())
+    {
+        if !upstream_names.contains(&listed.as_str()) {
+            tracing::warn!(
+                server = %name,
+                "servers.{name} names the tool {listed:?}, which the server does not list (it \
+                 lists {})",
+                upstream_names.join(", ")
+            );
+        }
+    }
+}
+
+/// The name a server's tool gets (`full`) must be a valid MCP name that fits in 64
+/// characters after the longest client prefix.
+fn check_exposed_name(
+    name: &str,
+    upstream: &str,
+    full: &str,
+    origin: &str,
+) -> Result<(), AwfError> {
+    if let Err(why) = mcpserver::check_name(full) {
+        return Err(AwfError::new(
+            codes::INVALID_TOOL_NAME,
+            format!(
+                "{origin}: tool {upstream:?} of server {name} would be {full:?}: {why}; add \
+                 rename: {{{upstream}: <a shorter name of letters, digits, _ and ->}} to \
+                 servers.{name}, or deny it in servers.{name}.tools"
+            ),
+        ));
+    }
+    if CLIENT_PREFIX.len() + full.len() > 64 {
+        return Err(AwfError::new(
+            codes::INVALID_TOOL_NAME,
+            format!(
+                "{origin}: tool {upstream:?} of server {name} would be {full:?}, {} characters: \
+                 with the longest client prefix ({CLIENT_PREFIX}) it passes MCP's 64; give \
+                 the server a shorter name, or add rename: {{{upstream}: <shorter>}} to \
+                 servers.{name}",
+                full.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A `tool.withheld` audit record: what the step's summary lists as kept from the agent.
