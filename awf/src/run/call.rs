@@ -99,29 +99,7 @@ impl Runner<'_> {
             child.name,
             path.display()
         );
-        let mut runner = Runner {
-            wf: &child,
-            inputs,
-            results: Vec::new(),
-            interrupt: stop,
-            proxy: self.proxy.clone(),
-            plugins: InstalledPlugins::new(&self.workdir),
-            workdir: self.workdir.clone(),
-            started: self.started,
-            trace: self.trace.clone(),
-            step_traceparent: String::new(),
-            relay: self.relay.clone(),
-            ids: self.ids.clone(),
-            loop_vars: None,
-            record: None,
-            shard: None,
-            parent_span: Some(traceparent.to_string()),
-            calls,
-            last_state: None,
-            started_at: self.started_at.clone(),
-            error_vars: None,
-            session_plan: None,
-        };
+        let mut runner = self.child_runner(&child, inputs, stop, calls, traceparent);
         let outcome = runner.drive_with_hooks(&child.initial);
         done.store(true, Ordering::SeqCst);
         let _ = watcher.join();
@@ -159,6 +137,41 @@ impl Runner<'_> {
                     e.message()
                 ),
             )),
+        }
+    }
+
+    /// The runner of a called workflow: this run's proxy, relay, ids and trace, its own
+    /// inputs, stop flag and call stack, its states under the calling state's span.
+    fn child_runner<'c>(
+        &self,
+        child: &'c workflow::Workflow,
+        inputs: std::collections::HashMap<String, String>,
+        stop: Arc<AtomicBool>,
+        calls: Vec<PathBuf>,
+        traceparent: &str,
+    ) -> Runner<'c> {
+        Runner {
+            wf: child,
+            inputs,
+            results: Vec::new(),
+            interrupt: stop,
+            proxy: self.proxy.clone(),
+            plugins: InstalledPlugins::new(&self.workdir),
+            workdir: self.workdir.clone(),
+            started: self.started,
+            trace: self.trace.clone(),
+            step_traceparent: String::new(),
+            relay: self.relay.clone(),
+            ids: self.ids.clone(),
+            loop_vars: None,
+            record: None,
+            shard: None,
+            parent_span: Some(traceparent.to_string()),
+            calls,
+            last_state: None,
+            started_at: self.started_at.clone(),
+            error_vars: None,
+            session_plan: None,
         }
     }
 
