@@ -336,13 +336,7 @@ fn decide(listener: RawFd, n: &Notif, grants: &[PathBuf], report: &Reporter) -> 
     let Some(grant) = granted else {
         return refuse(shown, "not listed in mcp_proxy.sandbox.unix_sockets");
     };
-    // Connected through the descriptor checked: the inode granted, whatever the name
-    // leads to by now.
-    let mut via = [0u8; 2 + 32];
-    via[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
-    let through = format!("/proc/self/fd/{}", target.as_raw_fd());
-    via[2..2 + through.len()].copy_from_slice(through.as_bytes());
-    let e = connect(sock.as_raw_fd(), &via[..2 + through.len() + 1]);
+    let e = connect_through(&sock, &target);
     report(Attempt {
         path: shown,
         allowed: true,
@@ -350,6 +344,16 @@ fn decide(listener: RawFd, n: &Notif, grants: &[PathBuf], report: &Reporter) -> 
         duration: started.elapsed(),
     });
     e
+}
+
+/// Connects `sock` through the descriptor checked (`target`): the inode granted, whatever
+/// its name leads to by now. The errno (0: connected).
+fn connect_through(sock: &OwnedFd, target: &OwnedFd) -> i32 {
+    let mut via = [0u8; 2 + 32];
+    via[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
+    let through = format!("/proc/self/fd/{}", target.as_raw_fd());
+    via[2..2 + through.len()].copy_from_slice(through.as_bytes());
+    connect(sock.as_raw_fd(), &via[..2 + through.len() + 1])
 }
 
 /// The socket the caller's `connect` names, shared with it, and the address it asks for

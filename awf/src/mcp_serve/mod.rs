@@ -180,6 +180,32 @@ pub fn fast_serve_args(args: &[std::ffi::OsString]) -> Option<FastServeArgs> {
     (seen_command && (out.config.is_some() || out.root.is_some())).then_some(out)
 }
 
+/// Registers this server in its step's registry ([`crate::step_servers`]); refused when the
+/// step has ended already.
+fn register(dir: &Path, origin: &str) -> Result<(), AwfError> {
+    let open = crate::step_servers::register(dir).map_err(|e| {
+        AwfError::new(
+            codes::IO,
+            format!(
+                "cannot register in the step's server directory {} ({e}): {} was written \
+                 by `awf run` for one step; start the server while that step runs",
+                dir.display(),
+                origin
+            ),
+        )
+    })?;
+    if !open {
+        return Err(AwfError::new(
+            codes::SERVER_FAILED,
+            format!(
+                "the step {} was written for has ended: nothing to serve",
+                origin
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `awf mcp-serve` to completion. Returns Ok on every clean stop.
 pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
     if cfg.intercept_builtins {
@@ -191,26 +217,7 @@ pub fn run(cfg: ServeConfig) -> Result<(), AwfError> {
         );
     }
     if let Some(dir) = &cfg.servers_dir {
-        let open = crate::step_servers::register(dir).map_err(|e| {
-            AwfError::new(
-                codes::IO,
-                format!(
-                    "cannot register in the step's server directory {} ({e}): {} was written \
-                     by `awf run` for one step; start the server while that step runs",
-                    dir.display(),
-                    cfg.origin
-                ),
-            )
-        })?;
-        if !open {
-            return Err(AwfError::new(
-                codes::SERVER_FAILED,
-                format!(
-                    "the step {} was written for has ended: nothing to serve",
-                    cfg.origin
-                ),
-            ));
-        }
+        register(dir, &cfg.origin)?;
     }
     // Processes that escape a Bash command's group are re-parented here, to be killed.
     process::become_subreaper();

@@ -70,14 +70,14 @@ pub(super) fn forward(
             ));
         }
     }
-    if wire.is_some()
-        && let Some(a) = &lease.audit
-    {
-        let _ = a.append(&json!({
-            "ts": now_rfc3339(), "type": "model.request", "provider": provider,
-            "model": model, "server": host, "path": req.rest.split('?').next().unwrap_or(""),
-            "request_bytes": sent.request_bytes,
-        }));
+    if wire.is_some() {
+        audit_request(
+            lease,
+            model.as_deref(),
+            &host,
+            &req.rest,
+            sent.request_bytes,
+        );
     }
     let turn = Turn {
         wire,
@@ -139,6 +139,17 @@ pub(super) fn forward(
         first_byte,
         failed.as_deref(),
     );
+}
+
+/// The `model.request` audit record of a request sent upstream.
+fn audit_request(lease: &Lease, model: Option<&str>, host: &str, rest: &str, bytes: u64) {
+    if let Some(a) = &lease.audit {
+        let _ = a.append(&json!({
+            "ts": now_rfc3339(), "type": "model.request", "provider": lease.spec.provider,
+            "model": model, "server": host, "path": rest.split('?').next().unwrap_or(""),
+            "request_bytes": bytes,
+        }));
+    }
 }
 
 /// The `chat` span of a model request, under the step's span.
