@@ -19,29 +19,29 @@
 //! `awf mcp-serve` it started; `text` cuts text without splitting a character. `cli`, `validate` and `client` are the command-line front; only they and
 //! `run` (progress, summary) print.
 
-pub mod builtins;
-pub mod child_env;
+pub(crate) mod builtins;
+pub(crate) mod child_env;
 pub mod cli;
-pub mod client;
+pub(crate) mod client;
 pub mod confine;
 pub mod error;
 pub mod mcp_serve;
-pub mod mcp_servers;
-pub mod picture;
+pub(crate) mod mcp_servers;
+pub(crate) mod picture;
 pub mod plugins;
-pub mod private_files;
+pub(crate) mod private_files;
 pub mod process;
 pub mod providers;
-pub mod proxy;
+pub(crate) mod proxy;
 pub mod relay;
 pub mod run;
-pub mod sandbox_check;
-pub mod session_dirs;
-pub mod step_servers;
+pub(crate) mod sandbox_check;
+pub(crate) mod session_dirs;
+pub(crate) mod step_servers;
 pub mod telemetry;
 pub mod terminal;
-pub mod text;
-pub mod tools;
-pub mod tools_cli;
-pub mod validate;
+pub(crate) mod text;
+pub(crate) mod tools;
+pub(crate) mod tools_cli;
+pub(crate) mod validate;
 pub mod workflow;

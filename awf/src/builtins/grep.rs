@@ -538,11 +538,6 @@ fn push_skipped_notes(out: &mut String, mut r: Results) {
     }
 }
 
-/// Compiles a regex the way Grep does (for callers that validate up front).
-pub fn compile(pattern: &str) -> Result<RegexMatcher, String> {
-    build_matcher(pattern, false)
-}
-
 /// Why a listed file was not opened.
 #[derive(Debug)]
 enum Unopened {

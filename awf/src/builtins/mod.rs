@@ -80,10 +80,6 @@ impl Builtins {
     pub fn new(env: BuiltinEnv) -> Builtins {
         Builtins { env: Arc::new(env) }
     }
-
-    pub fn env(&self) -> &BuiltinEnv {
-        &self.env
-    }
 }
 
 impl ToolSource for Builtins {

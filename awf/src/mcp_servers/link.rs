@@ -332,14 +332,4 @@ impl Link {
             }
         }
     }
-
-    /// The command line, for messages.
-    pub fn shown(&self) -> String {
-        self.current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|i| i.process.shown.clone())
-            .unwrap_or_else(|| self.spec.command.join(" "))
-    }
 }

@@ -41,8 +41,6 @@ pub struct ServerProcess {
     /// Kept to the end: its proxy under a host list, its unix-socket supervisor.
     links: confine::child::Links,
     _tmp: confine::PrivateTmp,
-    /// The command line, for messages.
-    pub shown: String,
 }
 
 /// Where a server's stderr lines go.
@@ -56,7 +54,6 @@ impl ServerProcess {
         cx: &StartContext,
         stderr_sink: StderrSink,
     ) -> Result<(ServerProcess, ChildStdin, ChildStdout), String> {
-        let shown = shown(&spec.command);
         let tmp = confine::PrivateTmp::create()
             .map_err(|e| format!("cannot create its private temp directory: {e}"))?;
         let home = tmp.path().join("home");
@@ -134,7 +131,6 @@ impl ServerProcess {
                 tail,
                 links,
                 _tmp: tmp,
-                shown,
             },
             stdin,
             stdout,
@@ -186,19 +182,6 @@ pub fn describe_status(status: Option<ExitStatus>) -> String {
         },
         None => "still running".into(),
     }
-}
-
-fn shown(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            if a.contains(' ') || a.is_empty() {
-                format!("{a:?}")
-            } else {
-                a.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Sends each stderr line (cut to [`STDERR_LINE_BYTES`]) to `sink` until

@@ -30,7 +30,6 @@ pub struct Exposed {
 
 /// A started server's tools.
 pub struct ServerSource {
-    pub(super) name: String,
     source: String,
     pub(super) link: Arc<Link>,
     pub(super) offered: Vec<Exposed>,
@@ -62,7 +61,6 @@ impl ServerSource {
         gate: Arc<std::sync::OnceLock<mcpserver::ToolGate>>,
     ) -> ServerSource {
         ServerSource {
-            name: name.to_string(),
             source: format!("server:{name}"),
             link,
             offered,
@@ -74,16 +72,6 @@ impl ServerSource {
             shutdown,
             gate,
         }
-    }
-
-    /// The server's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Ends the server (its input closed, then SIGTERM after `grace`).
-    pub fn stop(&self, grace: Duration) {
-        self.link.stop(grace);
     }
 }
 

@@ -46,7 +46,6 @@ pub struct ProxySession {
     pub injection: ProxyInjection,
     pub config_path: PathBuf,
     pub audit_path: PathBuf,
-    pub traceparent: String,
     serve_config: ServeConfig,
 }
 
@@ -344,7 +343,6 @@ impl ToolProxyService {
             injection,
             config_path,
             audit_path,
-            traceparent,
             serve_config: cfg,
         })
     }
