@@ -10,8 +10,9 @@
 //! becomes a model provider of its own (`wire_api = "responses"`).
 
 use super::shared::{agent_failed, extra_args, json_lines, opt_str};
-use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
+use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider, ProxyInjection};
 use crate::error::AwfError;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 
 pub struct Codex;
@@ -54,22 +55,7 @@ impl CliProvider for Codex {
         let name = self.name();
         let mut cmd = AgentCommand::new(name, req.options);
         if let Some(proxy) = req.proxy {
-            // Codex's home (sessions, logs, shell snapshots) in the step's private dir; a
-            // login made with `codex login` is handed over when no key is configured. No
-            // snapshot of its environment is written at all.
-            let logins = if opt_str(req.options, "api_key_env", name)?.is_none() {
-                vec![(
-                    super::cli_home("CODEX_HOME", ".codex").join("auth.json"),
-                    "auth.json",
-                )]
-            } else {
-                Vec::new()
-            };
-            let home = match req.conversation {
-                // Its sessions where the run's later states find them.
-                Some(c) => c.home(&logins)?,
-                None => proxy.cli_state_dir("codex-home", &logins)?,
-            };
+            let home = codex_home(req, proxy, name)?;
             cmd.env
                 .push(("CODEX_HOME".into(), home.to_string_lossy().into_owned()));
         }
@@ -89,91 +75,13 @@ impl CliProvider for Codex {
             args.extend(["-m".to_string(), model]);
         }
         if let Some(url) = req.base_url(name)? {
-            let mut provider = format!(
-                "{{name={},base_url={},wire_api=\"responses\"",
-                toml_str("awf"),
-                toml_str(&url)
-            );
-            if let Some((var, value)) = req.key_var(name)? {
-                provider.push_str(&format!(",env_key={}", toml_str(&var)));
-                if let Some(v) = value {
-                    cmd.env.push((var, v));
-                }
-            }
-            provider.push('}');
-            args.push("-c".into());
-            args.push(format!("model_providers.{PROVIDER_ID}={provider}"));
-            args.push("-c".into());
-            args.push(format!("model_provider={}", toml_str(PROVIDER_ID)));
+            add_model_provider(req, name, &url, &mut cmd)?;
         }
         if let Some(proxy) = req.proxy {
-            args.extend([
-                "-c".to_string(),
-                "features.shell_snapshot=false".to_string(),
-            ]);
-            let env: Vec<String> = proxy
-                .env
-                .iter()
-                .map(|(k, v)| format!("{}={}", toml_str(k), toml_str(v)))
-                .collect();
-            // Codex SIGKILLs the server in the instant it SIGTERMs its group: the server
-            // serves in a child behind a waiter that takes the SIGKILL (see
-            // `mcp_serve::serve_in_child`), so that its session still ends cleanly.
-            let server_args: Vec<String> = proxy
-                .args
-                .iter()
-                .map(String::as_str)
-                .chain(["--serve-in-child"])
-                .map(toml_str)
-                .collect();
-            args.push("-c".into());
-            args.push(format!(
-                "mcp_servers.{}={{command={},args=[{}],env={{{}}},default_tools_approval_mode=\"approve\"}}",
-                proxy.server_name,
-                toml_str(&proxy.command.to_string_lossy()),
-                server_args.join(","),
-                env.join(",")
-            ));
-            if proxy.intercept_builtins {
-                for feature in ["shell_tool", "view_image", "goals"] {
-                    args.extend(["--disable".to_string(), feature.to_string()]);
-                }
-                args.extend(
-                    [
-                        "-c",
-                        "web_search=\"disabled\"",
-                        "-c",
-                        "agents.enabled=false",
-                    ]
-                    .map(String::from),
-                );
-                cmd.warnings.push(format!(
-                    "codex: with intercept_builtins, Codex still offers its non-file tools {} besides the awf tools; they cannot be disabled",
-                    NON_REMOVABLE_TOOLS.join(", ")
-                ));
-            }
+            add_proxy(proxy, &mut cmd);
         }
-        args.extend(extra_args(req.options, name)?);
-        match req.conversation {
-            // `codex exec [options] resume SESSION_ID PROMPT`.
-            Some(c) if c.resume => {
-                args.extend(["resume".to_string(), c.session_id.clone()]);
-                args.push(req.prompt.to_string());
-            }
-            Some(c) => {
-                let prompt = match &c.system_prompt {
-                    // Codex has no system prompt of a session: it leads the first prompt, as
-                    // AWF gives it.
-                    Some(s) => format!("{s}\n\n{}", req.prompt),
-                    None => req.prompt.to_string(),
-                };
-                args.extend(["--".to_string(), prompt]);
-            }
-            None => {
-                args.push("--".to_string());
-                args.push(req.prompt.to_string());
-            }
-        }
+        cmd.args.extend(extra_args(req.options, name)?);
+        add_prompt(req, &mut cmd.args);
         Ok(cmd)
     }
 
@@ -235,6 +143,131 @@ impl CliProvider for Codex {
             cost_usd: None,
             session_id,
         })
+    }
+}
+
+/// CODEX_HOME for a step with the proxy: its private dir, or the conversation's.
+fn codex_home(
+    req: &AgentRequest<'_>,
+    proxy: &ProxyInjection,
+    name: &str,
+) -> Result<PathBuf, AwfError> {
+    // Codex's home (sessions, logs, shell snapshots) in the step's private dir; a
+    // login made with `codex login` is handed over when no key is configured. No
+    // snapshot of its environment is written at all.
+    let logins = if opt_str(req.options, "api_key_env", name)?.is_none() {
+        vec![(
+            super::cli_home("CODEX_HOME", ".codex").join("auth.json"),
+            "auth.json",
+        )]
+    } else {
+        Vec::new()
+    };
+    match req.conversation {
+        // Its sessions where the run's later states find them.
+        Some(c) => c.home(&logins),
+        None => proxy.cli_state_dir("codex-home", &logins),
+    }
+}
+
+/// A `base_url` as a model provider of its own, with the variable that holds its key.
+fn add_model_provider(
+    req: &AgentRequest<'_>,
+    name: &str,
+    url: &str,
+    cmd: &mut AgentCommand,
+) -> Result<(), AwfError> {
+    let mut provider = format!(
+        "{{name={},base_url={},wire_api=\"responses\"",
+        toml_str("awf"),
+        toml_str(url)
+    );
+    if let Some((var, value)) = req.key_var(name)? {
+        provider.push_str(&format!(",env_key={}", toml_str(&var)));
+        if let Some(v) = value {
+            cmd.env.push((var, v));
+        }
+    }
+    provider.push('}');
+    let args = &mut cmd.args;
+    args.push("-c".into());
+    args.push(format!("model_providers.{PROVIDER_ID}={provider}"));
+    args.push("-c".into());
+    args.push(format!("model_provider={}", toml_str(PROVIDER_ID)));
+    Ok(())
+}
+
+/// The per-step proxy as an MCP server of Codex; Codex's own tools off when intercepted.
+fn add_proxy(proxy: &ProxyInjection, cmd: &mut AgentCommand) {
+    let args = &mut cmd.args;
+    args.extend([
+        "-c".to_string(),
+        "features.shell_snapshot=false".to_string(),
+    ]);
+    let env: Vec<String> = proxy
+        .env
+        .iter()
+        .map(|(k, v)| format!("{}={}", toml_str(k), toml_str(v)))
+        .collect();
+    // Codex SIGKILLs the server in the instant it SIGTERMs its group: the server
+    // serves in a child behind a waiter that takes the SIGKILL (see
+    // `mcp_serve::serve_in_child`), so that its session still ends cleanly.
+    let server_args: Vec<String> = proxy
+        .args
+        .iter()
+        .map(String::as_str)
+        .chain(["--serve-in-child"])
+        .map(toml_str)
+        .collect();
+    args.push("-c".into());
+    args.push(format!(
+        "mcp_servers.{}={{command={},args=[{}],env={{{}}},default_tools_approval_mode=\"approve\"}}",
+        proxy.server_name,
+        toml_str(&proxy.command.to_string_lossy()),
+        server_args.join(","),
+        env.join(",")
+    ));
+    if proxy.intercept_builtins {
+        for feature in ["shell_tool", "view_image", "goals"] {
+            args.extend(["--disable".to_string(), feature.to_string()]);
+        }
+        args.extend(
+            [
+                "-c",
+                "web_search=\"disabled\"",
+                "-c",
+                "agents.enabled=false",
+            ]
+            .map(String::from),
+        );
+        cmd.warnings.push(format!(
+            "codex: with intercept_builtins, Codex still offers its non-file tools {} besides the awf tools; they cannot be disabled",
+            NON_REMOVABLE_TOOLS.join(", ")
+        ));
+    }
+}
+
+/// The prompt, last: after the session it continues, or led by the system prompt.
+fn add_prompt(req: &AgentRequest<'_>, args: &mut Vec<String>) {
+    match req.conversation {
+        // `codex exec [options] resume SESSION_ID PROMPT`.
+        Some(c) if c.resume => {
+            args.extend(["resume".to_string(), c.session_id.clone()]);
+            args.push(req.prompt.to_string());
+        }
+        Some(c) => {
+            let prompt = match &c.system_prompt {
+                // Codex has no system prompt of a session: it leads the first prompt, as
+                // AWF gives it.
+                Some(s) => format!("{s}\n\n{}", req.prompt),
+                None => req.prompt.to_string(),
+            };
+            args.extend(["--".to_string(), prompt]);
+        }
+        None => {
+            args.push("--".to_string());
+            args.push(req.prompt.to_string());
+        }
     }
 }
 

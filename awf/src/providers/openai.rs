@@ -230,18 +230,7 @@ pub fn run(
                 "the conversation was stopped (timeout or interrupt)",
             ));
         }
-        let mut body = json!({"model": opts.model, "messages": messages, "stream": false});
-        let tools = offer.now();
-        if !tools.is_empty() {
-            body["tools"] = json!(tools);
-            body["tool_choice"] = json!("auto");
-        }
-        if let Some(t) = opts.temperature {
-            body["temperature"] = json!(t);
-        }
-        if let Some(n) = opts.max_completion_tokens {
-            body["max_completion_tokens"] = json!(n);
-        }
+        let body = request_body(opts, &messages, offer.now());
         let answer = post(&sent_to, &url, opts.api_key.as_deref(), &body, deadline)?;
         usage.add(&answer["usage"]);
         let message = answer["choices"][0]["message"].clone();
@@ -282,37 +271,58 @@ pub fn run(
         assistant["content"] = message.get("content").cloned().unwrap_or(Value::Null);
         messages.push(assistant);
         for call in &calls {
-            let id = call["id"].as_str().unwrap_or_default().to_string();
-            let name = call["function"]["name"].as_str().unwrap_or_default();
-            let raw = &call["function"]["arguments"];
-            let content = match parse_arguments(raw) {
-                Err(why) => format!(
-                    "ERROR: the arguments of {name} are not a JSON object ({why}); call it again \
-                     with valid JSON arguments"
-                ),
-                Ok(args) => match server {
-                    None => format!("ERROR: no tools are available in this step (tool {name})"),
-                    Some(server) => {
-                        let ctx = CallContext::new(RequestId::String(id.clone()), name)
-                            .with_cancellation(cancel.clone());
-                        match server.call(&ctx, &args) {
-                            Ok(result) if result.is_error => {
-                                format!("ERROR: {}", text(&result.content))
-                            }
-                            Ok(result) => text(&result.content),
-                            // Unknown or withheld tool, arguments that do not fit: the
-                            // model reads why and can call again.
-                            Err(CallError::InvalidArguments(why) | CallError::Failed(why)) => {
-                                format!("ERROR: {why}")
-                            }
-                            Err(e) => format!("ERROR: {e}"),
-                        }
-                    }
-                },
-            };
-            messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+            messages.push(answer_call(call, server, cancel));
         }
     }
+}
+
+/// The body of the next request: the conversation so far, the tools offered now, the options.
+fn request_body(opts: &OpenAiOptions, messages: &[Value], tools: &[Value]) -> Value {
+    let mut body = json!({"model": opts.model, "messages": messages, "stream": false});
+    if !tools.is_empty() {
+        body["tools"] = json!(tools);
+        body["tool_choice"] = json!("auto");
+    }
+    if let Some(t) = opts.temperature {
+        body["temperature"] = json!(t);
+    }
+    if let Some(n) = opts.max_completion_tokens {
+        body["max_completion_tokens"] = json!(n);
+    }
+    body
+}
+
+/// The `role: "tool"` message that answers one tool call: the tool's result, or why none.
+fn answer_call(call: &Value, server: Option<&Server>, cancel: &CancellationToken) -> Value {
+    let id = call["id"].as_str().unwrap_or_default().to_string();
+    let name = call["function"]["name"].as_str().unwrap_or_default();
+    let raw = &call["function"]["arguments"];
+    let content = match parse_arguments(raw) {
+        Err(why) => format!(
+            "ERROR: the arguments of {name} are not a JSON object ({why}); call it again \
+             with valid JSON arguments"
+        ),
+        Ok(args) => match server {
+            None => format!("ERROR: no tools are available in this step (tool {name})"),
+            Some(server) => {
+                let ctx = CallContext::new(RequestId::String(id.clone()), name)
+                    .with_cancellation(cancel.clone());
+                match server.call(&ctx, &args) {
+                    Ok(result) if result.is_error => {
+                        format!("ERROR: {}", text(&result.content))
+                    }
+                    Ok(result) => text(&result.content),
+                    // Unknown or withheld tool, arguments that do not fit: the
+                    // model reads why and can call again.
+                    Err(CallError::InvalidArguments(why) | CallError::Failed(why)) => {
+                        format!("ERROR: {why}")
+                    }
+                    Err(e) => format!("ERROR: {e}"),
+                }
+            }
+        },
+    };
+    json!({"role": "tool", "tool_call_id": id, "content": content})
 }
 
 fn parse_arguments(raw: &Value) -> Result<Value, String> {

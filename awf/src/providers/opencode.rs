@@ -6,9 +6,10 @@
 //! the same file (`-m awf-model/<model>`).
 
 use super::shared::{agent_failed, excerpt, extra_args, json_lines, opt_str, write_private};
-use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider};
+use super::{AgentCommand, AgentOutput, AgentRequest, CliProvider, ProxyInjection};
 use crate::error::{AwfError, codes};
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::process::ExitStatus;
 
 pub struct OpenCode;
@@ -41,19 +42,7 @@ impl CliProvider for OpenCode {
         // The model id: with base_url, ours; else as given ("provider/model").
         let model_ref = match (&base_url, &model) {
             (Some(url), Some(m)) => {
-                let mut options = json!({"baseURL": url});
-                if let Some((var, value)) = req.key_var(name)? {
-                    options["apiKey"] = json!(format!("{{env:{var}}}"));
-                    if let Some(v) = value {
-                        cmd.env.push((var, v));
-                    }
-                }
-                config["provider"] = json!({PROVIDER_ID: {
-                    "npm": "@ai-sdk/openai-compatible",
-                    "name": "awf model",
-                    "options": options,
-                    "models": {m.clone(): {"name": m}},
-                }});
+                config["provider"] = provider_config(req, name, url, m, &mut cmd.env)?;
                 Some(format!("{PROVIDER_ID}/{m}"))
             }
             (Some(_), None) => {
@@ -65,19 +54,7 @@ impl CliProvider for OpenCode {
             (None, m) => m.clone(),
         };
         if let Some(proxy) = req.proxy {
-            let environment = proxy.env_object();
-            let mut command = vec![proxy.command.to_string_lossy().into_owned()];
-            command.extend(proxy.args.iter().cloned());
-            config["mcp"] = json!({proxy.server_name.clone(): {
-                "type": "local",
-                "command": command,
-                "environment": environment,
-                "enabled": true,
-            }});
-            if proxy.intercept_builtins {
-                config["permission"] =
-                    json!({"*": "deny", format!("{}_*", proxy.server_name): "allow"});
-            }
+            add_proxy_server(proxy, &mut config);
             let file = proxy.step_dir.join("opencode.json");
             write_private(&file, &serde_json::to_string_pretty(&config).expect("JSON"))?;
             cmd.env.push((
@@ -87,17 +64,7 @@ impl CliProvider for OpenCode {
             let xdg = seed_config_home(&proxy.step_dir)?;
             cmd.env
                 .push(("XDG_CONFIG_HOME".into(), xdg.to_string_lossy().into_owned()));
-            // Its data (sessions, logs, logins) in the step's private dir; a login made
-            // with `opencode auth login` is handed over by copy.
-            let login = (
-                super::cli_home("XDG_DATA_HOME", ".local/share").join("opencode/auth.json"),
-                "opencode/auth.json",
-            );
-            let data = match req.conversation {
-                // A conversation's states share their data (their sessions live there).
-                Some(c) => c.home(&[login])?,
-                None => proxy.cli_state_dir("opencode-data", &[login])?,
-            };
+            let data = data_home(req, proxy)?;
             cmd.env
                 .push(("XDG_DATA_HOME".into(), data.to_string_lossy().into_owned()));
         } else {
@@ -130,23 +97,7 @@ impl CliProvider for OpenCode {
             cmd.args.extend(["-m".to_string(), m]);
         }
         cmd.args.extend(extra_args(req.options, name)?);
-        let prompt = match req.conversation {
-            // A continued session: `-s ID` (the id OpenCode reported).
-            Some(c) if c.resume => {
-                cmd.args
-                    .extend(["--session".to_string(), c.session_id.clone()]);
-                req.prompt.to_string()
-            }
-            // OpenCode has no system prompt of a session: it leads the first prompt, as AWF
-            // gives it.
-            Some(c) => match &c.system_prompt {
-                Some(s) => format!("{s}\n\n{}", req.prompt),
-                None => req.prompt.to_string(),
-            },
-            None => req.prompt.to_string(),
-        };
-        cmd.args.push("--".to_string());
-        cmd.args.push(prompt);
+        add_prompt(req, &mut cmd.args);
         Ok(cmd)
     }
 
@@ -226,6 +177,80 @@ impl CliProvider for OpenCode {
             session_id,
         })
     }
+}
+
+/// The provider a `base_url` option becomes: OpenAI-compatible, with the one model named.
+fn provider_config(
+    req: &AgentRequest<'_>,
+    name: &str,
+    url: &str,
+    model: &str,
+    env: &mut Vec<(String, String)>,
+) -> Result<Value, AwfError> {
+    let mut options = json!({"baseURL": url});
+    if let Some((var, value)) = req.key_var(name)? {
+        options["apiKey"] = json!(format!("{{env:{var}}}"));
+        if let Some(v) = value {
+            env.push((var, v));
+        }
+    }
+    Ok(json!({PROVIDER_ID: {
+        "npm": "@ai-sdk/openai-compatible",
+        "name": "awf model",
+        "options": options,
+        "models": {model: {"name": model}},
+    }}))
+}
+
+/// The per-step proxy as a local MCP server; all tools but its own denied when intercepting.
+fn add_proxy_server(proxy: &ProxyInjection, config: &mut Value) {
+    let environment = proxy.env_object();
+    let mut command = vec![proxy.command.to_string_lossy().into_owned()];
+    command.extend(proxy.args.iter().cloned());
+    config["mcp"] = json!({proxy.server_name.clone(): {
+        "type": "local",
+        "command": command,
+        "environment": environment,
+        "enabled": true,
+    }});
+    if proxy.intercept_builtins {
+        config["permission"] = json!({"*": "deny", format!("{}_*", proxy.server_name): "allow"});
+    }
+}
+
+/// XDG_DATA_HOME: the step's private dir, or the conversation's.
+fn data_home(req: &AgentRequest<'_>, proxy: &ProxyInjection) -> Result<PathBuf, AwfError> {
+    // Its data (sessions, logs, logins) in the step's private dir; a login made
+    // with `opencode auth login` is handed over by copy.
+    let login = (
+        super::cli_home("XDG_DATA_HOME", ".local/share").join("opencode/auth.json"),
+        "opencode/auth.json",
+    );
+    match req.conversation {
+        // A conversation's states share their data (their sessions live there).
+        Some(c) => c.home(&[login]),
+        None => proxy.cli_state_dir("opencode-data", &[login]),
+    }
+}
+
+/// The prompt, last: after the session it continues, or led by the system prompt.
+fn add_prompt(req: &AgentRequest<'_>, args: &mut Vec<String>) {
+    let prompt = match req.conversation {
+        // A continued session: `-s ID` (the id OpenCode reported).
+        Some(c) if c.resume => {
+            args.extend(["--session".to_string(), c.session_id.clone()]);
+            req.prompt.to_string()
+        }
+        // OpenCode has no system prompt of a session: it leads the first prompt, as AWF
+        // gives it.
+        Some(c) => match &c.system_prompt {
+            Some(s) => format!("{s}\n\n{}", req.prompt),
+            None => req.prompt.to_string(),
+        },
+        None => req.prompt.to_string(),
+    };
+    args.push("--".to_string());
+    args.push(prompt);
 }
 
 /// A private config home for the step, so OpenCode reads no global config and installs

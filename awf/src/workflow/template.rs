@@ -361,16 +361,7 @@ impl ShellScanner {
                 (Quote::None, '[' | ']')
                     if matches!(self.level().kind, LevelKind::ArithBracket(_)) =>
                 {
-                    if let LevelKind::ArithBracket(n) = &mut self.level().kind {
-                        if c == '[' {
-                            *n += 1;
-                        } else {
-                            *n -= 1;
-                            if *n == 0 {
-                                self.levels.pop();
-                            }
-                        }
-                    }
+                    self.count_bracket(c)
                 }
                 // `((` where a command starts: bash's arithmetic command.
                 (Quote::None, '(') if self.word_start && chars.peek() == Some(&'(') => {
@@ -379,14 +370,7 @@ impl ShellScanner {
                     word_start = true;
                 }
                 // `let` as a command word: its arguments are arithmetic.
-                (Quote::None, 'l')
-                    if self.word_start && {
-                        let ahead: String = chars.clone().take(3).collect();
-                        ahead.len() == 3
-                            && ahead.starts_with("et")
-                            && ahead.ends_with(char::is_whitespace)
-                    } =>
-                {
+                (Quote::None, 'l') if self.word_start && let_follows(&chars) => {
                     chars.next();
                     chars.next();
                     self.level().in_let = true;
@@ -403,18 +387,7 @@ impl ShellScanner {
                 }
                 (Quote::None, '(' | ')') => {
                     word_start = true;
-                    if let LevelKind::Substitution(n) | LevelKind::Arithmetic(n) =
-                        &mut self.level().kind
-                    {
-                        if c == '(' {
-                            *n += 1;
-                        } else {
-                            *n -= 1;
-                            if *n == 0 {
-                                self.levels.pop();
-                            }
-                        }
-                    }
+                    self.count_paren(c);
                 }
                 (Quote::None, '#') if self.word_start => self.in_comment = true,
                 (Quote::None, _) => {
@@ -429,6 +402,40 @@ impl ShellScanner {
             self.word_start = word_start;
         }
     }
+
+    /// `[` or `]` within `$[`: one more bracket open, or one fewer; the last one closes it.
+    fn count_bracket(&mut self, c: char) {
+        if let LevelKind::ArithBracket(n) = &mut self.level().kind {
+            if c == '[' {
+                *n += 1;
+            } else {
+                *n -= 1;
+                if *n == 0 {
+                    self.levels.pop();
+                }
+            }
+        }
+    }
+
+    /// `(` or `)` within `$(` or `((`: one more open, or one fewer; the last one closes it.
+    fn count_paren(&mut self, c: char) {
+        if let LevelKind::Substitution(n) | LevelKind::Arithmetic(n) = &mut self.level().kind {
+            if c == '(' {
+                *n += 1;
+            } else {
+                *n -= 1;
+                if *n == 0 {
+                    self.levels.pop();
+                }
+            }
+        }
+    }
+}
+
+/// True when `et` and a blank come next: the `l` just read starts the word `let`.
+fn let_follows(chars: &std::iter::Peekable<std::str::Chars>) -> bool {
+    let ahead: String = chars.clone().take(3).collect();
+    ahead.len() == 3 && ahead.starts_with("et") && ahead.ends_with(char::is_whitespace)
 }
 
 fn keep(out: &mut String, expr: &str) {

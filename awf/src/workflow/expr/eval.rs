@@ -103,42 +103,7 @@ impl<'a> Eval<'a> {
                 self.link(inner)?.unwrap_or(V::Nil)
             }
             Kind::Slice { obj, from, to } => {
-                let o = self.eval(obj)?;
-                let len = match &o {
-                    V::List(l) => l.len(),
-                    V::Str(s) => s.len(),
-                    V::Map(m) => m.len(),
-                    other => {
-                        return Err(at(format!(
-                            "invalid argument for len (type {})",
-                            other.go_type()
-                        )));
-                    }
-                } as i64;
-                let to = match to {
-                    Some(t) => to_int(&self.eval(t)?).map_err(at)?,
-                    None => len,
-                };
-                let from = match from {
-                    Some(f) => to_int(&self.eval(f)?).map_err(at)?,
-                    None => 0,
-                };
-                let clamp = |i: i64| (if i < 0 { len + i } else { i }).clamp(0, len) as usize;
-                let b = clamp(to);
-                let a = clamp(from).min(b);
-                match o {
-                    V::List(l) => {
-                        self.charge((b - a) * ELEMENT_COST).map_err(at)?;
-                        V::List(List::Own((a..b).map(|i| l.get(i)).collect()))
-                    }
-                    V::Str(s) => V::Str(match s {
-                        Cow::Borrowed(s) if s.is_char_boundary(a) && s.is_char_boundary(b) => {
-                            Cow::Borrowed(&s[a..b])
-                        }
-                        s => Cow::Owned(String::from_utf8_lossy(&s.as_bytes()[a..b]).into_owned()),
-                    }),
-                    _ => return Err(at(format!("cannot slice {from}"))),
-                }
+                self.slice(obj, from.as_deref(), to.as_deref(), n.pos)?
             }
             Kind::Unary(op, x) => {
                 let v = self.eval(x)?;
@@ -172,6 +137,53 @@ impl<'a> Eval<'a> {
                 self.call(name, vals).map_err(at)?
             }
         })
+    }
+
+    /// `obj[from:to]` of a list or a string; a negative index counts from the end.
+    fn slice(
+        &mut self,
+        obj: &'a Node,
+        from: Option<&'a Node>,
+        to: Option<&'a Node>,
+        pos: usize,
+    ) -> Result<V<'a>, RtErr> {
+        let at = |msg: String| RtErr { msg, pos };
+        let o = self.eval(obj)?;
+        let len = match &o {
+            V::List(l) => l.len(),
+            V::Str(s) => s.len(),
+            V::Map(m) => m.len(),
+            other => {
+                return Err(at(format!(
+                    "invalid argument for len (type {})",
+                    other.go_type()
+                )));
+            }
+        } as i64;
+        let to = match to {
+            Some(t) => to_int(&self.eval(t)?).map_err(at)?,
+            None => len,
+        };
+        let from = match from {
+            Some(f) => to_int(&self.eval(f)?).map_err(at)?,
+            None => 0,
+        };
+        let clamp = |i: i64| (if i < 0 { len + i } else { i }).clamp(0, len) as usize;
+        let b = clamp(to);
+        let a = clamp(from).min(b);
+        match o {
+            V::List(l) => {
+                self.charge((b - a) * ELEMENT_COST).map_err(at)?;
+                Ok(V::List(List::Own((a..b).map(|i| l.get(i)).collect())))
+            }
+            V::Str(s) => Ok(V::Str(match s {
+                Cow::Borrowed(s) if s.is_char_boundary(a) && s.is_char_boundary(b) => {
+                    Cow::Borrowed(&s[a..b])
+                }
+                s => Cow::Owned(String::from_utf8_lossy(&s.as_bytes()[a..b]).into_owned()),
+            })),
+            _ => Err(at(format!("cannot slice {from}"))),
+        }
     }
 
     /// A member access inside a chain: None when a `?.` met nil (the whole chain is nil).

@@ -44,6 +44,10 @@ pub(super) fn lex(src: &str) -> Result<Vec<Token>, PErr> {
             i += c.len_utf8();
             continue;
         }
+        if let Some(end) = comment_end(src, i)? {
+            i = end;
+            continue;
+        }
         let op = |s: &str| Tok::Op(s.to_string());
         let tok = match c {
             '\'' | '"' => {
@@ -77,17 +81,6 @@ pub(super) fn lex(src: &str) -> Result<Vec<Token>, PErr> {
                 i += s.len();
                 op(s)
             }
-            '/' if b.get(i + 1) == Some(&b'/') => {
-                i = src[i..].find('\n').map_or(src.len(), |k| i + k + 1);
-                continue;
-            }
-            '/' if b.get(i + 1) == Some(&b'*') => {
-                match src[i + 2..].find("*/") {
-                    Some(k) => i = i + 2 + k + 2,
-                    None => return Err(("unclosed comment".into(), start)),
-                }
-                continue;
-            }
             '|' | ':' => {
                 let double = b.get(i + 1) == Some(&(c as u8));
                 i += if double { 2 } else { 1 };
@@ -113,15 +106,9 @@ pub(super) fn lex(src: &str) -> Result<Vec<Token>, PErr> {
                 op(&src[start..i])
             }
             c if is_alpha(c) => {
-                i += src[i..]
-                    .find(|c: char| !is_alnum(c))
-                    .unwrap_or(src.len() - i);
-                let word = &src[start..i];
-                match word {
-                    "not" | "in" | "or" | "and" | "matches" | "contains" | "startsWith"
-                    | "endsWith" | "let" | "if" | "else" => op(word),
-                    _ => Tok::Ident(word.to_string()),
-                }
+                let (word, end) = lex_word(src, i);
+                i = end;
+                word
             }
             c => {
                 return Err((
@@ -137,6 +124,37 @@ pub(super) fn lex(src: &str) -> Result<Vec<Token>, PErr> {
         pos: src.len(),
     });
     Ok(out)
+}
+
+/// The end of a comment (`//`, `/* */`) starting at `i`; an unclosed `/*` is an error.
+fn comment_end(src: &str, i: usize) -> Result<Option<usize>, PErr> {
+    let b = src.as_bytes();
+    if b.get(i) != Some(&b'/') {
+        return Ok(None);
+    }
+    match b.get(i + 1) {
+        Some(b'/') => Ok(Some(src[i..].find('\n').map_or(src.len(), |k| i + k + 1))),
+        Some(b'*') => match src[i + 2..].find("*/") {
+            Some(k) => Ok(Some(i + 2 + k + 2)),
+            None => Err(("unclosed comment".into(), i)),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// The word at `start` (a keyword operator such as `not`, or a name) and its end.
+fn lex_word(src: &str, start: usize) -> (Tok, usize) {
+    let end = start
+        + src[start..]
+            .find(|c: char| !is_alnum(c))
+            .unwrap_or(src.len() - start);
+    let word = &src[start..end];
+    let tok = match word {
+        "not" | "in" | "or" | "and" | "matches" | "contains" | "startsWith" | "endsWith"
+        | "let" | "if" | "else" => Tok::Op(word.to_string()),
+        _ => Tok::Ident(word.to_string()),
+    };
+    (tok, end)
 }
 
 /// expr's `scanNumber` from `j` (a number starting at `start`): the end of the number.

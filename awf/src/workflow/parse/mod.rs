@@ -20,7 +20,7 @@ pub(crate) use context::join;
 pub use context::{closest, parse_duration};
 
 use super::yaml;
-use super::{Diagnostic, Workflow};
+use super::{Diagnostic, State, Workflow};
 use crate::error::codes;
 use context::Ctx;
 use inputs::parse_inputs;
@@ -62,28 +62,8 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
         file: path.to_path_buf(),
         ..Ctx::default()
     };
-    let root = match yaml::parse(text) {
-        Ok(Some(n)) => n,
-        Ok(None) => {
-            cx.push(
-                codes::MISSING_FIELD,
-                "",
-                1,
-                format!("{} is empty", path.display()),
-                "a workflow needs at least `name` and `states`",
-            );
-            return (None, cx.diags);
-        }
-        Err(e) => {
-            cx.push(
-                e.code,
-                "",
-                e.line,
-                format!("{} {}", path.display(), e.message),
-                e.hint,
-            );
-            return (None, cx.diags);
-        }
+    let Some(root) = parse_document(&mut cx, text, path) else {
+        return (None, cx.diags);
     };
     let allowed: Vec<&str> = TOP_KEYS
         .iter()
@@ -113,6 +93,62 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
     let tags = get("tags")
         .map(|n| text_list(&mut cx, n, "tags"))
         .unwrap_or_default();
+    warn_no_effect_keys(&mut cx, &fields);
+    let inputs = get("inputs")
+        .map(|n| parse_inputs(&mut cx, n))
+        .unwrap_or_default();
+    let hooks = get("hooks")
+        .map(|n| parse_workflow_hooks(&mut cx, n))
+        .unwrap_or_default();
+    let wf_dir = path.parent().unwrap_or(Path::new("."));
+    let (initial, initial_line, states) = top_states(&mut cx, get("states"), &root, wf_dir);
+    let wf = Workflow {
+        initial_line,
+        name,
+        version,
+        description,
+        author,
+        tags,
+        inputs,
+        initial,
+        states,
+        hooks,
+        path: path.to_path_buf(),
+        unparsed_states: std::mem::take(&mut cx.unparsed_states),
+    };
+    (Some(wf), cx.diags)
+}
+
+/// The document's root node. None when the text is empty or is not YAML (reported).
+fn parse_document(cx: &mut Ctx, text: &str, path: &Path) -> Option<yaml::Node> {
+    match yaml::parse(text) {
+        Ok(Some(n)) => Some(n),
+        Ok(None) => {
+            cx.push(
+                codes::MISSING_FIELD,
+                "",
+                1,
+                format!("{} is empty", path.display()),
+                "a workflow needs at least `name` and `states`",
+            );
+            None
+        }
+        Err(e) => {
+            cx.push(
+                e.code,
+                "",
+                e.line,
+                format!("{} {}", path.display(), e.message),
+                e.hint,
+            );
+            None
+        }
+    }
+}
+
+/// A warning for each top-level key AWF reads and never uses; an `env:` map is an error.
+fn warn_no_effect_keys(cx: &mut Ctx, fields: &[(&str, &yaml::Node)]) {
+    let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
     for (key, hint) in NO_EFFECT_KEYS {
         let Some(n) = get(key) else { continue };
         if *key == "env" && matches!(n.kind, yaml::Kind::Map(_)) {
@@ -132,7 +168,7 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
         }
         if *key == "env" {
             // Read as AWF reads it (a list of text), so a wrong shape is still reported.
-            text_list(&mut cx, n, key);
+            text_list(cx, n, key);
         }
         cx.warn(
             codes::NO_EFFECT,
@@ -142,15 +178,17 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
             *hint,
         );
     }
-    let inputs = get("inputs")
-        .map(|n| parse_inputs(&mut cx, n))
-        .unwrap_or_default();
-    let hooks = get("hooks")
-        .map(|n| parse_workflow_hooks(&mut cx, n))
-        .unwrap_or_default();
-    let wf_dir = path.parent().unwrap_or(Path::new("."));
-    let (initial, initial_line, states) = match get("states") {
-        Some(n) => parse_states(&mut cx, n, wf_dir),
+}
+
+/// `states:`: the initial state, its line and the states. Its absence is an error.
+fn top_states(
+    cx: &mut Ctx,
+    node: Option<&yaml::Node>,
+    root: &yaml::Node,
+    wf_dir: &Path,
+) -> (String, usize, Vec<State>) {
+    match node {
+        Some(n) => parse_states(cx, n, wf_dir),
         None => {
             cx.push(
                 codes::MISSING_FIELD,
@@ -161,22 +199,7 @@ pub fn parse(text: &str, path: &Path) -> (Option<Workflow>, Vec<Diagnostic>) {
             );
             (String::new(), root.line, Vec::new())
         }
-    };
-    let wf = Workflow {
-        initial_line,
-        name,
-        version,
-        description,
-        author,
-        tags,
-        inputs,
-        initial,
-        states,
-        hooks,
-        path: path.to_path_buf(),
-        unparsed_states: std::mem::take(&mut cx.unparsed_states),
-    };
-    (Some(wf), cx.diags)
+    }
 }
 
 /// `hooks: {workflow_start, workflow_end, workflow_error, workflow_cancel}`, each a list of

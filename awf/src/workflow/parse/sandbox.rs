@@ -69,70 +69,87 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str, bash: bool) -
             "writable" | "readable" | "hidden" | "unix_sockets" => {
                 parse_paths(cx, key, v, &kpath, &mut out)
             }
-            "read" => match v.as_str() {
-                Some("confined") => out.read = Some(ReadMode::Confined),
-                Some("host") => out.read = Some(ReadMode::Host),
-                _ => cx.push(
-                    codes::INVALID_VALUE,
-                    &kpath,
-                    v.line,
-                    format!("{kpath} must be confined or host, found {}", v.describe()),
-                    "write `read: confined` (the default: the workspace, the system and the \
-                     toolchains on PATH, nothing else of $HOME) or `read: host` (what the user \
-                     can read, secret locations hidden)",
-                ),
-            },
-            "network" => match v.as_str() {
-                Some("allow") => out.network = Some(Network::Allow),
-                Some("deny") => out.network = Some(Network::Deny),
-                _ if matches!(v.kind, Kind::Map(_)) => {
-                    if let Some(hosts) = network_hosts(cx, v, &kpath) {
-                        out.network = Some(Network::Hosts(hosts));
-                    }
-                }
-                _ => cx.push(
-                    codes::INVALID_VALUE,
-                    &kpath,
-                    v.line,
-                    format!(
-                        "{kpath} must be allow, deny or a host list, found {}",
-                        v.describe()
-                    ),
-                    "write `network: deny` (the default: nothing leaves the call), `network: \
-                     allow`, or `network: {allow: [crates.io, \"*.crates.io\"]}`",
-                ),
-            },
+            "read" => parse_read(cx, v, &kpath, &mut out),
+            "network" => parse_network(cx, v, &kpath, &mut out),
             "landlock" => {
                 if let Some(b) = cx.boolean(v, &kpath, codes::WRONG_TYPE) {
                     out.landlock = Some(b);
                 }
             }
-            "processes" => {
-                use crate::confine::{DEFAULT_PROCESSES, MAX_PROCESSES, MIN_PROCESSES};
-                match v.as_str().and_then(|s| s.parse::<u32>().ok()) {
-                    Some(n) if (MIN_PROCESSES..=MAX_PROCESSES).contains(&n) => {
-                        out.processes = Some(n)
-                    }
-                    _ => cx.push(
-                        codes::INVALID_VALUE,
-                        &kpath,
-                        v.line,
-                        format!(
-                            "{kpath} must be a whole number from {MIN_PROCESSES} to \
-                             {MAX_PROCESSES}, found {}",
-                            v.describe()
-                        ),
-                        format!(
-                            "write e.g. `processes: 2048` (processes and threads one Bash call, \
-                             or one server, may have alive at once; the default is {DEFAULT_PROCESSES})"
-                        ),
-                    ),
-                }
-            }
+            "processes" => parse_processes(cx, v, &kpath, &mut out),
             "env" => out.env.extend(parse_env(cx, v, &kpath)),
             _ => out.env_passthrough.extend(parse_passthrough(cx, v, &kpath)),
         }
     }
+    check_sandbox(cx, node, path, &out);
+    out
+}
+
+/// `read: confined` or `read: host`.
+fn parse_read(cx: &mut Ctx, v: &Node, kpath: &str, out: &mut Sandbox) {
+    match v.as_str() {
+        Some("confined") => out.read = Some(ReadMode::Confined),
+        Some("host") => out.read = Some(ReadMode::Host),
+        _ => cx.push(
+            codes::INVALID_VALUE,
+            kpath,
+            v.line,
+            format!("{kpath} must be confined or host, found {}", v.describe()),
+            "write `read: confined` (the default: the workspace, the system and the \
+             toolchains on PATH, nothing else of $HOME) or `read: host` (what the user \
+             can read, secret locations hidden)",
+        ),
+    }
+}
+
+/// `network: allow`, `network: deny` or `network: {allow: [hosts]}`.
+fn parse_network(cx: &mut Ctx, v: &Node, kpath: &str, out: &mut Sandbox) {
+    match v.as_str() {
+        Some("allow") => out.network = Some(Network::Allow),
+        Some("deny") => out.network = Some(Network::Deny),
+        _ if matches!(v.kind, Kind::Map(_)) => {
+            if let Some(hosts) = network_hosts(cx, v, kpath) {
+                out.network = Some(Network::Hosts(hosts));
+            }
+        }
+        _ => cx.push(
+            codes::INVALID_VALUE,
+            kpath,
+            v.line,
+            format!(
+                "{kpath} must be allow, deny or a host list, found {}",
+                v.describe()
+            ),
+            "write `network: deny` (the default: nothing leaves the call), `network: \
+             allow`, or `network: {allow: [crates.io, \"*.crates.io\"]}`",
+        ),
+    }
+}
+
+/// `processes: N`: how many processes and threads may be alive at once.
+fn parse_processes(cx: &mut Ctx, v: &Node, kpath: &str, out: &mut Sandbox) {
+    use crate::confine::{DEFAULT_PROCESSES, MAX_PROCESSES, MIN_PROCESSES};
+    match v.as_str().and_then(|s| s.parse::<u32>().ok()) {
+        Some(n) if (MIN_PROCESSES..=MAX_PROCESSES).contains(&n) => out.processes = Some(n),
+        _ => cx.push(
+            codes::INVALID_VALUE,
+            kpath,
+            v.line,
+            format!(
+                "{kpath} must be a whole number from {MIN_PROCESSES} to \
+                 {MAX_PROCESSES}, found {}",
+                v.describe()
+            ),
+            format!(
+                "write e.g. `processes: 2048` (processes and threads one Bash call, \
+                 or one server, may have alive at once; the default is {DEFAULT_PROCESSES})"
+            ),
+        ),
+    }
+}
+
+/// The keys read together: the bounds, and what `landlock: false` rules out.
+fn check_sandbox(cx: &mut Ctx, node: &Node, path: &str, out: &Sandbox) {
     if let Err(e) = out.bounds.check() {
         cx.push(
             codes::INVALID_VALUE,
@@ -160,7 +177,6 @@ pub(super) fn parse_sandbox(cx: &mut Ctx, node: &Node, path: &str, bash: bool) -
             "remove `landlock: false`, or write `network: allow`",
         );
     }
-    out
 }
 
 /// `require: [reads, processes, network]`: the guarantees a step refuses to run without.

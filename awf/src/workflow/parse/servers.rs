@@ -6,6 +6,7 @@
 
 use super::context::{Ctx, join, seconds};
 use super::sandbox;
+use crate::confine::Sandbox;
 use crate::error::codes;
 use crate::mcp_servers::ServerTools;
 use crate::workflow::yaml::{Kind, Node};
@@ -126,45 +127,11 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
         Some(c) => parse_command(cx, c, &cpath, example),
     };
     let command_line = get("command").map_or(node.line, |c| c.line);
-    let mut env = Vec::new();
-    let mut env_passthrough = Vec::new();
-    let mut sandbox = Default::default();
-    if let Some(s) = get("sandbox") {
-        let sbpath = join(path, "sandbox");
-        let mut sb: crate::confine::Sandbox = sandbox::parse_sandbox(cx, s, &sbpath, false);
-        // Bash's defaults follow `landlock: false` (reads and network open); a server's
-        // (confined, deny) cannot, so they must be given up in writing.
-        if !sb.landlock() && (sb.read.is_none() || sb.network.is_none()) {
-            cx.push(
-                codes::INVALID_VALUE,
-                &join(&sbpath, "landlock"),
-                s.line,
-                format!(
-                    "{sbpath}: landlock: false turns the server's jail off, but its defaults \
-                     (reads confined, network deny) need it"
-                ),
-                "write `read: host` and `network: allow` beside `landlock: false` to say what \
-                 the server may do, or remove `landlock: false`",
-            );
-        }
-        env = std::mem::take(&mut sb.env).into_iter().collect();
-        env_passthrough = std::mem::take(&mut sb.env_passthrough);
-        sandbox = sb;
-    }
-    if let Some(e) = get("env") {
-        // The server's own values win over its sandbox's.
-        for (k, v) in sandbox::parse_env(cx, e, &join(path, "env")) {
-            env.retain(|(n, _)| *n != k);
-            env.push((k, v));
-        }
-    }
-    if let Some(p) = get("env_passthrough") {
-        for pattern in sandbox::parse_passthrough(cx, p, &join(path, "env_passthrough")) {
-            if !env_passthrough.contains(&pattern) {
-                env_passthrough.push(pattern);
-            }
-        }
-    }
+    let ServerEnv {
+        sandbox,
+        env,
+        env_passthrough,
+    } = parse_server_env(cx, path, &fields);
     let tools = get("tools")
         .filter(|t| !t.is_null())
         .map(|t| parse_tools(cx, t, &join(path, "tools")))
@@ -207,6 +174,67 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
         line: node.line,
         command_line,
     })
+}
+
+/// A server's sandbox, and the variables it is given and passed.
+struct ServerEnv {
+    sandbox: Sandbox,
+    env: Vec<(String, String)>,
+    env_passthrough: Vec<String>,
+}
+
+/// `sandbox`, `env` and `env_passthrough`: the server's own values win over its sandbox's.
+fn parse_server_env(cx: &mut Ctx, path: &str, fields: &[(&str, &Node)]) -> ServerEnv {
+    let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let mut env = Vec::new();
+    let mut env_passthrough = Vec::new();
+    let mut sandbox = Default::default();
+    if let Some(s) = get("sandbox") {
+        let mut sb = parse_server_sandbox(cx, s, &join(path, "sandbox"));
+        env = std::mem::take(&mut sb.env).into_iter().collect();
+        env_passthrough = std::mem::take(&mut sb.env_passthrough);
+        sandbox = sb;
+    }
+    if let Some(e) = get("env") {
+        // The server's own values win over its sandbox's.
+        for (k, v) in sandbox::parse_env(cx, e, &join(path, "env")) {
+            env.retain(|(n, _)| *n != k);
+            env.push((k, v));
+        }
+    }
+    if let Some(p) = get("env_passthrough") {
+        for pattern in sandbox::parse_passthrough(cx, p, &join(path, "env_passthrough")) {
+            if !env_passthrough.contains(&pattern) {
+                env_passthrough.push(pattern);
+            }
+        }
+    }
+    ServerEnv {
+        sandbox,
+        env,
+        env_passthrough,
+    }
+}
+
+/// A server's `sandbox`, read as Bash's is. Its `landlock: false` must say what it opens.
+fn parse_server_sandbox(cx: &mut Ctx, s: &Node, sbpath: &str) -> Sandbox {
+    let sb = sandbox::parse_sandbox(cx, s, sbpath, false);
+    // Bash's defaults follow `landlock: false` (reads and network open); a server's
+    // (confined, deny) cannot, so they must be given up in writing.
+    if !sb.landlock() && (sb.read.is_none() || sb.network.is_none()) {
+        cx.push(
+            codes::INVALID_VALUE,
+            &join(sbpath, "landlock"),
+            s.line,
+            format!(
+                "{sbpath}: landlock: false turns the server's jail off, but its defaults \
+                 (reads confined, network deny) need it"
+            ),
+            "write `read: host` and `network: allow` beside `landlock: false` to say what \
+             the server may do, or remove `landlock: false`",
+        );
+    }
+    sb
 }
 
 /// `command: [argv0, args...]`: a non-empty list of text whose first word is not empty.

@@ -227,43 +227,10 @@ pub(super) fn parse_states(
 }
 
 fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path) -> Option<State> {
-    let Kind::Map(_) = &node.kind else {
-        cx.fields(node, path, &[], codes::UNKNOWN_KEY);
-        return None;
-    };
-    let ty = match &node.kind {
-        Kind::Map(entries) => entries
-            .iter()
-            .find(|(k, _)| k.as_str() == Some("type"))
-            .map(|(_, v)| v),
-        _ => None,
-    };
-    let Some(ty) = ty else {
-        cx.push(
-            codes::MISSING_FIELD,
-            &join(path, "type"),
-            node.line,
-            format!("state {name:?} has no `type`"),
-            "add `type: agent`, `type: step`, `type: parallel`, `type: for_each` or `type: terminal`",
-        );
-        return None;
-    };
+    let ty = state_type(cx, name, node, path)?;
     let (allowed, ignored) = state_keys(cx, name, path, ty)?;
     let fields = cx.fields(node, path, &allowed, codes::UNKNOWN_KEY)?;
-    for (key, hint) in AWF_IGNORED_STATE_KEYS {
-        if !ignored.contains(key) {
-            continue;
-        }
-        if let Some((_, v)) = fields.iter().find(|(k, _)| k == key) {
-            cx.warn(
-                codes::NO_EFFECT,
-                &join(path, key),
-                v.line,
-                format!("`{key}` of state {name:?} has no effect"),
-                *hint,
-            );
-        }
-    }
+    warn_awf_ignored_keys(cx, name, path, &ignored, &fields);
     let mut state = StateMap {
         name,
         path,
@@ -278,21 +245,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
         .and_then(|v| cx.timeout(v, &join(path, "timeout")));
     let get = |k: &str| state.get(k);
     let mcp_proxy = get("mcp_proxy").and_then(|v| parse_proxy(cx, v, &join(path, "mcp_proxy")));
-    if let Some(p) = &mcp_proxy
-        && p.enable
-        && ty.as_str() != Some("agent")
-    {
-        cx.push(
-            codes::UNSUPPORTED_PROVIDER,
-            &p.path,
-            p.line,
-            format!(
-                "state {name:?} is a {} state: only agent states can use mcp_proxy",
-                ty.as_str().unwrap_or("")
-            ),
-            "remove mcp_proxy from this state, or make it an agent state",
-        );
-    }
+    check_proxy_on_agent_only(cx, name, ty, mcp_proxy.as_ref());
     let kind = match ty.as_str() {
         Some("agent") => parse_agent(cx, &state, mcp_proxy)?,
         Some("for_each") => parse_for_each(cx, &state)?,
@@ -303,32 +256,7 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
         Some("call_workflow") => parse_call_workflow(cx, &state)?,
         _ => parse_terminal(cx, &state)?,
     };
-    for (key, hint) in [
-        (
-            "capture",
-            "AWF parses it and does not use it either; read a state's output with \
-             {{.states.NAME.Output}}",
-        ),
-        (
-            "depends_on",
-            "AWF parses it and does not use it either; the order comes from the transitions",
-        ),
-        (
-            "env",
-            "AWF ignores a state's env too; set variables in the command (`X=1 cmd`) or \
-             read awf's own with {{.env.NAME}}",
-        ),
-    ] {
-        if let Some(v) = get(key) {
-            cx.warn(
-                codes::NO_EFFECT,
-                &join(path, key),
-                v.line,
-                format!("`{key}` of state {name:?} has no effect"),
-                hint,
-            );
-        }
-    }
+    warn_unused_common_keys(cx, &state);
     let transitions = get("transitions")
         .map(|t| parse_transitions(cx, t, &join(path, "transitions")))
         .unwrap_or_default();
@@ -351,6 +279,106 @@ fn parse_state(cx: &mut Ctx, name: &str, node: &Node, path: &str, wf_dir: &Path)
         continue_on_error,
         hooks,
     })
+}
+
+/// The state's `type` node. None when the state is not a map or has no `type` (reported).
+fn state_type<'a>(cx: &mut Ctx, name: &str, node: &'a Node, path: &str) -> Option<&'a Node> {
+    let Kind::Map(_) = &node.kind else {
+        cx.fields(node, path, &[], codes::UNKNOWN_KEY);
+        return None;
+    };
+    let ty = match &node.kind {
+        Kind::Map(entries) => entries
+            .iter()
+            .find(|(k, _)| k.as_str() == Some("type"))
+            .map(|(_, v)| v),
+        _ => None,
+    };
+    let Some(ty) = ty else {
+        cx.push(
+            codes::MISSING_FIELD,
+            &join(path, "type"),
+            node.line,
+            format!("state {name:?} has no `type`"),
+            "add `type: agent`, `type: step`, `type: parallel`, `type: for_each` or `type: terminal`",
+        );
+        return None;
+    };
+    Some(ty)
+}
+
+/// A warning for each key of `ignored` the state writes: AWF ignores it, and so do we.
+fn warn_awf_ignored_keys(
+    cx: &mut Ctx,
+    name: &str,
+    path: &str,
+    ignored: &[&str],
+    fields: &[(&str, &Node)],
+) {
+    for (key, hint) in AWF_IGNORED_STATE_KEYS {
+        if !ignored.contains(key) {
+            continue;
+        }
+        if let Some((_, v)) = fields.iter().find(|(k, _)| k == key) {
+            cx.warn(
+                codes::NO_EFFECT,
+                &join(path, key),
+                v.line,
+                format!("`{key}` of state {name:?} has no effect"),
+                *hint,
+            );
+        }
+    }
+}
+
+/// An error when an enabled `mcp_proxy` sits on a state that is not an agent.
+fn check_proxy_on_agent_only(cx: &mut Ctx, name: &str, ty: &Node, mcp_proxy: Option<&McpProxy>) {
+    if let Some(p) = mcp_proxy
+        && p.enable
+        && ty.as_str() != Some("agent")
+    {
+        cx.push(
+            codes::UNSUPPORTED_PROVIDER,
+            &p.path,
+            p.line,
+            format!(
+                "state {name:?} is a {} state: only agent states can use mcp_proxy",
+                ty.as_str().unwrap_or("")
+            ),
+            "remove mcp_proxy from this state, or make it an agent state",
+        );
+    }
+}
+
+/// A warning for each of `capture`, `depends_on` and `env`: parsed, never used.
+fn warn_unused_common_keys(cx: &mut Ctx, state: &StateMap) {
+    let (name, path) = (state.name, state.path);
+    for (key, hint) in [
+        (
+            "capture",
+            "AWF parses it and does not use it either; read a state's output with \
+             {{.states.NAME.Output}}",
+        ),
+        (
+            "depends_on",
+            "AWF parses it and does not use it either; the order comes from the transitions",
+        ),
+        (
+            "env",
+            "AWF ignores a state's env too; set variables in the command (`X=1 cmd`) or \
+             read awf's own with {{.env.NAME}}",
+        ),
+    ] {
+        if let Some(v) = state.get(key) {
+            cx.warn(
+                codes::NO_EFFECT,
+                &join(path, key),
+                v.line,
+                format!("`{key}` of state {name:?} has no effect"),
+                hint,
+            );
+        }
+    }
 }
 
 /// The keys a state of type `ty` takes, and among them the keys AWF's docs and workflows
