@@ -1,5 +1,5 @@
 //! The command line: clap's model of every command and where each goes (the hidden `awf
-//! mcp-serve` is spawned by agent CLIs; `awf tools list|call` are in [`crate::tools_cli`]).
+//! mcp-serve` is spawned by agent CLIs; `awf tools list|call` are in `crate::tools_cli`).
 //! Errors map to exit codes through the taxonomy.
 
 use crate::error::{AwfError, codes};
@@ -356,8 +356,8 @@ fn run_tools(cmd: ToolsCmd, log_format: LogFormat) -> Result<u8, AwfError> {
             server,
             check,
         } => match (workflow, config) {
-            (_, Some(c)) => crate::proxy::pin_tools::run_config(&c, server.as_deref(), check),
-            (Some(w), None) => crate::proxy::pin_tools::run(&w, server.as_deref(), check),
+            (_, Some(c)) => crate::tool_proxy::pin_tools::run_config(&c, server.as_deref(), check),
+            (Some(w), None) => crate::tool_proxy::pin_tools::run(&w, server.as_deref(), check),
             (None, None) => Err(AwfError::new(
                 codes::USAGE,
                 "awf tools pin takes a workflow file or --config FILE",

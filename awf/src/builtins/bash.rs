@@ -468,7 +468,7 @@ mod tests {
         let env = testutil::env(&root);
         let out = bash(&env, "pwd; echo err >&2", None).unwrap();
         assert!(out.starts_with("exit code: 0\nstdout:\n"), "{out}");
-        assert!(out.contains(&env.sandbox.root().display().to_string()));
+        assert!(out.contains(&env.workspace.root().display().to_string()));
         assert!(out.contains("stderr:\nerr\n"), "{out}");
         let e = bash(&env, "exit 3", None).unwrap_err();
         assert!(e.starts_with("exit code: 3\n"), "{e}");

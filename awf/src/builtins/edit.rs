@@ -93,7 +93,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
     Ok(format!(
         "Replaced {count} occurrence{} in {}",
         if count == 1 { "" } else { "s" },
-        env.sandbox.show(&path)
+        env.workspace.show(&path)
     ))
 }
 

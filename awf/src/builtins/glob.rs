@@ -45,10 +45,10 @@ pub fn tool(env: &BuiltinEnv) -> Tool {
 
 /// The walk both Glob and Grep use: dot files included (agents need `.github/...`),
 /// `.gitignore` honoured even outside a git checkout, `.git` itself skipped, symlinks not
-/// followed (a link could lead out of the root), and the sandbox's hidden paths neither
+/// followed (a link could lead out of the root), and the workspace's hidden paths neither
 /// listed nor entered (the walk's paths are physical: `base` is, and no link is followed).
-pub(crate) fn walker(base: &std::path::Path, sandbox: &super::sandbox::Sandbox) -> WalkBuilder {
-    let hidden = sandbox.hidden();
+pub(crate) fn walker(base: &std::path::Path, workspace: &super::paths::Workspace) -> WalkBuilder {
+    let hidden = workspace.hidden();
     let mut b = WalkBuilder::new(base);
     b.hidden(false)
         .require_git(false)
@@ -60,11 +60,11 @@ pub(crate) fn walker(base: &std::path::Path, sandbox: &super::sandbox::Sandbox) 
 }
 
 /// Whether `path` names an entry beneath the root now, with no symlink on the way.
-fn beneath_root(sandbox: &super::sandbox::Sandbox, path: &std::path::Path) -> bool {
-    sandbox
+fn beneath_root(workspace: &super::paths::Workspace, path: &std::path::Path) -> bool {
+    workspace
         .open_at(
-            sandbox.root_fd(),
-            sandbox.relative(path),
+            workspace.root_fd(),
+            workspace.relative(path),
             libc::O_PATH | libc::O_NOFOLLOW,
             0,
         )
@@ -91,10 +91,10 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         ));
     }
     let found: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-    walker(&base, &env.sandbox).build_parallel().run(|| {
+    walker(&base, &env.workspace).build_parallel().run(|| {
         let base = &base;
         let matcher = &matcher;
-        let sandbox = &env.sandbox;
+        let workspace = &env.workspace;
         let found = &found;
         Box::new(move |entry| {
             let Ok(entry) = entry else {
@@ -107,7 +107,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
             // a moment: a match is kept only if it exists beneath the root, by fd.
             if let Ok(rel) = entry.path().strip_prefix(base)
                 && matcher.is_match(rel)
-                && beneath_root(sandbox, entry.path())
+                && beneath_root(workspace, entry.path())
             {
                 found.lock().unwrap().push(entry.into_path());
             }
@@ -119,7 +119,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
         return Ok(format!(
             "no files match {:?} under {}",
             args.pattern,
-            env.sandbox.show(&base)
+            env.workspace.show(&base)
         ));
     }
     found.sort_unstable();
@@ -127,7 +127,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
     let cap = env.limits.glob_results;
     let mut out = String::new();
     for p in found.iter().take(cap) {
-        out.push_str(&env.sandbox.show(p));
+        out.push_str(&env.workspace.show(p));
         out.push('\n');
     }
     if total > cap {

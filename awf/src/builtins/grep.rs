@@ -303,13 +303,13 @@ fn open_target(
     path_input: &str,
 ) -> Result<(std::fs::File, PathBuf, std::fs::Metadata), String> {
     let (target_file, target) = env
-        .sandbox
+        .workspace
         .open(path_input, libc::O_RDONLY | libc::O_NONBLOCK)
         .map_err(|e| {
             if e.starts_with("file not found") {
                 format!(
                     "path \"{path_input}\" not found under the root {}",
-                    env.sandbox.root().display()
+                    env.workspace.root().display()
                 )
             } else {
                 e
@@ -359,7 +359,7 @@ impl Search<'_> {
     fn dir(&self, target: &Path, glob: Option<&str>) -> Result<(), String> {
         let env = self.env;
         let stop = self.stop;
-        let mut walk = walker(target, &env.sandbox);
+        let mut walk = walker(target, &env.workspace);
         walk.threads(THREADS);
         if let Some(g) = glob {
             let mut ob = OverrideBuilder::new(target);
@@ -393,7 +393,7 @@ impl Search<'_> {
         let results = self.results;
         let file = match file {
             Some(f) => f,
-            None => match open_listed(&env.sandbox, path) {
+            None => match open_listed(&env.workspace, path) {
                 Ok(f) => f,
                 Err(Unopened::Changed) => {
                     results.lock().unwrap().changed_skipped += 1;
@@ -401,7 +401,7 @@ impl Search<'_> {
                 }
                 Err(Unopened::Failed(e)) => {
                     let mut r = results.lock().unwrap();
-                    r.errors.push(format!("{}: {e}", env.sandbox.show(path)));
+                    r.errors.push(format!("{}: {e}", env.workspace.show(path)));
                     return;
                 }
             },
@@ -435,10 +435,10 @@ impl Search<'_> {
             Err(e) if e.to_string().contains(CANCELLED) => {}
             Err(e) if e.to_string().contains("allocation limit") => r.errors.push(format!(
                 "{}: a line is longer than {} MiB, the most Grep holds (use Bash with head -c or cut)",
-                env.sandbox.show(path),
+                env.workspace.show(path),
                 LINE_HEAP_LIMIT >> 20
             )),
-            Err(e) => r.errors.push(format!("{}: {e}", env.sandbox.show(path))),
+            Err(e) => r.errors.push(format!("{}: {e}", env.workspace.show(path))),
             Ok(()) if sink.binary => r.binary_skipped += 1,
             Ok(()) if sink.count > 0 => r.files.push(FileHits {
                 path: path.to_path_buf(),
@@ -461,7 +461,7 @@ fn report(env: &BuiltinEnv, mode: Mode, pattern: &str, target: &Path, mut r: Res
         out.push_str(&format!(
             "no matches for {:?} under {}\n",
             pattern,
-            env.sandbox.show(target)
+            env.workspace.show(target)
         ));
     }
     let unit_total = if mode == Mode::Content {
@@ -484,7 +484,7 @@ fn list_hits(env: &BuiltinEnv, mode: Mode, cap: usize, files: &[FileHits]) -> (S
     let mut out = String::new();
     let mut listed = 0usize;
     'files: for f in files {
-        let shown = env.sandbox.show(&f.path);
+        let shown = env.workspace.show(&f.path);
         match mode {
             Mode::Content => {
                 for (n, text) in &f.lines {
@@ -551,9 +551,12 @@ enum Unopened {
 
 /// Opens a file the walker listed, by fd beneath the root (never by the listed path name,
 /// which a rename race may have pointed outside).
-fn open_listed(sandbox: &super::sandbox::Sandbox, path: &Path) -> Result<std::fs::File, Unopened> {
+fn open_listed(
+    workspace: &super::paths::Workspace,
+    path: &Path,
+) -> Result<std::fs::File, Unopened> {
     let flags = libc::O_RDONLY | libc::O_NONBLOCK;
-    let err = match sandbox.open_at(sandbox.root_fd(), sandbox.relative(path), flags, 0) {
+    let err = match workspace.open_at(workspace.root_fd(), workspace.relative(path), flags, 0) {
         Ok(f) => return Ok(f),
         Err(e) => e,
     };
@@ -564,10 +567,10 @@ fn open_listed(sandbox: &super::sandbox::Sandbox, path: &Path) -> Result<std::fs
         );
     // Any other error names the file only if its directory is the root's now.
     let parent = path.parent().unwrap_or(Path::new("."));
-    let dir_inside = sandbox
+    let dir_inside = workspace
         .open_at(
-            sandbox.root_fd(),
-            sandbox.relative(parent),
+            workspace.root_fd(),
+            workspace.relative(parent),
             libc::O_PATH | libc::O_DIRECTORY,
             0,
         )
@@ -666,25 +669,25 @@ mod tests {
         // `d` was a symlink to outside when the walker listed it, a file when opened.
         std::fs::write(root.join("d"), "now a file\n").unwrap();
         assert!(matches!(
-            open_listed(&env.sandbox, &listed),
+            open_listed(&env.workspace, &listed),
             Err(Unopened::Changed)
         ));
         // Still the symlink when opened: refused beneath the root, and not shown either.
         std::fs::remove_file(root.join("d")).unwrap();
         std::os::unix::fs::symlink(&outside, root.join("d")).unwrap();
         assert!(matches!(
-            open_listed(&env.sandbox, &listed),
+            open_listed(&env.workspace, &listed),
             Err(Unopened::Changed)
         ));
         // A file of the root's own that cannot be opened keeps its name in the note.
         let long = root.join("src").join("n".repeat(300));
-        match open_listed(&env.sandbox, &long) {
+        match open_listed(&env.workspace, &long) {
             Err(Unopened::Failed(e)) => {
                 assert_eq!(e.raw_os_error(), Some(libc::ENAMETOOLONG), "{e}")
             }
             other => panic!("{other:?}"),
         }
-        assert!(open_listed(&env.sandbox, &root.join("src/a.rs")).is_ok());
+        assert!(open_listed(&env.workspace, &root.join("src/a.rs")).is_ok());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The six builtin tools (Read, Write, Edit, Bash, Glob, Grep), registered as mcpserver
 //! tools with typed arguments (one [`ToolSource`] of a step's tool set).
-//! Every path goes through the [`sandbox`], every text answer through [`bound`], and Bash
+//! Every path goes through the [`paths`], every text answer through [`bound`], and Bash
 //! runs under [`crate::confine`] (Landlock, namespaces) as the kernel offers it.
 
 pub mod bash;
@@ -8,13 +8,13 @@ pub mod bound;
 pub mod edit;
 pub mod glob;
 pub mod grep;
+pub mod paths;
 pub mod read;
-pub mod sandbox;
 pub mod write;
 
 use crate::tools::ToolSource;
 use mcpserver::{CallContext, CallError, ServerBuilder, Tool, ToolResult};
-use sandbox::Sandbox;
+use paths::Workspace;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -59,7 +59,7 @@ impl Default for Limits {
 /// Everything a builtin needs besides its arguments.
 #[derive(Debug, Clone)]
 pub struct BuiltinEnv {
-    pub sandbox: Sandbox,
+    pub workspace: Workspace,
     pub limits: Limits,
     pub confine: crate::confine::Confinement,
     /// What Bash's environment adds to the allowlist (the workflow's `env`, `env_passthrough`).
@@ -162,7 +162,7 @@ fn answer(env: &BuiltinEnv, outcome: Result<String, String>) -> Result<ToolResul
 
 /// Resolves a path argument or explains the refusal.
 pub(crate) fn resolve(env: &BuiltinEnv, path: &str) -> Result<PathBuf, String> {
-    env.sandbox.resolve(path).map_err(|e| e.0)
+    env.workspace.resolve(path).map_err(|e| e.0)
 }
 
 /// Builds an object schema from `(name, type, description)` triples.
@@ -196,11 +196,11 @@ pub(crate) mod testutil {
     }
 
     pub fn env(root: &Path) -> BuiltinEnv {
-        let sandbox = Sandbox::new(root).unwrap();
+        let workspace = Workspace::new(root).unwrap();
         // Unit tests do not confine: Landlock is covered by the integration tests.
-        let confine = crate::confine::Confinement::none(sandbox.root(), &std::env::temp_dir());
+        let confine = crate::confine::Confinement::none(workspace.root(), &std::env::temp_dir());
         BuiltinEnv {
-            sandbox,
+            workspace,
             limits: Limits::default(),
             confine,
             bash_env: Default::default(),

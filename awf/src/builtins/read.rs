@@ -54,7 +54,9 @@ pub(crate) fn open_input(
     env: &BuiltinEnv,
     input: &str,
 ) -> Result<(File, std::fs::Metadata), String> {
-    let (file, _) = env.sandbox.open(input, libc::O_RDONLY | libc::O_NONBLOCK)?;
+    let (file, _) = env
+        .workspace
+        .open(input, libc::O_RDONLY | libc::O_NONBLOCK)?;
     check_regular(env, file, input)
 }
 
@@ -76,7 +78,7 @@ fn check_regular(
             "\"{input}\" is not a regular file (a device, FIFO or socket); refused"
         ));
     }
-    env.sandbox.check_links(&meta, input).map_err(|e| e.0)?;
+    env.workspace.check_links(&meta, input).map_err(|e| e.0)?;
     Ok((file, meta))
 }
 
@@ -249,7 +251,9 @@ pub(crate) fn read_all(
     input: &str,
     max: usize,
 ) -> Result<(String, std::path::PathBuf), String> {
-    let (file, path) = env.sandbox.open(input, libc::O_RDONLY | libc::O_NONBLOCK)?;
+    let (file, path) = env
+        .workspace
+        .open(input, libc::O_RDONLY | libc::O_NONBLOCK)?;
     let (file, meta) = check_regular(env, file, input)?;
     if meta.len() as usize > max {
         return Err(format!(

@@ -4,7 +4,7 @@
 //! Readers never see a half-written file, and a hard link to the old file is left
 //! untouched (the name is re-pointed, the old inode is not written through).
 
-use super::sandbox::cstr;
+use super::paths::cstr;
 use super::{BuiltinEnv, resolve, schema};
 use mcpserver::Tool;
 use serde::Deserialize;
@@ -62,7 +62,7 @@ pub fn run(env: &BuiltinEnv, args: Args) -> Result<String, String> {
     Ok(format!(
         "{} {} ({} bytes, {} lines)",
         if created { "Created" } else { "Replaced" },
-        env.sandbox.show(&path),
+        env.workspace.show(&path),
         args.content.len(),
         lines
     ))
@@ -81,7 +81,7 @@ pub(crate) fn atomic_write(
     input: &str,
     content: &[u8],
 ) -> Result<bool, String> {
-    let sb = &env.sandbox;
+    let sb = &env.workspace;
     let name = Path::new(
         path.file_name()
             .ok_or_else(|| format!("\"{input}\" does not name a file"))?,
@@ -136,7 +136,7 @@ struct TempFile {
 
 impl TempFile {
     fn create(env: &BuiltinEnv, dir: &std::fs::File, input: &str) -> Result<TempFile, String> {
-        let sb = &env.sandbox;
+        let sb = &env.workspace;
         let unnamed = sb.open_at(
             dir.as_fd(),
             Path::new("."),

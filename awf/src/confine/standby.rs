@@ -147,7 +147,7 @@ impl Standby {
 
 /// Why a jail made ahead did not take a command.
 pub enum Refused {
-    /// The command is larger than the message it reads ([`MAX_MESSAGE`]): the jail is
+    /// The command is larger than the message it reads (`MAX_MESSAGE`): the jail is
     /// untouched and serves the next call.
     TooLarge(Box<Standby>),
     /// It failed at some step (its errno).

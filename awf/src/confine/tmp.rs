@@ -43,7 +43,7 @@ impl PrivateTmp {
 
     /// Removes, in the background, the temp directories left under the temp directory by
     /// sessions that no longer run (killed before they could remove theirs; see
-    /// [`session_dirs::sweep`]).
+    /// `session_dirs::sweep`).
     pub fn sweep_leftovers() {
         session_dirs::sweep_in_background(
             "temp directories",

@@ -1,11 +1,11 @@
 //! The tool server of one step, assembled: the builtins (in their jail), the plugin
 //! operations and the third-party servers of a checked [`ServeConfig`] become one
-//! [`ToolSet`] under the step's policy, with the step's telemetry, and then one
+//! `ToolSet` under the step's policy, with the step's telemetry, and then one
 //! `mcpserver::Server` whose hooks record every call. `awf mcp-serve` serves it over stdio;
 //! the HTTP provider calls it in-process.
 
 use super::config::ServeConfig;
-use crate::builtins::{BuiltinEnv, Builtins, sandbox::Sandbox};
+use crate::builtins::{BuiltinEnv, Builtins, paths::Workspace};
 use crate::confine;
 use crate::error::{AwfError, codes};
 use crate::process::Shutdown;
@@ -29,18 +29,18 @@ pub struct Prepared {
 
 /// Builds the tool sources, telemetry and tool set from a checked config.
 pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
-    let sandbox = Sandbox::new(&cfg.root).map_err(|e| {
+    let workspace = Workspace::new(&cfg.root).map_err(|e| {
         AwfError::new(
             codes::CONFIG_BAD_ROOT,
             format!("root {}: {e}", cfg.root.display()),
         )
     })?;
-    let root = sandbox.root().to_path_buf();
+    let root = workspace.root().to_path_buf();
     let mut sources: Vec<Box<dyn ToolSource>> = Vec::new();
     let shutdown = Shutdown::new();
     let mut private_tmp = None;
     if cfg.intercept_builtins {
-        let (builtins, tmp) = builtins(cfg, sandbox, &shutdown)?;
+        let (builtins, tmp) = builtins(cfg, workspace, &shutdown)?;
         private_tmp = Some(tmp);
         sources.push(Box::new(builtins));
     }
@@ -85,7 +85,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
     )? {
         sources.push(Box::new(adapter));
     }
-    let step = crate::mcp_servers::Step {
+    let step = crate::upstream::Step {
         root: &root,
         support: cfg.confine_support,
         processes: cfg.sandbox.processes,
@@ -96,7 +96,7 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         telemetry: &telemetry,
         origin: &cfg.origin,
     };
-    for server in crate::mcp_servers::start(&cfg.servers, &step)? {
+    for server in crate::upstream::start(&cfg.servers, &step)? {
         sources.push(Box::new(server));
     }
     let tools = ToolSet::new(sources, &cfg.tools)
@@ -115,10 +115,10 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
 /// file checked out of Bash's reach.
 fn builtins(
     cfg: &ServeConfig,
-    sandbox: Sandbox,
+    workspace: Workspace,
     shutdown: &Shutdown,
 ) -> Result<(Builtins, confine::PrivateTmp), AwfError> {
-    let root = sandbox.root().to_path_buf();
+    let root = workspace.root().to_path_buf();
     // What killed sessions left goes, while this one starts (once per process:
     // in-process sessions share one; on a thread of its own, off the start's path).
     static SWEPT: std::sync::Once = std::sync::Once::new();
@@ -201,7 +201,7 @@ fn builtins(
         )?;
     }
     let builtins = Builtins::new(BuiltinEnv {
-        sandbox: sandbox.with_hidden(confinement.hidden_paths()),
+        workspace: workspace.with_hidden(confinement.hidden_paths()),
         limits: cfg.limits.clone(),
         confine: confinement,
         bash_env,

@@ -27,9 +27,9 @@ pub struct ServeConfig {
     #[serde(default)]
     pub plugin_tools: Vec<PluginTools>,
     /// Third-party MCP servers to start, each in its own jail, their tools re-exported as
-    /// `<server>_<tool>` ([`crate::mcp_servers`]).
+    /// `<server>_<tool>` (`crate::upstream`).
     #[serde(default)]
-    pub servers: std::collections::BTreeMap<String, crate::mcp_servers::ServerSpec>,
+    pub servers: std::collections::BTreeMap<String, crate::upstream::ServerSpec>,
     /// The lock file of the servers' tool pins; absent: pins are neither read nor written.
     #[serde(default)]
     pub pins: Option<PathBuf>,
@@ -39,7 +39,7 @@ pub struct ServeConfig {
     /// JSONL audit file (appended); none means no audit trail.
     #[serde(default)]
     pub audit_path: Option<PathBuf>,
-    /// The step's server registry ([`crate::step_servers`]): this server registers there
+    /// The step's server registry (`crate::step_servers`): this server registers there
     /// before it serves, and stops at once if the step is closed already.
     #[serde(default)]
     pub servers_dir: Option<PathBuf>,

@@ -1,5 +1,5 @@
 //! `PluginToolAdapter`: a plugin's exposed operations as mcpserver tools (one
-//! [`ToolSource`] of a step's tool set). Tool `<plugin>_<op>` takes the operation's input
+//! `ToolSource` of a step's tool set). Tool `<plugin>_<op>` takes the operation's input
 //! schema and description, and its output schema when the plugin declares an object
 //! schema; its result is the plugin's text followed by its structured data as JSON text
 //! (what the model reads), plus that data as structured content when it is an object, and

@@ -127,7 +127,7 @@ impl SocketDir {
 }
 
 /// Removes, in the background, the socket directories left by sessions that no longer run
-/// (see [`session_dirs::sweep`]), in both places [`SocketDir::create`] makes them.
+/// (see `session_dirs::sweep`), in both places [`SocketDir::create`] makes them.
 pub fn sweep_leftovers() {
     let temp = std::env::temp_dir();
     let tmp = PathBuf::from("/tmp");

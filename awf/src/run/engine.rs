@@ -5,7 +5,7 @@
 use super::report::{StateResult, Status};
 use crate::error::{AwfError, codes};
 use crate::plugins::InstalledPlugins;
-use crate::proxy::ToolProxyService;
+use crate::tool_proxy::ToolProxyService;
 use crate::workflow::template::{self, Ref, ShellCommand};
 use crate::workflow::{HookAction, State, StateKind, TerminalStatus, Workflow};
 use std::collections::HashMap;

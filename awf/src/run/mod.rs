@@ -28,7 +28,7 @@ pub use report::{ErrorJson, StateResult, Status};
 use crate::error::{AwfError, codes};
 use crate::plugins::InstalledPlugins;
 use crate::process;
-use crate::proxy::ToolProxyService;
+use crate::tool_proxy::ToolProxyService;
 use crate::validate::print_diagnostics;
 use crate::workflow;
 use engine::Runner;

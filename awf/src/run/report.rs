@@ -2,7 +2,7 @@
 //! printed to stdout at the end (human or JSON).
 
 use crate::error::AwfError;
-use crate::proxy::ProxyReport;
+use crate::tool_proxy::ProxyReport;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -406,7 +406,7 @@ impl<'a> Progress<'a> {
         }
         let counts = self
             .audit
-            .map(crate::proxy::live_counts)
+            .map(crate::tool_proxy::live_counts)
             .unwrap_or_default();
         let changed = counts != self.last;
         if changed || self.last_print.elapsed() >= Duration::from_secs(10) {

@@ -119,7 +119,7 @@ impl RunTrace {
         });
         let traceparent = match &span {
             Some(s) => traceparent_of(s),
-            None => crate::proxy::new_traceparent(parent),
+            None => crate::tool_proxy::new_traceparent(parent),
         };
         StepTrace { span, traceparent }
     }

@@ -117,7 +117,7 @@ fn check_package_runners(wf: &Workflow, d: &mut Vec<Diagnostic>) {
             continue;
         };
         for server in &p.servers {
-            if let Some(why) = crate::mcp_servers::runners::unreachable_registry(
+            if let Some(why) = crate::upstream::runners::unreachable_registry(
                 &server.command,
                 server.sandbox.network.as_ref(),
             ) {

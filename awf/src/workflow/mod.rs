@@ -418,7 +418,7 @@ pub struct McpServer {
     /// `read` and `network` mean the server's defaults: confined, deny.
     pub sandbox: crate::confine::Sandbox,
     /// Which upstream tools are offered, by their own names.
-    pub tools: crate::mcp_servers::ServerTools,
+    pub tools: crate::upstream::ServerTools,
     /// Upstream name → the name after the prefix.
     pub rename: Vec<(String, String)>,
     pub timeout_seconds: Option<u64>,

@@ -11,7 +11,7 @@
 
 mod context;
 mod inputs;
-mod proxy;
+mod mcp_proxy;
 mod sandbox;
 mod servers;
 mod states;

@@ -8,7 +8,7 @@ use super::context::{Ctx, join, seconds};
 use super::sandbox;
 use crate::confine::Sandbox;
 use crate::error::codes;
-use crate::mcp_servers::ServerTools;
+use crate::upstream::ServerTools;
 use crate::workflow::yaml::{Kind, Node};
 use crate::workflow::{LONGEST_CLIENT_PREFIX, MAX_SERVER_NAME, McpServer};
 

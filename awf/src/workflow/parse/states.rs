@@ -4,7 +4,7 @@
 //! too.
 
 use super::context::{Ctx, join};
-use super::proxy::parse_proxy;
+use super::mcp_proxy::parse_proxy;
 use crate::error::codes;
 use crate::workflow::retry::{MAX_ATTEMPTS_LIMIT, RetryOn};
 use crate::workflow::yaml::{Kind, Node};

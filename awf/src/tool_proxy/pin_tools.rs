@@ -4,8 +4,8 @@
 //! above the other — and, unless `--check`, writes the current ones as the new pins.
 
 use crate::error::{AwfError, codes};
-use crate::mcp_servers::pins::{self, Pins, Verdict};
 use crate::plugins::InstalledPlugins;
+use crate::upstream::pins::{self, Pins, Verdict};
 use crate::workflow::{self, McpServer, StateKind};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -78,7 +78,7 @@ pub fn run_config(file: &Path, only: Option<&str>, check: bool) -> Result<u8, Aw
         .pins
         .clone()
         .unwrap_or_else(|| workflow::default_lock_file(file));
-    let servers: Vec<(PathBuf, String, crate::mcp_servers::ServerSpec)> = cfg
+    let servers: Vec<(PathBuf, String, crate::upstream::ServerSpec)> = cfg
         .servers
         .iter()
         .filter(|(name, _)| only.is_none_or(|n| n == name.as_str()))
@@ -102,14 +102,14 @@ pub fn run_config(file: &Path, only: Option<&str>, check: bool) -> Result<u8, Aw
 /// Lists each server's tools, says how they differ from their pins and, unless `check`,
 /// writes the lock files.
 fn pin(
-    servers: Vec<(PathBuf, String, crate::mcp_servers::ServerSpec)>,
+    servers: Vec<(PathBuf, String, crate::upstream::ServerSpec)>,
     root: &Path,
     check: bool,
 ) -> Result<u8, AwfError> {
     let mut differs = false;
     let mut by_lock: Vec<(PathBuf, Pins)> = Vec::new();
     for (lock, name, spec) in &servers {
-        let tools = crate::mcp_servers::list_once(name, spec, root).map_err(|why| {
+        let tools = crate::upstream::list_once(name, spec, root).map_err(|why| {
             AwfError::new(
                 codes::SERVER_FAILED,
                 format!(

@@ -8,7 +8,7 @@
 //! is one `openat2` relative to a directory fd (the root's, held from the start) with
 //! RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, which the kernel refuses (ELOOP, EXDEV) when a
 //! symlink or a way out appears on the way, and creating, linking and renaming go through
-//! the fd of the parent directory opened that way ([`Sandbox::open_dir`]).
+//! the fd of the parent directory opened that way ([`Workspace::open_dir`]).
 
 use std::ffi::{CString, OsString};
 use std::fmt;
@@ -40,7 +40,7 @@ impl fmt::Display for SandboxError {
 /// The root directory all builtin paths are confined to, and an fd of it that every open
 /// starts from.
 #[derive(Debug, Clone)]
-pub struct Sandbox {
+pub struct Workspace {
     root: PathBuf,
     root_fd: Arc<OwnedFd>,
     /// Physical paths beneath the root no builtin may open or list: what the step's
@@ -48,10 +48,10 @@ pub struct Sandbox {
     hidden: Arc<Vec<PathBuf>>,
 }
 
-impl Sandbox {
+impl Workspace {
     /// `root` must be an existing directory; it is canonicalized once so that later
     /// comparisons are between physical paths.
-    pub fn new(root: &Path) -> io::Result<Sandbox> {
+    pub fn new(root: &Path) -> io::Result<Workspace> {
         let root = std::fs::canonicalize(root)?;
         if !root.is_dir() {
             return Err(io::Error::new(
@@ -68,7 +68,7 @@ impl Sandbox {
                 _ => e,
             },
         )?;
-        Ok(Sandbox {
+        Ok(Workspace {
             root,
             root_fd: Arc::new(root_fd),
             hidden: Arc::default(),
@@ -77,7 +77,7 @@ impl Sandbox {
 
     /// Refuses every path beneath one of `hidden` (physical paths; those outside the root
     /// concern no builtin and are dropped).
-    pub fn with_hidden(mut self, hidden: Vec<PathBuf>) -> Sandbox {
+    pub fn with_hidden(mut self, hidden: Vec<PathBuf>) -> Workspace {
         let inside: Vec<PathBuf> = hidden
             .into_iter()
             .filter(|h| h.starts_with(&self.root))
@@ -231,7 +231,7 @@ impl Sandbox {
         }
     }
 
-    /// `path` (from [`Sandbox::resolve`], or any path under the root) relative to the
+    /// `path` (from [`Workspace::resolve`], or any path under the root) relative to the
     /// root; "." for the root itself.
     pub fn relative<'a>(&self, path: &'a Path) -> &'a Path {
         match path.strip_prefix(&self.root) {
@@ -245,7 +245,7 @@ impl Sandbox {
         self.root_fd.as_fd()
     }
 
-    /// Opens `input` (checked like [`Sandbox::resolve`]) with `flags`; returns the file and
+    /// Opens `input` (checked like [`Workspace::resolve`]) with `flags`; returns the file and
     /// the resolved path. A plain path (no `..`, no symlink) is opened as given in one
     /// `openat2`; one with a symlink on the way is resolved by hand first, then opened the
     /// same way, so a symlink swapped in between fails the open instead of being followed.
@@ -460,7 +460,7 @@ mod tests {
     #[test]
     fn relative_and_absolute_inside_resolve() {
         let d = tmp("inside");
-        let sb = Sandbox::new(&d.join("root")).unwrap();
+        let sb = Workspace::new(&d.join("root")).unwrap();
         let want = sb.root().join("sub/f.txt");
         assert_eq!(sb.resolve("sub/f.txt").unwrap(), want);
         assert_eq!(sb.resolve("./sub/../sub/f.txt").unwrap(), want);
@@ -474,7 +474,7 @@ mod tests {
     #[test]
     fn dotdot_and_absolute_outside_are_refused() {
         let d = tmp("dotdot");
-        let sb = Sandbox::new(&d.join("root")).unwrap();
+        let sb = Workspace::new(&d.join("root")).unwrap();
         let e = sb.resolve("../outside/secret").unwrap_err();
         assert!(e.0.contains("outside the root"), "{e}");
         assert!(sb.resolve("/etc/passwd").is_err());
@@ -489,7 +489,7 @@ mod tests {
         symlink(d.join("outside/secret"), root.join("outfile")).unwrap();
         symlink(d.join("outside/nothing-yet"), root.join("dangling")).unwrap();
         symlink("sub/f.txt", root.join("infile")).unwrap();
-        let sb = Sandbox::new(&root).unwrap();
+        let sb = Workspace::new(&root).unwrap();
         assert!(sb.resolve("outdir/secret").is_err());
         assert!(sb.resolve("outfile").is_err());
         assert!(sb.resolve("dangling").is_err());
@@ -499,7 +499,7 @@ mod tests {
     #[test]
     fn tricky_texts_are_refused_with_a_reason() {
         let d = tmp("texts");
-        let sb = Sandbox::new(&d.join("root")).unwrap();
+        let sb = Workspace::new(&d.join("root")).unwrap();
         assert!(sb.resolve("a\0b").unwrap_err().0.contains("NUL"));
         assert!(
             sb.resolve("..\\outside")
@@ -529,7 +529,7 @@ mod tests {
         let root = d.join("root");
         symlink("sub/f.txt", root.join("infile")).unwrap();
         symlink(d.join("outside"), root.join("outdir")).unwrap();
-        let sb = Sandbox::new(&root).unwrap();
+        let sb = Workspace::new(&root).unwrap();
         let (_, p) = sb.open("sub/f.txt", libc::O_RDONLY).unwrap();
         assert_eq!(p, sb.root().join("sub/f.txt"));
         let (_, p) = sb.open("infile", libc::O_RDONLY).unwrap();
@@ -567,7 +567,7 @@ mod tests {
         let d = tmp("mkdir");
         let root = d.join("root");
         symlink(d.join("outside"), root.join("outdir")).unwrap();
-        let sb = Sandbox::new(&root).unwrap();
+        let sb = Workspace::new(&root).unwrap();
         sb.open_dir(&sb.root().join("a/b/c"), "a/b/c/f", true)
             .unwrap();
         assert!(root.join("a/b/c").is_dir());
@@ -585,7 +585,7 @@ mod tests {
         let root = d.join("root");
         symlink("b", root.join("a")).unwrap();
         symlink("a", root.join("b")).unwrap();
-        let sb = Sandbox::new(&root).unwrap();
+        let sb = Workspace::new(&root).unwrap();
         assert!(sb.resolve("a").unwrap_err().0.contains("too many"));
     }
 }
