@@ -16,8 +16,8 @@ const MIN_CHECKED: usize = 5;
 /// Examples marked `<!-- not checked: ... -->`: they should stay few.
 const MAX_NOT_CHECKED: usize = 3;
 
-const TEST_COMMAND: &str = "**Test command** (what `.ci/run` runs after installing): \
-    `cargo test --workspace --all-targets --no-fail-fast && cargo test --workspace --doc`.";
+const TEST_COMMAND: &str =
+    "**Test command** (what `.ci/run` runs after installing): `bash scripts/test`";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -277,6 +277,12 @@ fn the_readme_maps_every_page_and_keeps_the_test_command() {
     assert!(
         readme.lines().any(|l| l.contains(TEST_COMMAND)),
         "README.md lost its test command line: {TEST_COMMAND}"
+    );
+    // And it is what CI runs.
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    assert!(
+        ci.lines().any(|l| l.starts_with("bash scripts/test")),
+        ".ci/run does not run the README's test command (bash scripts/test)"
     );
 }
 
