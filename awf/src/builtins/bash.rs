@@ -9,7 +9,7 @@
 
 use super::bound::HeadBuffer;
 use super::{BuiltinEnv, resolve, schema};
-use crate::confine::{Links, egress};
+use crate::confine::{child, egress};
 use crate::process::{self, Ended, ProcessGroup};
 use crate::telemetry::CallScope;
 use mcpserver::{CancellationToken, Tool};
@@ -133,47 +133,14 @@ fn unix_reporter() -> crate::confine::unix_grants::Reporter {
     })
 }
 
-/// Starts `cmd` in a jail made for it now: returns its group, the jail's links, whether
-/// what it starts may leave it (no PID namespace of its own: the orphan sweep runs after),
-/// and when the jail was ready.
-fn start_fresh(
-    env: &BuiltinEnv,
-    mut cmd: Command,
-    cwd: &std::path::Path,
-    timeout: u64,
-) -> Result<(ProcessGroup, Option<Links>, bool, Instant), String> {
-    // Tied first: the shell dies with this server, and its orphans stay below it while it
-    // runs. Then the jail (its namespaces fork: the shell is a grandchild of the spawn).
-    ProcessGroup::tie(&mut cmd);
-    let jail = env
-        .confine
-        .jail(cwd, Some(timeout))
-        .map_err(|e| format!("cannot prepare the sandbox for the command: {e}"))?;
-    let mut may_leave_orphans = true;
-    let links = jail.map(|(jail, links)| {
-        may_leave_orphans = !jail.own_pids();
-        jail.install(&mut cmd);
-        links
-    });
-    let jailed = Instant::now();
-    // The jail's end of the egress bridge is in the command now: ours closes with `cmd`.
-    let spawn = move || {
-        let spawned = ProcessGroup::spawn(&mut cmd);
-        drop(cmd);
-        spawned
-    };
-    // Forked inside the call's cgroup where a thread waits there (see confine::cgroup).
-    let spawned = match links.as_ref().and_then(|l| l.cgroup.as_ref()) {
-        Some(c) => c.spawn_inside(spawn).and_then(|s| s),
-        None => spawn(),
-    };
-    let group = spawned.map_err(|e| {
-        // The machine may have changed since its namespaces were probed: the next session
-        // probes again.
-        crate::confine::namespaces::forget_support();
-        format!("cannot start {}: {e}", shell())
-    })?;
-    Ok((group, links, may_leave_orphans, jailed))
+/// Where a call's egress proxy and unix-socket supervisor report: as [`reporter`] and
+/// [`unix_reporter`] say.
+fn call_reporter() -> child::Reporter {
+    let (egress, unix) = (reporter(), unix_reporter());
+    Arc::new(move |r| match r {
+        child::Report::Egress(a) => egress(a),
+        child::Report::Unix(a) => unix(a),
+    })
 }
 
 /// Runs one Bash call: the command built, started in its jail, supervised to its end, and
@@ -185,23 +152,30 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     // Where a jail was made ahead, only the exec is left; else the jail is made now.
     let ahead = env.confine.start_ahead(&cmd, timeout);
     let made_ahead = ahead.is_some();
-    let (mut group, links, may_leave_orphans, jailed) = match ahead {
-        Some((group, links)) => (group, Some(links), false, started),
-        None => start_fresh(env, cmd, &cwd, timeout)?,
+    let spawned = match ahead {
+        Some((group, links)) => child::serve(group, Some(links), &env.confine, call_reporter())
+            .map(|s| child::Spawned {
+                jailed: started,
+                ..s
+            }),
+        None => child::spawn(
+            cmd,
+            &env.confine,
+            &cwd,
+            child::Lifetime::Call { timeout },
+            call_reporter(),
+        ),
     };
+    let child::Spawned {
+        mut group,
+        links,
+        mut cgroup,
+        may_leave_orphans,
+        jailed,
+    } = spawned.inspect_err(|_| {
+        process::kill_orphans();
+    })?;
     let exec_done = Instant::now();
-    let (bridge, unix, mut cgroup) = match links {
-        Some(l) => (l.egress, l.unix, l.cgroup),
-        None => (None, None, None),
-    };
-    let (serving, supervisor) = match serve_links(env, bridge, unix) {
-        Ok(s) => s,
-        Err(e) => {
-            group.kill();
-            process::kill_orphans();
-            return Err(e);
-        }
-    };
     let output = read_output(&mut group, (env.limits.output_bytes / 2).max(1024));
     let deadline = Instant::now() + Duration::from_secs(timeout);
     let ended = group.supervise(Some(deadline), Duration::from_millis(50), &mut || {
@@ -214,12 +188,7 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     if may_leave_orphans {
         process::kill_orphans();
     }
-    if let Some(serving) = serving {
-        serving.stop(Duration::from_secs(2));
-    }
-    if let Some(supervisor) = supervisor {
-        supervisor.stop();
-    }
+    links.stop(Duration::from_secs(2));
     let end = ended.map_err(|e| format!("waiting for the command failed: {e}"))?;
     let seen = cgroup.as_mut().map(|c| c.finish()).unwrap_or_default();
     // The next call's jail, once this one's processes are gone and its cgroup is back in
@@ -314,38 +283,6 @@ fn command(env: &BuiltinEnv, command: &str, cwd: &std::path::Path) -> Command {
         cmd.envs(egress::proxy_env());
     }
     cmd
-}
-
-/// What the jail hands out, served: the egress bridge of a host list, the supervisor of
-/// `unix_sockets:` grants.
-fn serve_links(
-    env: &BuiltinEnv,
-    bridge: Option<egress::Bridge>,
-    unix: Option<crate::confine::unix_grants::Pending>,
-) -> Result<
-    (
-        Option<egress::Serving>,
-        Option<crate::confine::unix_grants::Supervisor>,
-    ),
-    String,
-> {
-    let serving = match (bridge, env.confine.egress()) {
-        (Some(bridge), Some(egress)) => Some(
-            bridge
-                .serve(egress.clone(), reporter())
-                .map_err(|e| format!("cannot reach the command's network namespace: {e}"))?,
-        ),
-        _ => None,
-    };
-    let supervisor = match unix {
-        Some(pending) => Some(
-            pending
-                .serve(env.confine.unix_grants().clone(), unix_reporter())
-                .map_err(|e| format!("cannot supervise the command's unix sockets: {e}"))?,
-        ),
-        None => None,
-    };
-    Ok((serving, supervisor))
 }
 
 /// Reads the command's stdout and stderr on a thread each, keeping the head and tail of

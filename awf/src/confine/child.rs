@@ -1,16 +1,43 @@
-//! A long-lived child in the jail Bash's calls get: a third-party MCP server or a plugin.
-//! [`spawn`] starts `cmd` tied to awf (it dies with awf, and with it whatever it started:
-//! its PID namespace), in the [`Jail`](super::Jail) of `confinement`, and serves the
-//! jail's links (the egress proxy under a host list, the unix-socket supervisor) for as
-//! long as the child lives. [`package_trees`] is what such a child must read to run that
-//! no rule grants otherwise.
+//! A child in a jail: one Bash call, a third-party MCP server or a plugin. [`spawn`] is the
+//! one way each starts: `cmd` in the [`Jail`](super::Jail) of `confinement` (a call's in
+//! its cgroup, forked on the cgroup's own thread; a long-lived child tied to awf, so that
+//! it dies with awf, and with it whatever it started: its PID namespace), and the jail's
+//! links served (the egress proxy under a host list, the unix-socket supervisor) for as long
+//! as the child lives. A Bash call whose jail was made ahead starts through
+//! [`Confinement::start_ahead`](super::Confinement::start_ahead) and has its links served
+//! by [`serve`]. [`package_trees`] is what a long-lived child must read to run that no rule
+//! grants otherwise.
 
 use super::{Confinement, egress, unix_grants};
 use crate::process::ProcessGroup;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// What the child is.
+#[derive(Debug, Clone, Copy)]
+pub enum Lifetime {
+    /// One Bash call of `timeout` seconds: its rlimits and its cgroup, and the thread that
+    /// starts it its parent.
+    Call { timeout: u64 },
+    /// A third-party server or a plugin: it lives as long as the session, and dies with awf.
+    Session,
+}
+
+/// A child started in its jail.
+pub struct Spawned {
+    pub group: ProcessGroup,
+    /// Its links, served; [`Links::stop`] once it ended.
+    pub links: Links,
+    /// A call's cgroup, to [finish](super::cgroup::CallCgroup::finish) once it ended.
+    pub cgroup: Option<super::cgroup::CallCgroup>,
+    /// Without a PID namespace of its own, what it starts may leave its group: the
+    /// caller's orphan sweep has to run after it.
+    pub may_leave_orphans: bool,
+    /// When its jail was ready, before the fork.
+    pub jailed: Instant,
+}
 
 /// What a child's jail reports while it runs.
 pub enum Report {
@@ -29,10 +56,11 @@ pub struct Links {
 }
 
 impl Links {
-    /// Once the child is gone: its proxy and supervisor end.
-    pub fn stop(&self) {
+    /// Once the child is gone: its proxy (given `grace` for the connections in flight) and
+    /// supervisor end.
+    pub fn stop(&self, grace: Duration) {
         if let Some(s) = self.egress.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            s.stop(Duration::from_millis(200));
+            s.stop(grace);
         }
         if let Some(s) = self.unix.lock().unwrap_or_else(|e| e.into_inner()).take() {
             s.stop();
@@ -40,33 +68,85 @@ impl Links {
     }
 }
 
-/// Spawns `cmd` (its environment, stdio and working directory set) in the jail of
-/// `confinement` over `root`; the proxy's environment is added under a host list.
+/// Starts `cmd` in the jail of `confinement` for `cwd` and serves its links; the reports of
+/// its egress proxy and unix-socket supervisor go to `report`.
 pub fn spawn(
     mut cmd: Command,
     confinement: &Confinement,
-    root: &Path,
+    cwd: &Path,
+    lifetime: Lifetime,
     report: Reporter,
-) -> Result<(ProcessGroup, Links), String> {
-    let jail = confinement
-        .jail(root, None)
-        .map_err(|e| format!("cannot prepare its sandbox: {e}"))?;
-    let (jail, links) = match jail {
-        Some((jail, links)) => (Some(jail), Some(links)),
-        None => (None, None),
+) -> Result<Spawned, String> {
+    let timeout = match lifetime {
+        Lifetime::Call { timeout } => Some(timeout),
+        Lifetime::Session => None,
     };
+    if timeout.is_some() {
+        // Tied first: the shell dies with this server, and its orphans stay below it while
+        // it runs. Then the jail (its namespaces fork: the shell is a grandchild of the
+        // spawn).
+        ProcessGroup::tie(&mut cmd);
+    }
+    let (jail, links) = confinement
+        .jail(cwd, timeout)
+        .map_err(|e| format!("cannot prepare the sandbox: {e}"))?
+        .unzip();
+    let may_leave_orphans = jail.as_ref().is_none_or(|j| !j.own_pids());
     if links.as_ref().is_some_and(|l| l.egress.is_some()) {
         cmd.envs(egress::proxy_env());
     }
     let program = cmd.get_program().to_string_lossy().into_owned();
-    let mut group = crate::process::spawn_dying_with_awf(cmd, move |cmd| {
-        if let Some(jail) = jail {
-            jail.install(cmd);
+    let jailed = Instant::now();
+    let cgroup = links.as_ref().and_then(|l| l.cgroup.as_ref());
+    let spawned = match (timeout, cgroup) {
+        (Some(_), cgroup) => {
+            if let Some(jail) = jail {
+                jail.install(&mut cmd);
+            }
+            // The jail's end of the egress bridge is in the command now: ours closes with
+            // `cmd`.
+            let spawn = move || {
+                let spawned = ProcessGroup::spawn(&mut cmd);
+                drop(cmd);
+                spawned
+            };
+            // Forked inside the call's cgroup where a thread waits there (see
+            // confine::cgroup).
+            match cgroup {
+                Some(c) => c.spawn_inside(spawn).and_then(|s| s),
+                None => spawn(),
+            }
         }
-    })
-    .map_err(|e| format!("cannot start {program}: {e}"))?;
+        (None, _) => crate::process::spawn_dying_with_awf(cmd, move |cmd| {
+            if let Some(jail) = jail {
+                jail.install(cmd);
+            }
+        }),
+    };
+    let group = spawned.map_err(|e| {
+        // The machine may have changed since its namespaces were probed: the next session
+        // probes again.
+        super::namespaces::forget_support();
+        format!("cannot start {program}: {e}")
+    })?;
+    let mut spawned = serve(group, links, confinement, report)?;
+    spawned.may_leave_orphans = may_leave_orphans;
+    spawned.jailed = jailed;
+    Ok(spawned)
+}
+
+/// Serves the links of a child started in its jail (`links`: none without a jail); the
+/// child is killed if they cannot be.
+pub fn serve(
+    mut group: ProcessGroup,
+    links: Option<super::Links>,
+    confinement: &Confinement,
+    report: Reporter,
+) -> Result<Spawned, String> {
     let served = Links::default();
+    let mut cgroup = None;
     if let Some(links) = links {
+        cgroup = links.cgroup;
         if let (Some(bridge), Some(proxy)) = (links.egress, confinement.egress()) {
             let report = report.clone();
             let reporter: egress::Reporter = Arc::new(move |a| report(Report::Egress(a)));
@@ -89,7 +169,13 @@ pub fn spawn(
             }
         }
     }
-    Ok((group, served))
+    Ok(Spawned {
+        group,
+        links: served,
+        cgroup,
+        may_leave_orphans: false,
+        jailed: Instant::now(),
+    })
 }
 
 /// What a child must read to run that no rule grants otherwise: the program and the

@@ -317,7 +317,7 @@ impl PluginProcess {
         }
         drop(lifeline);
         if let Some(links) = &self.links {
-            links.stop();
+            links.stop(Duration::from_millis(200));
         }
         self.socket_dir.remove();
         tracing::debug!(plugin = %self.name(), "plugin stopped");
@@ -612,5 +612,12 @@ fn jailed(
             tracing::info!(plugin = %plugin, host = %a.host, port = a.port, decision = a.decision_name(), "net.connect");
         }
     });
-    confine::child::spawn(command, &confinement, &jail.at.root, report)
+    confine::child::spawn(
+        command,
+        &confinement,
+        &jail.at.root,
+        confine::child::Lifetime::Session,
+        report,
+    )
+    .map(|s| (s.group, s.links))
 }

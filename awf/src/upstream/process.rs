@@ -113,8 +113,15 @@ impl ServerProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let (mut group, links) =
-            confine::child::spawn(cmd, &confinement, &cx.root, cx.report.clone())?;
+        let confine::child::Spawned {
+            mut group, links, ..
+        } = confine::child::spawn(
+            cmd,
+            &confinement,
+            &cx.root,
+            confine::child::Lifetime::Session,
+            cx.report.clone(),
+        )?;
         let stdin = group.take_stdin().expect("piped stdin");
         let stdout = group.take_stdout().expect("piped stdout");
         let tail = Arc::new(Mutex::new(VecDeque::new()));
@@ -161,7 +168,7 @@ impl ServerProcess {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .terminate(grace);
-        self.links.stop();
+        self.links.stop(Duration::from_millis(200));
     }
 }
 
