@@ -153,11 +153,15 @@ pub fn run(env: &BuiltinEnv, args: Args, cancel: &CancellationToken) -> Result<S
     let ahead = env.confine.start_ahead(&cmd, timeout);
     let made_ahead = ahead.is_some();
     let spawned = match ahead {
-        Some((group, links)) => child::serve(group, Some(links), &env.confine, call_reporter())
-            .map(|s| child::Spawned {
-                jailed: started,
-                ..s
-            }),
+        // Its own PID namespace: nothing it starts leaves it.
+        Some((group, links)) => child::serve(
+            group,
+            Some(links),
+            &env.confine,
+            call_reporter(),
+            started,
+            false,
+        ),
         None => child::spawn(
             cmd,
             &env.confine,

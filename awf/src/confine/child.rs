@@ -129,19 +129,18 @@ pub fn spawn(
         super::namespaces::forget_support();
         format!("cannot start {program}: {e}")
     })?;
-    let mut spawned = serve(group, links, confinement, report)?;
-    spawned.may_leave_orphans = may_leave_orphans;
-    spawned.jailed = jailed;
-    Ok(spawned)
+    serve(group, links, confinement, report, jailed, may_leave_orphans)
 }
 
-/// Serves the links of a child started in its jail (`links`: none without a jail); the
-/// child is killed if they cannot be.
+/// Serves the links of a child started in its jail (`links`: none without a jail), its jail
+/// ready at `jailed`; the child is killed if they cannot be.
 pub fn serve(
     mut group: ProcessGroup,
     links: Option<super::Links>,
     confinement: &Confinement,
     report: Reporter,
+    jailed: Instant,
+    may_leave_orphans: bool,
 ) -> Result<Spawned, String> {
     let served = Links::default();
     let mut cgroup = None;
@@ -173,8 +172,8 @@ pub fn serve(
         group,
         links: served,
         cgroup,
-        may_leave_orphans: false,
-        jailed: Instant::now(),
+        may_leave_orphans,
+        jailed,
     })
 }
 

@@ -118,15 +118,18 @@ impl ServeConfig {
                 format!("the config {} is invalid: {e}", path.display()),
             )
         };
-        let mut value = serde_json::from_str::<serde_json::Value>(&text).ok();
-        let flat = match value.as_mut() {
-            Some(v) => fold_flat_sandbox_keys(v).map_err(invalid)?,
-            None => false,
-        };
-        let mut cfg: ServeConfig = match value {
-            Some(v) if flat => serde_json::from_value(v).map_err(|e| invalid(e.to_string()))?,
-            // Parsed from the text, for the line and column of an error.
-            _ => serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?,
+        // Read once from the text (an error then has its line and column); only a config in
+        // the older spelling, which the strict read refuses, is read again, folded.
+        let mut cfg: ServeConfig = match serde_json::from_str(&text) {
+            Ok(cfg) => cfg,
+            Err(e) => {
+                let mut value = serde_json::from_str::<serde_json::Value>(&text)
+                    .map_err(|_| invalid(e.to_string()))?;
+                if !fold_flat_sandbox_keys(&mut value).map_err(invalid)? {
+                    return Err(invalid(e.to_string()));
+                }
+                serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?
+            }
         };
         let base = path.parent().unwrap_or(Path::new("."));
         let abs = |p: &Path| {
