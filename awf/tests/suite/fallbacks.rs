@@ -503,7 +503,10 @@ fn each_call_is_bounded_in_memory_cpu_tmp_files_and_threads() {
     assert_eq!(r.len(), 6, "{r:?}");
     let big = &r[0];
     assert!(big["max_rss_bytes"].as_u64().unwrap() > 500 << 20, "{big}");
-    assert!(r[2]["cpu_ms"].as_u64().unwrap() >= 1900, "{}", r[2]);
+    // The busy loop ran until its 2 s of CPU. The record's figure is wait4's rusage, which
+    // on a loaded virtual machine (tick accounting, steal time) was seen to say 1.75 s for
+    // a process the kernel's CPU limit had stopped at 2: a bound, not an equality.
+    assert!(r[2]["cpu_ms"].as_u64().unwrap() >= 1500, "{}", r[2]);
     assert!(
         r.iter()
             .all(|x| x["cpu_ms"].is_u64() && x["max_rss_bytes"].is_u64())

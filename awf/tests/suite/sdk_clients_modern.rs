@@ -37,15 +37,15 @@ fn clients_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../conformance/clients")
 }
 
-/// The echo example (`mcpserver/examples/echo.rs`), built once per test binary.
+/// The echo example (`mcpserver/examples/echo.rs`), built once per test binary, with the
+/// workspace's features (`--workspace`) so that `cargo test --workspace` built it already.
 fn echo_binary() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let out = Command::new(env!("CARGO"))
             .args([
                 "build",
-                "-p",
-                "mcpserver",
+                "--workspace",
                 "--example",
                 "echo",
                 "--message-format=json",

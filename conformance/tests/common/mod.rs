@@ -202,7 +202,10 @@ pub fn python() -> Option<PathBuf> {
 }
 
 /// Builds a cargo example (same cargo, profile and target dir as this test) once per test
-/// process, and returns its executable.
+/// process, and returns its executable. The build selects the whole workspace, as
+/// `cargo test --workspace` does, so that the features resolve the same and nothing it
+/// built is built again. (Target names are unique across the workspace; `package` says
+/// whose it is.)
 pub fn cargo_example(package: &str, example: &str) -> PathBuf {
     cargo_artifact(package, "--example", example)
 }
@@ -223,17 +226,21 @@ fn cargo_artifact(package: &str, kind: &str, name: &str) -> PathBuf {
         .current_dir(repo_root())
         .args([
             "build",
-            "-p",
-            package,
+            "--workspace",
             kind,
             name,
+            // An example in the same build, as in `cargo test`'s, makes cargo resolve the
+            // features with the dev-dependencies: a bin built alone would rebuild a third
+            // of the dependencies with fewer features.
+            "--example",
+            "reference-server",
             "--message-format=json-render-diagnostics",
         ])
         .output()
         .expect("run cargo build");
     assert!(
         output.status.success(),
-        "cargo build -p {package} {kind} {name} failed:\n{}",
+        "cargo build --workspace {kind} {name} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     let executable = String::from_utf8_lossy(&output.stdout)
@@ -241,7 +248,9 @@ fn cargo_artifact(package: &str, kind: &str, name: &str) -> PathBuf {
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .unwrap_or_else(|| panic!("cargo build -p {package} {kind} {name} named no executable"));
+        .unwrap_or_else(|| {
+            panic!("cargo build --workspace {kind} {name} named no {package} executable")
+        });
     built.insert(key, executable.clone());
     executable
 }

@@ -160,13 +160,13 @@ pub fn echo_binary() -> PathBuf {
 }
 
 /// Builds an example of this crate (with the cargo that runs the tests) and returns its
-/// path.
+/// path. `--workspace`: with the features `cargo test --workspace` resolves, so that what it
+/// built is not built again.
 pub fn example_binary(name: &str) -> PathBuf {
     let out = Command::new(env!("CARGO"))
         .args([
             "build",
-            "-p",
-            "mcpserver",
+            "--workspace",
             "--example",
             name,
             "--message-format=json",

@@ -8,7 +8,9 @@ use std::sync::OnceLock;
 
 /// Path of a built example, building all examples once per test binary into this test's
 /// target directory. `cargo test` already builds them, but `cargo test --test X` alone
-/// (or a fresh clone) does not.
+/// (or a fresh clone) does not. The build selects the whole workspace (`--workspace`, each
+/// example by name), as `cargo test --workspace` does, so that the features resolve the same
+/// and what it built is not built again.
 pub fn example(name: &str) -> PathBuf {
     static BUILT: OnceLock<HashMap<String, PathBuf>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
@@ -16,13 +18,8 @@ pub fn example(name: &str) -> PathBuf {
         let exe = std::env::current_exe().unwrap();
         let target_dir = exe.ancestors().nth(3).unwrap().to_path_buf();
         let output = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "plugin-sdk",
-                "--examples",
-                "--message-format=json",
-            ])
+            .args(["build", "--workspace", "--message-format=json"])
+            .args(example_names().iter().flat_map(|n| ["--example", n]))
             .arg("--target-dir")
             .arg(&target_dir)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -52,6 +49,19 @@ pub fn example(name: &str) -> PathBuf {
         .get(name)
         .unwrap_or_else(|| panic!("cargo built no example named {name}: {built:?}"))
         .clone()
+}
+
+/// The names of the example plugins: `examples/<name>/` or `examples/<name>.rs`.
+fn example_names() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugin-sdk/examples");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_dir() || path.extension().is_some_and(|e| e == "rs"))
+        .map(|path| path.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// The manifest that ships next to an example.
