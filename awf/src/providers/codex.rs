@@ -2,7 +2,13 @@
 //! `-c mcp_servers.awf={…}` override whose `env` table carries everything `awf mcp-serve`
 //! needs (Codex passes only HOME, PATH, LANG and a few more to MCP servers) and whose
 //! `default_tools_approval_mode = "approve"` lets our tools run without a prompt; the
-//! server is started with `--serve-in-child`, as Codex kills it without grace.
+//! server is started with `--serve-in-child`, as Codex kills it without grace. It is
+//! `required`: Codex otherwise sends the first model request without waiting for the
+//! server's tools (a step whose builtins are intercepted would run with no tools at all,
+//! and say nothing), and with it Codex waits, or fails the step if the server cannot start.
+//! Codex's own deadlines for it are lifted (`startup_timeout_sec`, `tool_timeout_sec`, see
+//! [`STARTUP_TIMEOUT_SECS`]): awf bounds its start and every call itself, and the step's
+//! timeout bounds the whole.
 //! `--ignore-user-config --strict-config` keep the user's own config out of the step, and
 //! the switches that would call github.com and chatgpt.com are set off.
 //! With intercepted builtins the shell, image viewer, goals, web search and sub-agents are
@@ -25,6 +31,15 @@ pub const NON_REMOVABLE_TOOLS: &[&str] = &[
     "read_mcp_resource",
     "request_user_input",
 ];
+
+/// How long Codex waits for awf's server, `required`, to answer its start (Codex's
+/// default is 10 s). awf's own start is bounded by its third-party servers' start
+/// timeouts (30 s each by default, started side by side).
+pub const STARTUP_TIMEOUT_SECS: u64 = 300;
+/// How long Codex waits for one tool call (its default of 60 s would cut a Bash call that
+/// awf lets run to its own timeout, up to `limits.bash_max_timeout_seconds`, and lose its
+/// answer): a day, so that awf's bounds and the step's timeout are the ones that hold.
+pub const TOOL_TIMEOUT_SECS: u64 = 86_400;
 
 /// Config overrides that stop every connection Codex makes besides the model's.
 const CALL_HOME_OFF: &[&str] = &[
@@ -221,7 +236,8 @@ fn add_proxy(proxy: &ProxyInjection, cmd: &mut AgentCommand) {
         .collect();
     args.push("-c".into());
     args.push(format!(
-        "mcp_servers.{}={{command={},args=[{}],env={{{}}},default_tools_approval_mode=\"approve\"}}",
+        "mcp_servers.{}={{command={},args=[{}],env={{{}}},default_tools_approval_mode=\"approve\",\
+         required=true,startup_timeout_sec={STARTUP_TIMEOUT_SECS},tool_timeout_sec={TOOL_TIMEOUT_SECS}}}",
         proxy.server_name,
         toml_str(&proxy.command.to_string_lossy()),
         server_args.join(","),
@@ -328,7 +344,7 @@ mod tests {
         };
         let cmd = Codex.command(&req).unwrap();
         assert!(cmd.args.contains(
-            &"mcp_servers.awf={command=\"/bin/awf\",args=[\"mcp-serve\",\"--config\",\"/s/c.json\",\"--serve-in-child\"],env={\"TRACEPARENT\"=\"00-x\"},default_tools_approval_mode=\"approve\"}".to_string()
+            &"mcp_servers.awf={command=\"/bin/awf\",args=[\"mcp-serve\",\"--config\",\"/s/c.json\",\"--serve-in-child\"],env={\"TRACEPARENT\"=\"00-x\"},default_tools_approval_mode=\"approve\",required=true,startup_timeout_sec=300,tool_timeout_sec=86400}".to_string()
         ));
         assert!(cmd.args.contains(&"shell_tool".to_string()));
         assert!(

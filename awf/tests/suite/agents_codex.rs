@@ -105,6 +105,24 @@ fn codex_model_error_is_an_agent_failure() {
 
 #[test]
 fn codex_calls_a_third_party_server_s_tools_through_awf() {
+    third_party_server_through_awf("codex-servers", &[]);
+}
+
+/// A third-party server that takes 12 s to start (an `npx -y` download, a cold JVM): awf's
+/// server answers only once it is up. Codex is told that awf's server is required (and to
+/// wait past its default 10 s), so its first request already offers the tools; before, it
+/// sent that request at once without them, and the step went on with none.
+#[test]
+fn codex_waits_for_awf_while_a_third_party_server_starts_slowly() {
+    third_party_server_through_awf(
+        "codex-slow-server",
+        &["sh", "-c", "sleep 12; exec \"$0\" \"$@\""],
+    );
+}
+
+/// Codex calls the tests' hostile server's two tools through awf, the server started by
+/// `launcher` (a command that execs the rest of its arguments) or directly.
+fn third_party_server_through_awf(step_name: &str, launcher: &[&str]) {
     let Some(cli) = agent_cli("codex") else {
         return;
     };
@@ -113,15 +131,17 @@ fn codex_calls_a_third_party_server_s_tools_through_awf() {
             .call("hostile_echo", json!({"text": "through awf"}))
             .call("hostile_env", json!({})),
     );
-    let step = Step::new("codex-servers");
+    let step = Step::new(step_name);
     std::fs::create_dir_all(step.home.join(".codex")).unwrap();
     let hostile =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/hostile.py");
+    let mut command: Vec<String> = launcher.iter().map(|a| a.to_string()).collect();
+    command.extend(["python3".to_string(), hostile.display().to_string()]);
     std::fs::write(
         &step.serve_config,
         json!({"root": step.root, "audit_path": step.audit, "run_id": "agents-test",
-               "step_id": "codex-servers",
-               "servers": {"hostile": {"command": ["python3", hostile]}}})
+               "step_id": step_name,
+               "servers": {"hostile": {"command": command}}})
         .to_string(),
     )
     .unwrap();
