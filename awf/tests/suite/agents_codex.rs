@@ -108,15 +108,16 @@ fn codex_calls_a_third_party_server_s_tools_through_awf() {
     third_party_server_through_awf("codex-servers", &[]);
 }
 
-/// A third-party server that takes 12 s to start (an `npx -y` download, a cold JVM): awf's
-/// server answers only once it is up. Codex is told that awf's server is required (and to
-/// wait past its default 10 s), so its first request already offers the tools; before, it
-/// sent that request at once without them, and the step went on with none.
+/// A third-party server that takes 3 s to start (an `npx -y` download, a cold JVM take
+/// longer): awf's server answers only once it is up. Codex is told that awf's server is
+/// required, so its first request already offers the tools; before, it sent that request
+/// at once without them, and the step went on with none. (Its start deadline, lifted past
+/// its default 10 s, is checked where the override is written.)
 #[test]
 fn codex_waits_for_awf_while_a_third_party_server_starts_slowly() {
     third_party_server_through_awf(
         "codex-slow-server",
-        &["sh", "-c", "sleep 12; exec \"$0\" \"$@\""],
+        &["sh", "-c", "sleep 3; exec \"$0\" \"$@\""],
     );
 }
 
