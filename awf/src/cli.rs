@@ -47,6 +47,9 @@ pub enum Cmd {
     /// What of Bash's sandbox this machine gives, and how to get the rest.
     #[command(subcommand)]
     Sandbox(SandboxCmd),
+    /// Check an audit file's hash chain.
+    #[command(subcommand)]
+    Audit(AuditCmd),
     /// Check a workflow file and report every problem (code, path, line, hint).
     Validate {
         /// The workflow YAML file (several with --compat).
@@ -154,6 +157,18 @@ pub enum Cmd {
         /// At most this many runs.
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        #[arg(long, value_parser = ["human", "json"], default_value = "human")]
+        output: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCmd {
+    /// Check every link of an audit file's hash chain: exit 0 when whole, 1 naming the first
+    /// record changed, removed, inserted or moved, or where the file was cut.
+    Verify {
+        /// The audit file (a step's `.jsonl`).
+        file: PathBuf,
         #[arg(long, value_parser = ["human", "json"], default_value = "human")]
         output: String,
     },
@@ -321,6 +336,9 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             },
             output == "json",
         ),
+        Cmd::Audit(AuditCmd::Verify { file, output }) => {
+            crate::telemetry::audit_chain::verify_command(&file, output == "json")
+        }
         Cmd::Sandbox(SandboxCmd::Check { format }) => crate::sandbox_check::check(format == "json"),
         Cmd::Sandbox(SandboxCmd::ApparmorProfile) => crate::sandbox_check::print_apparmor_profile(),
         Cmd::Plugins(PluginsCmd::List { root, output, json }) => crate::plugins::list::run(

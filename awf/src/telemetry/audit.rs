@@ -8,10 +8,17 @@
 //! last line; the next record would be glued to it and lost to every reader. So before a
 //! log's first append (and after a short write of its own), the file's end is checked
 //! and a torn line is closed with a newline followed by an `audit.repaired` record; the
-//! torn bytes stay as they were, on their own line. The check holds the file's `flock`
-//! exclusively, and every append holds it shared for its one write, so the check never
-//! sees a live writer's line half-written.
+//! torn bytes stay as they were, on their own line.
+//!
+//! The records are a hash chain ([`super::audit_chain`]): each starts with the SHA-256 of
+//! the line before it, so that `awf audit verify` finds a record changed, removed, inserted
+//! or moved. Every append holds the file's `flock` exclusively for its one write: the line
+//! before it is this log's own last line while the file has not grown since (no read), and
+//! is read back from the file when another writer (the relay of `awf run`, another server
+//! of the step) appended in between. The lock also keeps the torn-line check from seeing a
+//! live writer's line half-written.
 
+use super::audit_chain::{self, Hash};
 use regex::bytes::{Captures, Regex};
 use serde_json::{Map, Value, json};
 use std::fs::{File, OpenOptions};
@@ -27,8 +34,17 @@ pub struct AuditLog {
     masker: Masker,
     /// Held for each append: the file's lock belongs to the open file, shared by this
     /// process's threads, so one thread's unlock would end another's hold mid-write.
-    /// Holds whether this log's last write was short (its line is torn).
-    appending: Mutex<bool>,
+    appending: Mutex<Tail>,
+}
+
+/// What this log knows of the file's end.
+#[derive(Default)]
+struct Tail {
+    /// This log's last write was short: its line is torn.
+    torn: bool,
+    /// Where this log's last line ended, and that line's hash: the link of the next record
+    /// while the file is still that long.
+    last: Option<(u64, Hash)>,
 }
 
 impl AuditLog {
@@ -80,7 +96,7 @@ impl AuditLog {
             file,
             // Nothing cut here: the writers cut what they take from outside.
             masker: Masker::from_env(0),
-            appending: Mutex::new(false),
+            appending: Mutex::new(Tail::default()),
         };
         log.repair_torn_line().map_err(|e| {
             io::Error::new(
@@ -94,23 +110,32 @@ impl AuditLog {
         Ok(log)
     }
 
-    /// Appends one record, its strings masked, as one line in one write.
+    /// Appends one record, its strings masked, as one line in one write, linked to the
+    /// line before it.
     pub fn append(&self, record: &Value) -> io::Result<()> {
-        let mut line =
-            serde_json::to_vec(&self.masker.mask_strings(record)).map_err(io::Error::other)?;
-        line.push(b'\n');
-        let mut torn = self.appending.lock().unwrap_or_else(|e| e.into_inner());
-        if *torn {
-            self.repair_torn_line()?;
-            *torn = false;
+        let masked = self.masker.mask_strings(record);
+        let body = serde_json::to_vec(&masked).map_err(io::Error::other)?;
+        let mut tail = self.appending.lock().unwrap_or_else(|e| e.into_inner());
+        let _exclusive = FileLock::take(&self.file, libc::LOCK_EX)?;
+        let mut len = self.file.metadata()?.len();
+        if tail.torn || (len > 0 && !self.ends_with_newline(len)?) {
+            tail.last = self.repair_locked(len)?;
+            tail.torn = false;
+            len = self.file.metadata()?.len();
         }
-        let _shared = FileLock::take(&self.file, libc::LOCK_SH)?;
+        let prev = match tail.last {
+            _ if len == 0 => audit_chain::anchor(&masked),
+            Some((end, head)) if end == len => head,
+            _ => audit_chain::hash(&self.read_last_line(len)?),
+        };
+        let line = audit_chain::chained(&prev, &body);
         // A single write on an O_APPEND file is atomic with respect to other appenders; a
         // short write (disk full) is reported rather than retried half-way, and the line
         // it tore is closed before this log's next record.
         let n = (&self.file).write(&line)?;
         if n != line.len() {
-            *torn = true;
+            tail.torn = true;
+            tail.last = None;
             return Err(io::Error::new(
                 io::ErrorKind::WriteZero,
                 format!(
@@ -119,24 +144,58 @@ impl AuditLog {
                 ),
             ));
         }
+        tail.last = Some((len + n as u64, audit_chain::hash(&line[..n - 1])));
         Ok(())
     }
 
-    /// Closes a torn last line, if the file has one: a newline, then an `audit.repaired`
-    /// record naming where the torn line starts and its length, in one write. Under the
-    /// exclusive lock, so no append is under way and no other log repairs the same line.
+    fn ends_with_newline(&self, len: u64) -> io::Result<bool> {
+        let mut last = [0u8; 1];
+        self.file.read_exact_at(&mut last, len - 1)?;
+        Ok(last[0] == b'\n')
+    }
+
+    /// The file's last line (it ends with a newline at `len`), without its newline: from
+    /// one read of the file's last 4 KiB when the line fits (a record mostly does).
+    fn read_last_line(&self, len: u64) -> io::Result<Vec<u8>> {
+        let from = len.saturating_sub(4096);
+        let mut tail = vec![0u8; (len - from) as usize];
+        self.file.read_exact_at(&mut tail, from)?;
+        let body = &tail[..tail.len() - 1];
+        if let Some(i) = body.iter().rposition(|b| *b == b'\n') {
+            return Ok(body[i + 1..].to_vec());
+        }
+        if from == 0 {
+            return Ok(body.to_vec());
+        }
+        let start = self.line_start(len - 1)?;
+        let mut line = vec![0u8; (len - 1 - start) as usize];
+        self.file.read_exact_at(&mut line, start)?;
+        Ok(line)
+    }
+
+    /// Closes a torn last line, if the file has one: see [`AuditLog::repair_locked`].
     fn repair_torn_line(&self) -> io::Result<()> {
         let _exclusive = FileLock::take(&self.file, libc::LOCK_EX)?;
         let len = self.file.metadata()?.len();
-        if len == 0 {
-            return Ok(());
-        }
-        let mut last = [0u8; 1];
-        self.file.read_exact_at(&mut last, len - 1)?;
-        if last[0] == b'\n' {
-            return Ok(());
+        let last = self.repair_locked(len)?;
+        self.appending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last = last;
+        Ok(())
+    }
+
+    /// A torn last line closed: a newline, then an `audit.repaired` record naming where
+    /// the torn line starts and its length, linked to the torn bytes as they are, in one
+    /// write. Under the exclusive lock, so no append is under way and no other log repairs
+    /// the same line. Gives where the repair ends and its hash (None: nothing was torn).
+    fn repair_locked(&self, len: u64) -> io::Result<Option<(u64, Hash)>> {
+        if len == 0 || self.ends_with_newline(len)? {
+            return Ok(None);
         }
         let start = self.line_start(len)?;
+        let mut torn = vec![0u8; (len - start) as usize];
+        self.file.read_exact_at(&mut torn, start)?;
         let record = json!({
             "ts": now_rfc3339(),
             "type": "audit.repaired",
@@ -146,8 +205,10 @@ impl AuditLog {
             "torn_bytes": len - start,
         });
         let mut repair = b"\n".to_vec();
-        repair.extend(serde_json::to_vec(&record).map_err(io::Error::other)?);
-        repair.push(b'\n');
+        repair.extend(audit_chain::chained(
+            &audit_chain::hash(&torn),
+            &serde_json::to_vec(&record).map_err(io::Error::other)?,
+        ));
         let n = (&self.file).write(&repair)?;
         if n != repair.len() {
             // Torn again (the disk is still full): the next log to open the file repairs it.
@@ -156,7 +217,10 @@ impl AuditLog {
                 format!("short write ({n} of {} bytes)", repair.len()),
             ));
         }
-        Ok(())
+        Ok(Some((
+            len + n as u64,
+            audit_chain::hash(&repair[1..repair.len() - 1]),
+        )))
     }
 
     /// The offset just past the last newline before `end`, or 0: where the last line starts.
@@ -898,19 +962,44 @@ mod tests {
         );
     }
 
+    /// A record as written, without its link.
+    fn unlinked(line: &str) -> Value {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        assert!(
+            v.as_object_mut().unwrap().remove("prev").is_some(),
+            "{line}"
+        );
+        v
+    }
+
     #[test]
-    fn appends_whole_lines() {
+    fn two_writers_append_whole_lines_in_one_chain() {
         let p = std::env::temp_dir().join(format!("awf-audit-test-{}.jsonl", std::process::id()));
         let _ = std::fs::remove_file(&p);
         let a = AuditLog::open(&p).unwrap();
         let b = AuditLog::open(&p).unwrap();
-        a.append(&json!({"n": 1})).unwrap();
+        a.append(&json!({"n": 1, "run_id": "r", "step_id": "s"}))
+            .unwrap();
         b.append(&json!({"n": 2})).unwrap();
         a.append(&json!({"n": 3})).unwrap();
+        a.append(&json!({"n": 4})).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let records: Vec<Value> = text.lines().map(unlinked).collect();
         assert_eq!(
-            std::fs::read_to_string(&p).unwrap(),
-            "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"
+            records,
+            [
+                json!({"n": 1, "run_id": "r", "step_id": "s"}),
+                json!({"n": 2}),
+                json!({"n": 3}),
+                json!({"n": 4})
+            ]
         );
+        // Each writer linked to the other's line when the other wrote last.
+        let report = audit_chain::verify(&bytes);
+        assert!(report.intact(), "{report:?}\n{text}");
+        assert_eq!(report.lines, 4);
     }
 
     fn fresh(name: &str, content: &[u8]) -> std::path::PathBuf {
@@ -938,15 +1027,19 @@ mod tests {
         let lines: Vec<&str> = text.strip_prefix('\n').unwrap().lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         let repaired: Value = serde_json::from_str(lines[0]).unwrap();
+        // Linked to the torn bytes as they are, and the next record to the repair.
+        assert_eq!(repaired["prev"], audit_chain::hex(&audit_chain::hash(torn)));
+        let next: Value = serde_json::from_str(lines[1]).unwrap();
+        assert_eq!(
+            next["prev"],
+            audit_chain::hex(&audit_chain::hash(lines[0].as_bytes()))
+        );
         assert_eq!(repaired["type"], "audit.repaired");
         assert_eq!(repaired["torn_bytes"], torn.len());
         assert_eq!(repaired["torn_offset"], 8);
         assert_eq!(repaired["pid"], std::process::id());
         assert!(repaired["ts"].as_str().unwrap().ends_with('Z'));
-        assert_eq!(
-            serde_json::from_str::<Value>(lines[1]).unwrap(),
-            json!({"n": 2})
-        );
+        assert_eq!(unlinked(lines[1]), json!({"n": 2}));
         // Once closed, the next log finds nothing to repair.
         drop(AuditLog::open(&p).unwrap());
         assert_eq!(std::fs::read(&p).unwrap(), after);

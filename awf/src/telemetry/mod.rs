@@ -4,6 +4,7 @@
 //! span, one log line, a `tool.call` + `tool.result` audit pair.
 
 pub mod audit;
+pub mod audit_chain;
 pub mod otel;
 
 use crate::process::Shutdown;

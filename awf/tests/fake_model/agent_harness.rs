@@ -529,6 +529,19 @@ states:
             text.lines()
                 .map(|l| serde_json::from_str::<Value>(l).unwrap()),
         );
+        // The step's server and awf run's relay both append to it: one chain still.
+        let verified = Command::new(AWF)
+            .args(["audit", "verify"])
+            .arg(e.path())
+            .output()
+            .expect("spawn awf audit verify");
+        assert!(
+            verified.status.success(),
+            "awf audit verify {}: {}{}",
+            e.path().display(),
+            String::from_utf8_lossy(&verified.stdout),
+            String::from_utf8_lossy(&verified.stderr)
+        );
     }
     WorkflowRun {
         status: out.status,

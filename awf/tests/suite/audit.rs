@@ -428,3 +428,86 @@ fn each_call_s_record_names_the_revision_it_came_in() {
         .collect();
     assert_eq!(revisions, [&json!("2026-07-28"), &json!("2024-11-05")]);
 }
+
+/// `awf audit verify` on a copy of `bytes`: whether it passed, and what it printed.
+fn verify_copy(dir: &Path, bytes: &[u8]) -> (bool, String) {
+    let copy = dir.join("copy.jsonl");
+    std::fs::write(&copy, bytes).unwrap();
+    let out = Command::new(AWF)
+        .args(["audit", "verify"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn awf_audit_verify_passes_what_awf_wrote_and_finds_each_kind_of_tampering() {
+    let (root, audit, cfg) = audited("audit-verify");
+    let dir = audit.parent().unwrap().to_path_buf();
+    // Two sessions, one after the other, and a third after a writer died mid-line.
+    session_with_a_call(&root, &cfg);
+    session_with_a_call(&root, &cfg);
+    let two = std::fs::read(&audit).unwrap();
+    let (ok, out) = verify_copy(&dir, &two);
+    assert!(
+        ok && out.contains(": intact, 8 lines") && out.contains("ends with session.end"),
+        "{out}"
+    );
+
+    let lines: Vec<&[u8]> = two
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let join = |ls: &[&[u8]]| -> Vec<u8> {
+        ls.iter()
+            .flat_map(|l| l.iter().copied().chain([b'\n']))
+            .collect()
+    };
+    let text = String::from_utf8(two.clone()).unwrap();
+
+    let edited = text.replacen("\"f.txt\"", "\"g.txt\"", 1);
+    assert_ne!(edited, text);
+    let (ok, out) = verify_copy(&dir, edited.as_bytes());
+    assert!(
+        !ok && out.contains("does not follow line 2: line 2 was changed"),
+        "{out}"
+    );
+
+    let mut removed = lines.clone();
+    removed.remove(3);
+    let (ok, out) = verify_copy(&dir, &join(&removed));
+    assert!(!ok && out.contains("line 4 (offset"), "{out}");
+
+    let mut swapped = lines.clone();
+    swapped.swap(1, 2);
+    let (ok, out) = verify_copy(&dir, &join(&swapped));
+    assert!(!ok && out.contains("line 2 (offset"), "{out}");
+
+    let mut inserted = lines.clone();
+    inserted.insert(6, lines[1]);
+    let (ok, out) = verify_copy(&dir, &join(&inserted));
+    assert!(!ok && out.contains("line 7 (offset"), "{out}");
+
+    let mut first_gone = lines.clone();
+    first_gone.remove(0);
+    let (ok, out) = verify_copy(&dir, &join(&first_gone));
+    assert!(
+        !ok && out.contains("not the first record of its step"),
+        "{out}"
+    );
+
+    let (ok, out) = verify_copy(&dir, &two[..two.len() - 25]);
+    assert!(!ok && out.contains("ends mid-record"), "{out}");
+
+    // A writer that died mid-line: the next session repairs the line, and the chain holds.
+    std::fs::write(&audit, &two[..two.len() - 25]).unwrap();
+    session_with_a_call(&root, &cfg);
+    let repaired = std::fs::read(&audit).unwrap();
+    assert!(String::from_utf8_lossy(&repaired).contains("\"audit.repaired\""));
+    let (ok, out) = verify_copy(&dir, &repaired);
+    assert!(ok && out.contains(": intact, 13 lines"), "{out}");
+}
