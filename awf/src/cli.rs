@@ -165,10 +165,14 @@ pub enum Cmd {
 #[derive(Subcommand, Debug)]
 pub enum AuditCmd {
     /// Check every link of an audit file's hash chain: exit 0 when whole, 1 naming the first
-    /// record changed, removed, inserted or moved, or where the file was cut.
+    /// record changed, removed, inserted or moved, or where the file was cut. Given a run
+    /// id, every step's file of the run, each held to the head its run state kept.
     Verify {
-        /// The audit file (a step's `.jsonl`).
-        file: PathBuf,
+        /// The audit file (a step's `.jsonl`), or a run id.
+        target: String,
+        /// Where the run's audit files are, when it was run with `--audit-dir`.
+        #[arg(long, value_name = "DIR")]
+        audit_dir: Option<PathBuf>,
         #[arg(long, value_parser = ["human", "json"], default_value = "human")]
         output: String,
     },
@@ -336,9 +340,11 @@ pub fn run(cli: Cli) -> Result<u8, AwfError> {
             },
             output == "json",
         ),
-        Cmd::Audit(AuditCmd::Verify { file, output }) => {
-            crate::telemetry::audit_chain::verify_command(&file, output == "json")
-        }
+        Cmd::Audit(AuditCmd::Verify {
+            target,
+            audit_dir,
+            output,
+        }) => crate::run::verify_audit(&target, audit_dir, output == "json"),
         Cmd::Sandbox(SandboxCmd::Check { format }) => crate::sandbox_check::check(format == "json"),
         Cmd::Sandbox(SandboxCmd::ApparmorProfile) => crate::sandbox_check::print_apparmor_profile(),
         Cmd::Plugins(PluginsCmd::List { root, output, json }) => crate::plugins::list::run(

@@ -307,6 +307,46 @@ fn interrupt_on_signals() -> Result<Arc<AtomicBool>, AwfError> {
     Ok(interrupt)
 }
 
+/// `awf audit verify FILE|RUN_ID`: a file's chain; or, for a run, each of its steps' files
+/// (in `audit_dir`, else the run's default) held to the head its run state kept, which
+/// also finds records cut from a file's end and a file rewritten whole.
+pub fn verify_audit(target: &str, audit_dir: Option<PathBuf>, json: bool) -> Result<u8, AwfError> {
+    use crate::telemetry::audit_chain;
+    let as_file = Path::new(target);
+    if as_file.is_file() {
+        return audit_chain::verify_command(as_file, None, json);
+    }
+    let state = state::load(target).map_err(|e| {
+        AwfError::new(
+            codes::USAGE,
+            format!(
+                "{target} is neither an audit file nor a run awf knows ({}); give a step's \
+                 .jsonl or a run id from `awf history`",
+                e.message()
+            ),
+        )
+    })?;
+    let (_, dir) = run_dirs(target, audit_dir)?;
+    let mut worst = 0;
+    let mut seen = 0;
+    let units = state.units.values().flat_map(|u| u.values().flatten());
+    for record in state.states.iter().chain(units) {
+        let Some(head) = &record.audit_head else {
+            continue;
+        };
+        seen += 1;
+        let file = dir.join(format!("{}-{}.audit.jsonl", record.step, record.state));
+        worst = worst.max(audit_chain::verify_command(&file, Some(head), json)?);
+    }
+    if seen == 0 && !json {
+        println!(
+            "run {target}: no step of it kept an audit head (no proxied agent step, or a run \
+             of an awf before the chain)"
+        );
+    }
+    Ok(worst)
+}
+
 /// The run's directory and its audit directory.
 fn run_dirs(run_id: &str, audit_dir: Option<PathBuf>) -> Result<(PathBuf, PathBuf), AwfError> {
     // Outside the workspace, which the steps' Bash may write, and the temp dir, where each

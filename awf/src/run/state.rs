@@ -174,6 +174,10 @@ pub struct StateRecord {
     /// Input and output tokens of an agent state's model turns, where they were seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
+    /// The head of the step's audit chain at its end (see `telemetry::audit_chain`):
+    /// `awf audit verify RUN_ID` holds the file to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_head: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The agent CLI's session (a state with `conversation` or `resume: continue`).
@@ -337,6 +341,7 @@ impl StateRecord {
             stderr: r.stderr.clone(),
             exit_code: r.exit_code,
             tokens: tokens_of(r),
+            audit_head: r.proxy.as_ref().and_then(|p| p.audit_head.clone()),
             error: r.error.as_ref().map(|e| e.message.clone()),
             session_id: r.session_id.clone(),
         }
@@ -480,6 +485,7 @@ fn apply(s: &mut RunState, entry: &Entry) {
                 rec.output = end.output.clone();
                 rec.exit_code = end.exit_code;
                 rec.tokens = end.tokens;
+                rec.audit_head = end.audit_head.clone();
                 rec.error = end.error.clone();
                 if end.session_id.is_some() {
                     rec.session_id = end.session_id.clone();
@@ -763,6 +769,7 @@ impl Recorder {
             stderr: String::new(),
             exit_code: None,
             tokens: None,
+            audit_head: None,
             error: None,
             session_id: session.map(str::to_string),
         };

@@ -166,6 +166,9 @@ impl StepTrace {
         if let Some(c) = r.exit_code {
             attrs.push(KeyValue::new("awf.step.exit_code", i64::from(c)));
         }
+        if let Some(head) = r.proxy.as_ref().and_then(|p| p.audit_head.clone()) {
+            attrs.push(KeyValue::new("awf.audit.head", head));
+        }
         if let Some(p) = &r.provider {
             attrs.push(KeyValue::new("gen_ai.operation.name", "invoke_agent"));
             attrs.push(KeyValue::new("gen_ai.provider.name", p.clone()));

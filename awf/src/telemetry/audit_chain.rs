@@ -199,9 +199,14 @@ pub fn verify(bytes: &[u8]) -> Report {
     report
 }
 
-/// `awf audit verify FILE`: one line (or a JSON object) saying whether the chain is whole;
-/// 0 when it is, 1 when not.
-pub fn verify_command(path: &std::path::Path, json: bool) -> Result<u8, crate::error::AwfError> {
+/// `awf audit verify FILE`: one line (or a JSON object) saying whether the chain is whole,
+/// and, given the head the run state kept (`kept`), whether the file still ends there; 0
+/// when it is whole, 1 when not.
+pub fn verify_command(
+    path: &std::path::Path,
+    kept: Option<&str>,
+    json: bool,
+) -> Result<u8, crate::error::AwfError> {
     let bytes = std::fs::read(path).map_err(|e| {
         crate::error::AwfError::new(
             crate::error::codes::USAGE,
@@ -211,11 +216,20 @@ pub fn verify_command(path: &std::path::Path, json: bool) -> Result<u8, crate::e
             ),
         )
     })?;
-    let r = verify(&bytes);
+    let mut r = verify(&bytes);
+    if let (None, Some(kept)) = (&r.broken, kept)
+        && r.head.as_deref() != Some(kept)
+    {
+        r.broken = Some(format!(
+            "its last line is not the head the run state kept at the step's end ({kept}): \
+             records were cut from its end, or it was rewritten"
+        ));
+    }
     let name = path.display();
     if json {
         let out = serde_json::json!({
             "file": path, "intact": r.intact(), "records": r.lines, "head": r.head,
+            "kept_head": kept,
             "broken": r.broken, "torn_tail_offset": r.torn_tail,
             "ends_with_session_end": r.ends_with_session_end,
         });

@@ -62,6 +62,13 @@ pub struct ProxyReport {
     /// Pids that needed SIGKILL at teardown.
     pub killed: Vec<i32>,
     pub audit_file: String,
+    /// The hash of the audit file's last line at the step's end: its chain's head, which
+    /// the run state keeps and `awf audit verify RUN_ID` holds the file to (none when the
+    /// file is empty, or its chain breaks: then `audit_broken` says where).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_head: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_broken: Option<String>,
     /// Model turns in the audit (`model.response`): requests, input and output tokens.
     #[serde(skip)]
     pub model: [u64; 3],
@@ -415,9 +422,21 @@ pub fn summarise_audit(path: &Path) -> ProxyReport {
         audit_file: path.display().to_string(),
         ..Default::default()
     };
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(bytes) = std::fs::read(path) else {
         return r;
     };
+    let chain = crate::telemetry::audit_chain::verify(&bytes);
+    match (chain.broken, chain.torn_tail) {
+        (Some(why), _) => r.audit_broken = Some(why),
+        (None, Some(at)) => {
+            r.audit_broken = Some(format!("the file ends mid-record at offset {at}"))
+        }
+        (None, None) => r.audit_head = chain.head,
+    }
+    if let Some(why) = &r.audit_broken {
+        tracing::error!("the audit file {}: the chain breaks: {why}", path.display());
+    }
+    let text = String::from_utf8_lossy(&bytes);
     let mut started: Vec<String> = Vec::new();
     let mut ended: Vec<String> = Vec::new();
     for rec in text

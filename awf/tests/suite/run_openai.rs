@@ -586,3 +586,66 @@ fn a_third_party_server_s_tools_reach_the_model_and_are_audited() {
     );
     assert!(withheld.get("hostile_env").is_none(), "{withheld}");
 }
+
+/// `awf audit verify ARGS…` as the run's user: whether it passed, and what it printed.
+fn audit_verify(args: &[&str]) -> (bool, String) {
+    let out = Command::new(AWF)
+        .args(["audit", "verify"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// The head of the step's audit chain is kept in the run state (and the summary); by run
+/// id, `awf audit verify` holds the file to it, and so finds records cut from its end at a
+/// line boundary, which the chain alone cannot show.
+#[test]
+fn the_run_state_keeps_the_audit_head_and_verify_by_run_id_finds_a_cut_end() {
+    let c = case("audit-head");
+    let model = FakeModel::start(Script::new().call("Read", json!({"path": "fixture.txt"})));
+    let (out, s) = c.run(&c.workflow(&model, "", ON));
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    let run_id = s["run_id"].as_str().expect("run_id").to_string();
+    let head = fix(&s)["proxy"]["audit_head"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no audit_head: {s:#}"))
+        .to_string();
+    let file = PathBuf::from(fix(&s)["proxy"]["audit_file"].as_str().unwrap());
+    let dir = c.audit_dir.to_str().unwrap();
+
+    let (ok, said) = audit_verify(&[&run_id, "--audit-dir", dir]);
+    assert!(
+        ok && said.contains(": intact,") && said.contains(&head),
+        "{said}"
+    );
+
+    // The last record cut, at a line boundary: a chain still, but not the kept head.
+    let bytes = std::fs::read(&file).unwrap();
+    let body = &bytes[..bytes.len() - 1];
+    let cut = body.iter().rposition(|b| *b == b'\n').unwrap() + 1;
+    std::fs::write(&file, &bytes[..cut]).unwrap();
+    let (ok, said) = audit_verify(&[file.to_str().unwrap()]);
+    assert!(
+        ok && said.contains("does not end with session.end"),
+        "{said}"
+    );
+    let (ok, said) = audit_verify(&[&run_id, "--audit-dir", dir]);
+    assert!(
+        !ok && said.contains("not the head the run state kept"),
+        "{said}"
+    );
+
+    let (ok, said) = audit_verify(&["no-such-run-or-file"]);
+    assert!(
+        !ok && said.contains("neither an audit file nor a run awf knows"),
+        "{said}"
+    );
+}

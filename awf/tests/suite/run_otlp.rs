@@ -119,6 +119,12 @@ states:
     }
     for (step, provider) in [(&fix[0], "openai_compatible"), (&review[0], "claude")] {
         assert_eq!(attr(step, "awf.step.tool_calls").as_deref(), Some("1"));
+        // The head of the step's audit chain, as its run state keeps it.
+        let head = attr(step, "awf.audit.head").unwrap_or_default();
+        assert!(
+            head.len() == 64 && head.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{head:?}"
+        );
         assert_eq!(attr(step, "awf.step.type").as_deref(), Some("agent"));
         assert_eq!(
             attr(step, "gen_ai.provider.name").as_deref(),
