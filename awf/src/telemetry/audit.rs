@@ -118,7 +118,10 @@ impl AuditLog {
         let mut tail = self.appending.lock().unwrap_or_else(|e| e.into_inner());
         let _exclusive = FileLock::take(&self.file, libc::LOCK_EX)?;
         let mut len = self.file.metadata()?.len();
-        if tail.torn || (len > 0 && !self.ends_with_newline(len)?) {
+        // A file that grew since this log's last line may end with another writer's torn
+        // one (it died mid-write: under the lock, no write is half-done).
+        let grown = tail.last.is_none_or(|(end, _)| end != len);
+        if tail.torn || (len > 0 && grown && !self.ends_with_newline(len)?) {
             tail.last = self.repair_locked(len)?;
             tail.torn = false;
             len = self.file.metadata()?.len();
