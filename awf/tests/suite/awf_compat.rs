@@ -908,6 +908,43 @@ states:
     assert_eq!(summary_state(&s, "done")["output"], "child got 7");
 }
 
+/// AWF's older `loop:` block on a step (`over`, `break_when`, with `{{loop.Item}}` in the
+/// command): AWF's YAML reader ignores the key, so AWF validates such a workflow and runs
+/// the command once. So does awf, saying the block has no effect and what iterates instead.
+#[test]
+fn a_step_s_older_loop_block_is_taken_with_a_warning_and_the_command_runs_once() {
+    let c = Case::new("loop-block");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: loop-block
+inputs:
+  - name: items
+    default: "one"
+states:
+  initial: each
+  each:
+    type: step
+    loop:
+      over: "{{inputs.items}}"
+      break_when: 'loop.Index >= 2'
+    command: 'echo "ran {{inputs.items}}" >> runs.txt'
+    on_success: done
+  done:
+    type: terminal
+"#,
+    );
+    let (code, text) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("`loop` of state \"each\" has no effect") && text.contains("type: for_each"),
+        "{text}"
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    let runs = std::fs::read_to_string(wf.parent().unwrap().join("runs.txt")).unwrap();
+    assert_eq!(runs, "ran one\n");
+}
+
 /// Two states of `provider` in one conversation (`model` and `base_url` as its options
 /// want them): the second continues the first's session. The summary names one session for
 /// both, and the second state's request holds the first state's turn (a session started

@@ -178,6 +178,11 @@ const AWF_IGNORED_STATE_KEYS: &[(&str, &str)] = &[
         "operation",
         "AWF ignores `operation` on this type of state too: use `type: operation`",
     ),
+    (
+        "loop",
+        "AWF ignores a state's `loop` block too (older syntax: the command runs once); \
+         iterate with `type: for_each` (`items`, `body`) or `type: while`",
+    ),
 ];
 const TERMINAL_KEYS: &[&str] = &["type", "description", "status", "message", "mcp_proxy"];
 
