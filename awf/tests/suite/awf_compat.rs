@@ -945,6 +945,44 @@ states:
     assert_eq!(runs, "ran one\n");
 }
 
+/// An input's `pattern:` beside `validation` (older syntax in AWF's own workflows): AWF's
+/// YAML reader ignores it, so a missing required input is still the error (exit 1, "required")
+/// and a value the pattern would refuse runs. awf does the same, with a warning.
+#[test]
+fn an_input_s_pattern_key_is_taken_with_a_warning_and_checks_nothing_as_in_awf() {
+    let c = Case::new("input-pattern");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: input-pattern
+inputs:
+  - name: email
+    type: string
+    required: true
+    pattern: '^[a-z]+@[a-z]+[.][a-z]{2,}$'
+states:
+  initial: s
+  s:
+    type: step
+    command: 'echo "got {{inputs.email}}"'
+    on_success: done
+  done:
+    type: terminal
+"#,
+    );
+    let (code, text) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("`pattern` of input \"email\" has no effect") && text.contains("validation:"),
+        "{text}"
+    );
+    let (code, _, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("required"), "{err}");
+    let (code, s, err) = c.run(&wf, &["--input", "email=not-an-email"]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(summary_state(&s, "s")["output"], "got not-an-email");
+}
+
 /// Two states of `provider` in one conversation (`model` and `base_url` as its options
 /// want them): the second continues the first's session. The summary names one session for
 /// both, and the second state's request holds the first state's turn (a session started

@@ -17,6 +17,8 @@ const INPUT_KEYS: &[&str] = &[
     "default",
     "description",
     "validation",
+    // Older syntax AWF's own workflows still write; its YAML reader ignores it (a warning).
+    "pattern",
 ];
 
 pub(super) fn parse_inputs(cx: &mut Ctx, node: &Node) -> Vec<InputDef> {
@@ -88,6 +90,16 @@ pub(super) fn parse_inputs(cx: &mut Ctx, node: &Node) -> Vec<InputDef> {
             get("description").and_then(|v| cx.string(v, &join(&path, "description")));
         let validation = get("validation")
             .and_then(|v| parse_validation(cx, v, &join(&path, "validation"), &name, kind));
+        if let Some(p) = get("pattern") {
+            cx.warn(
+                codes::NO_EFFECT,
+                &join(&path, "pattern"),
+                p.line,
+                format!("`pattern` of input {name:?} has no effect: AWF ignores it too"),
+                "write it under `validation:` (`validation: {pattern: \"...\"}`), which AWF \
+                 and awf check",
+            );
+        }
         if let (Some(d), Some(t)) = (&default, get("default")) {
             check_default(cx, d, kind, t.line, &join(&path, "default"));
         }
