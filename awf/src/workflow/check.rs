@@ -68,9 +68,7 @@ pub fn check_with(wf: &Workflow, plugins: &mut dyn PluginCatalog) -> Vec<Diagnos
                             template::ERROR_FIELDS.join(", ")
                         ))
                     }
-                    Ref::Error(_) if key != "workflow_error" => {
-                        Some("{{.error.*}} is defined only in a workflow_error hook".to_string())
-                    }
+                    Ref::Error(f) if key != "workflow_error" => Some(outside_error_hook(f)),
                     Ref::State(st, _) if wf.state(st).is_none() => {
                         Some(format!("{{{{.states.{st}...}}}} names no state"))
                     }
@@ -333,9 +331,9 @@ fn check_texts(
                         format!("{{{{.error.{f}}}}}: an error has no field {f:?}"),
                         format!("use one of {}", template::ERROR_FIELDS.join(", ")),
                     )),
-                    Ref::Error(_) => Some((
+                    Ref::Error(f) => Some((
                         codes::TEMPLATE,
-                        "{{.error.*}} is defined only in a workflow_error hook".to_string(),
+                        outside_error_hook(f),
                         "move it into `hooks: {workflow_error: [...]}` at the top level"
                             .to_string(),
                     )),
@@ -1091,4 +1089,13 @@ fn collect_strings(v: &serde_json::Value, out: &mut Vec<String>) {
         serde_json::Value::Object(m) => m.values().for_each(|x| collect_strings(x, out)),
         _ => {}
     }
+}
+
+/// An `{{.error.*}}` reference where no error is: in AWF's words (its message names the
+/// error reference and "error hook context"), then where one is defined.
+fn outside_error_hook(field: &str) -> String {
+    format!(
+        "the error reference error.{field} is used outside of error hook context: \
+         {{{{.error.*}}}} is defined only in a workflow_error hook"
+    )
 }

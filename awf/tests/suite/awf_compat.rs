@@ -459,6 +459,12 @@ states:
     let (code, text) = c.validate(&bad);
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("workflow_error"), "{text}");
+    // In AWF's words too (its tests look for them): the reference, and where it may be.
+    assert!(
+        text.contains("error reference error.Message")
+            && text.contains("outside of error hook context"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -981,6 +987,40 @@ states:
     let (code, s, err) = c.run(&wf, &["--input", "email=not-an-email"]);
     assert_eq!(code, Some(0), "{s:#}\n{err}");
     assert_eq!(summary_state(&s, "s")["output"], "got not-an-email");
+}
+
+/// A list `default` for an input (AWF's `expr-*` fixtures): AWF keeps it as a Go list, and
+/// a template (or a `string` input's check) prints it as `[one two three]`. awf validates
+/// such a workflow, as AWF does, and passes that same text, with a warning saying how to
+/// write a list a for_each goes through.
+#[test]
+fn an_input_s_list_default_is_passed_as_awf_prints_it() {
+    let c = Case::new("list-default");
+    let wf = c.file(
+        "wf.yaml",
+        r#"name: list-default
+inputs:
+  - name: items
+    default: ["one", "two", "three"]
+states:
+  initial: show
+  show:
+    type: step
+    command: 'echo "all: {{inputs.items}}"'
+    on_success: done
+  done:
+    type: terminal
+"#,
+    );
+    let (code, text) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("the list default of input \"items\"") && text.contains("JSON array"),
+        "{text}"
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{s:#}\n{err}");
+    assert_eq!(summary_state(&s, "show")["output"], "all: [one two three]");
 }
 
 /// Two states of `provider` in one conversation (`model` and `base_url` as its options

@@ -85,7 +85,8 @@ pub(super) fn parse_inputs(cx: &mut Ctx, node: &Node) -> Vec<InputDef> {
         let required = get("required")
             .and_then(|v| cx.boolean(v, &join(&path, "required"), codes::WRONG_TYPE))
             .unwrap_or(false);
-        let default = get("default").and_then(|v| cx.string(v, &join(&path, "default")));
+        let default =
+            get("default").and_then(|v| default_value(cx, v, &join(&path, "default"), &name));
         let description =
             get("description").and_then(|v| cx.string(v, &join(&path, "description")));
         let validation = get("validation")
@@ -163,6 +164,35 @@ fn input_type(cx: &mut Ctx, t: &Node, path: &str) -> (InputType, Option<String>)
 
 /// A default that the run would refuse for the input's type: a warning, since AWF only
 /// finds it when a run uses the default.
+/// An input's `default`: one value, or a list of values as AWF passes it on (its inputs
+/// are Go values, and a list prints as `[a b c]`), with a warning saying so.
+fn default_value(cx: &mut Ctx, v: &Node, path: &str, name: &str) -> Option<String> {
+    let Kind::Seq(items) = &v.kind else {
+        return cx.string(v, path);
+    };
+    let mut words = Vec::with_capacity(items.len());
+    for item in items {
+        match &item.kind {
+            _ if item.is_null() => words.push("<nil>".to_string()),
+            Kind::Scalar(s, _) => words.push(s.clone()),
+            _ => return cx.string(v, path),
+        }
+    }
+    let value = format!("[{}]", words.join(" "));
+    cx.warn(
+        codes::NO_EFFECT,
+        path,
+        v.line,
+        format!(
+            "the list default of input {name:?} is passed as AWF passes it, as the text \
+             {value:?}, not as a list a for_each can go through"
+        ),
+        "to iterate over the values, write them as a JSON array in a string: \
+         default: '[\"one\", \"two\"]'",
+    );
+    Some(value)
+}
+
 fn check_default(cx: &mut Ctx, value: &str, kind: InputType, line: usize, path: &str) {
     let ok = match kind {
         InputType::String => true,
