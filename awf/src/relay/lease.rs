@@ -21,7 +21,7 @@ pub(super) fn random_hex(bytes: usize) -> String {
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
         let _ = f.read_exact(&mut buf);
     }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    crate::text::hex(&buf)
 }
 
 /// A place among a route's requests in flight, given back when dropped.

@@ -150,29 +150,14 @@ impl Runner<'_> {
         calls: Vec<PathBuf>,
         traceparent: &str,
     ) -> Runner<'c> {
-        Runner {
-            wf: child,
+        self.derived(
+            child,
             inputs,
-            results: Vec::new(),
-            interrupt: stop,
-            proxy: self.proxy.clone(),
-            plugins: InstalledPlugins::new(&self.workdir),
-            workdir: self.workdir.clone(),
-            started: self.started,
-            trace: self.trace.clone(),
-            step_traceparent: String::new(),
-            relay: self.relay.clone(),
-            ids: self.ids.clone(),
-            loop_vars: None,
-            record: None,
-            shard: None,
-            parent_span: Some(traceparent.to_string()),
+            Vec::new(),
+            stop,
+            Some(traceparent.to_string()),
             calls,
-            last_state: None,
-            started_at: self.started_at.clone(),
-            error_vars: None,
-            session_plan: None,
-        }
+        )
     }
 
     /// The called workflow, loaded and checked: not a call already on the stack, without

@@ -81,6 +81,44 @@ impl LoopVars {
 }
 
 impl Runner<'_> {
+    /// A runner of `wf` that shares this run's proxy, relay, step ids, trace and start,
+    /// with its own inputs, results so far, stop flag, parent span and call stack, and
+    /// nothing recorded: a branch or iteration (`parallel.rs`) or a called workflow
+    /// (`call.rs`).
+    pub(super) fn derived<'w>(
+        &self,
+        wf: &'w Workflow,
+        inputs: HashMap<String, String>,
+        results: Vec<StateResult>,
+        stop: Arc<AtomicBool>,
+        parent_span: Option<String>,
+        calls: Vec<PathBuf>,
+    ) -> Runner<'w> {
+        Runner {
+            wf,
+            inputs,
+            results,
+            interrupt: stop,
+            proxy: self.proxy.clone(),
+            plugins: InstalledPlugins::new(&self.workdir),
+            workdir: self.workdir.clone(),
+            started: self.started,
+            trace: self.trace.clone(),
+            step_traceparent: String::new(),
+            relay: self.relay.clone(),
+            ids: self.ids.clone(),
+            loop_vars: None,
+            record: None,
+            shard: None,
+            parent_span,
+            calls,
+            last_state: None,
+            started_at: self.started_at.clone(),
+            error_vars: None,
+            session_plan: None,
+        }
+    }
+
     /// Renders a template (a prompt, a `dir`, a message) with the run's inputs and the
     /// latest result of each state, values verbatim.
     pub(super) fn render(&self, text: &str) -> String {

@@ -313,15 +313,24 @@ fn interrupt_on_signals() -> Result<Arc<AtomicBool>, AwfError> {
 pub fn verify_audit(target: &str, audit_dir: Option<PathBuf>, json: bool) -> Result<u8, AwfError> {
     use crate::telemetry::audit_chain;
     let as_file = Path::new(target);
-    if as_file.is_file() {
+    if as_file.is_dir() {
+        return Err(AwfError::new(
+            codes::USAGE,
+            format!(
+                "{target} is a directory; give one step's audit file in it (`<n>-<state>.audit.jsonl`) \
+                 or the run's id"
+            ),
+        ));
+    }
+    // A run id is hex: anything with a `/` or a `.` is a file (and a missing one says so).
+    if as_file.is_file() || target.contains(['/', '.']) {
         return audit_chain::verify_command(as_file, None, json);
     }
     let state = state::load(target).map_err(|e| {
         AwfError::new(
             codes::USAGE,
             format!(
-                "{target} is neither an audit file nor a run awf knows ({}); give a step's \
-                 .jsonl or a run id from `awf history`",
+                "{target} is neither an audit file nor a run awf knows: {}",
                 e.message()
             ),
         )
@@ -336,6 +345,17 @@ pub fn verify_audit(target: &str, audit_dir: Option<PathBuf>, json: bool) -> Res
         };
         seen += 1;
         let file = dir.join(format!("{}-{}.audit.jsonl", record.step, record.state));
+        if !file.is_file() {
+            return Err(AwfError::new(
+                codes::USAGE,
+                format!(
+                    "the audit file of state {:?} of run {target} is not at {}; if the run was \
+                     started with --audit-dir, give it here too",
+                    record.state,
+                    file.display()
+                ),
+            ));
+        }
         worst = worst.max(audit_chain::verify_command(&file, Some(head), json)?);
     }
     if seen == 0 && !json {

@@ -16,7 +16,6 @@
 use super::engine::{LoopVars, Runner};
 use super::report::{ErrorJson, StateResult, Status};
 use crate::error::codes;
-use crate::plugins::InstalledPlugins;
 use crate::workflow::{ForEachState, ParallelState, StateKind, Strategy};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,29 +44,16 @@ impl Runner<'_> {
     /// A runner for one unit: the run's shared parts, and a stop flag of its own in place
     /// of the run's interrupt (which the parent state passes on).
     fn unit_runner(&self, stop: Arc<AtomicBool>, vars: Option<LoopVars>) -> Runner<'_> {
-        Runner {
-            wf: self.wf,
-            inputs: self.inputs.clone(),
-            results: self.results.clone(),
-            interrupt: stop,
-            proxy: self.proxy.clone(),
-            plugins: InstalledPlugins::new(&self.workdir),
-            workdir: self.workdir.clone(),
-            started: self.started,
-            trace: self.trace.clone(),
-            step_traceparent: String::new(),
-            relay: self.relay.clone(),
-            ids: self.ids.clone(),
-            loop_vars: vars,
-            record: None,
-            shard: None,
-            parent_span: self.parent_span.clone(),
-            calls: self.calls.clone(),
-            last_state: None,
-            started_at: self.started_at.clone(),
-            error_vars: None,
-            session_plan: None,
-        }
+        let mut unit = self.derived(
+            self.wf,
+            self.inputs.clone(),
+            self.results.clone(),
+            stop,
+            self.parent_span.clone(),
+            self.calls.clone(),
+        );
+        unit.loop_vars = vars;
+        unit
     }
 
     /// Runs `units`, at most `limit` at once, until they end, `stops_all` says a unit's

@@ -280,13 +280,7 @@ pub fn now_ms() -> u64 {
 /// `sha256:<hex>` of a workflow's text.
 pub fn workflow_hash(text: &[u8]) -> String {
     use sha2::Digest;
-    let digest = sha2::Sha256::digest(text);
-    let mut s = String::with_capacity(7 + 64);
-    s.push_str("sha256:");
-    for b in digest {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    format!("sha256:{}", crate::text::hex(&sha2::Sha256::digest(text)))
 }
 
 impl RunState {

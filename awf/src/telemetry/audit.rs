@@ -1031,11 +1031,11 @@ mod tests {
         assert_eq!(lines.len(), 2, "{text}");
         let repaired: Value = serde_json::from_str(lines[0]).unwrap();
         // Linked to the torn bytes as they are, and the next record to the repair.
-        assert_eq!(repaired["prev"], audit_chain::hex(&audit_chain::hash(torn)));
+        assert_eq!(repaired["prev"], crate::text::hex(&audit_chain::hash(torn)));
         let next: Value = serde_json::from_str(lines[1]).unwrap();
         assert_eq!(
             next["prev"],
-            audit_chain::hex(&audit_chain::hash(lines[0].as_bytes()))
+            crate::text::hex(&audit_chain::hash(lines[0].as_bytes()))
         );
         assert_eq!(repaired["type"], "audit.repaired");
         assert_eq!(repaired["torn_bytes"], torn.len());

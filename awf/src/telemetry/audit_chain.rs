@@ -17,6 +17,7 @@
 //! whole file rewritten with new links. The report says whether the file ends with its
 //! server's `session.end`.
 
+use crate::text::hex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -47,16 +48,6 @@ pub fn anchor(record: &Value) -> Hash {
 /// The hash of a line as written (without its newline).
 pub fn hash(line: &[u8]) -> Hash {
     Sha256::digest(line).into()
-}
-
-pub fn hex(h: &Hash) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(HEX_LEN);
-    for b in h {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
 }
 
 /// `body` (one serialized JSON object) with `"prev"` first, then its newline.
@@ -124,12 +115,14 @@ pub fn verify(bytes: &[u8]) -> Report {
         rest = &rest[end + 1..];
         let n = report.lines + 1;
         let record: Option<Value> = serde_json::from_slice(line).ok();
-        let kind = record
-            .as_ref()
-            .and_then(|r| r.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or("torn line")
-            .to_string();
+        let kind = match &record {
+            None => "torn line",
+            Some(r) => r
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("a record without type"),
+        }
+        .to_string();
         let expected = match (&previous, &record) {
             (Some((h, _, _)), _) => Some(*h),
             (None, Some(r)) => Some(anchor(r)),

@@ -43,8 +43,7 @@ pub fn hash(tool: &Value) -> String {
     let mut text = String::new();
     canonical(&pinned_view(tool), &mut text);
     let digest = Sha256::digest(text.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", crate::text::hex(&digest))
 }
 
 fn canonical(v: &Value, out: &mut String) {

@@ -626,6 +626,9 @@ fn the_run_state_keeps_the_audit_head_and_verify_by_run_id_finds_a_cut_end() {
         ok && said.contains(": intact,") && said.contains(&head),
         "{said}"
     );
+    // The run had --audit-dir: without it, where the file was looked for, and the fix.
+    let (ok, said) = audit_verify(&[&run_id]);
+    assert!(!ok && said.contains("give it here too"), "{said}");
 
     // The last record cut, at a line boundary: a chain still, but not the kept head.
     let bytes = std::fs::read(&file).unwrap();

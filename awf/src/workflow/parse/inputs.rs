@@ -92,14 +92,7 @@ pub(super) fn parse_inputs(cx: &mut Ctx, node: &Node) -> Vec<InputDef> {
         let validation = get("validation")
             .and_then(|v| parse_validation(cx, v, &join(&path, "validation"), &name, kind));
         if let Some(p) = get("pattern") {
-            cx.warn(
-                codes::NO_EFFECT,
-                &join(&path, "pattern"),
-                p.line,
-                format!("`pattern` of input {name:?} has no effect: AWF ignores it too"),
-                "write it under `validation:` (`validation: {pattern: \"...\"}`), which AWF \
-                 and awf check",
-            );
+            warn_own_pattern(cx, p, &path, &name);
         }
         if let (Some(d), Some(t)) = (&default, get("default")) {
             check_default(cx, d, kind, t.line, &join(&path, "default"));
@@ -164,6 +157,18 @@ fn input_type(cx: &mut Ctx, t: &Node, path: &str) -> (InputType, Option<String>)
 
 /// A default that the run would refuse for the input's type: a warning, since AWF only
 /// finds it when a run uses the default.
+/// An input's own `pattern:` (older syntax): AWF's reader ignores it, and so does awf.
+fn warn_own_pattern(cx: &mut Ctx, p: &Node, path: &str, name: &str) {
+    cx.warn(
+        codes::NO_EFFECT,
+        &join(path, "pattern"),
+        p.line,
+        format!("`pattern` of input {name:?} has no effect: AWF ignores it too"),
+        "write it under `validation:` (`validation: {pattern: \"...\"}`), which AWF and awf \
+         check",
+    );
+}
+
 /// An input's `default`: one value, or a list of values as AWF passes it on (its inputs
 /// are Go values, and a list prints as `[a b c]`), with a warning saying so.
 fn default_value(cx: &mut Ctx, v: &Node, path: &str, name: &str) -> Option<String> {
