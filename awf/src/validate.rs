@@ -131,7 +131,17 @@ fn server_sandboxes(wf: &workflow::Workflow) -> serde_json::Map<String, serde_js
                 .iter()
                 .map(|s| {
                     let mut stated = stated(&s.sandbox, Role::Server, &s.env);
-                    stated["command"] = serde_json::json!(s.command);
+                    match &s.url {
+                        // A remote server has no jail: what it is reached at instead.
+                        Some(url) => {
+                            stated = serde_json::json!({
+                                "url": crate::upstream::remote::display_url(url),
+                                "headers": s.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+                                "allow_private": s.allow_private,
+                            })
+                        }
+                        None => stated["command"] = serde_json::json!(s.command),
+                    }
                     (s.name.clone(), stated)
                 })
                 .collect::<serde_json::Map<_, _>>();

@@ -199,7 +199,7 @@ fn send_upstream(conn: &TcpStream, lease: &Lease, req: &mut Head, url: &str) -> 
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_connect(Some(Duration::from_secs(30)))
-        .tls_config(tls_config().clone())
+        .tls_config(crate::https::tls_config().clone())
         .build()
         .into();
     let mut builder = ureq::http::Request::builder()
@@ -333,42 +333,6 @@ pub(super) fn send(
     agent
         .run(request.map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())
-}
-
-/// The certificates HTTPS endpoints are checked against: those of `SSL_CERT_FILE` when it
-/// names a PEM bundle (as OpenSSL and curl take it: instead of the built-in roots; a
-/// private CA's endpoint, say), else the built-in web roots.
-fn tls_config() -> &'static ureq::tls::TlsConfig {
-    static CONFIG: std::sync::OnceLock<ureq::tls::TlsConfig> = std::sync::OnceLock::new();
-    CONFIG.get_or_init(|| {
-        let Some(file) = std::env::var_os("SSL_CERT_FILE") else {
-            return ureq::tls::TlsConfig::default();
-        };
-        let certs: Result<Vec<_>, String> = std::fs::read(&file)
-            .map_err(|e| e.to_string())
-            .and_then(|pem| {
-                ureq::tls::parse_pem(&pem)
-                    .filter_map(|item| match item {
-                        Ok(ureq::tls::PemItem::Certificate(c)) => Some(Ok(c)),
-                        Ok(_) => None,
-                        Err(e) => Some(Err(e.to_string())),
-                    })
-                    .collect()
-            });
-        match certs {
-            Ok(certs) if !certs.is_empty() => ureq::tls::TlsConfig::builder()
-                .root_certs(ureq::tls::RootCerts::new_with_certs(&certs))
-                .build(),
-            Ok(_) | Err(_) => {
-                tracing::warn!(
-                    "SSL_CERT_FILE {} holds no readable certificate; the model relay checks \
-                     HTTPS endpoints against the built-in roots",
-                    std::path::Path::new(&file).display()
-                );
-                ureq::tls::TlsConfig::default()
-            }
-        }
-    })
 }
 
 /// `text` cut to [`CONTENT_BYTES`] on a character boundary.

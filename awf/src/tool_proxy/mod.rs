@@ -505,6 +505,16 @@ pub fn server_spec(s: &McpServer, own_dirs: &[PathBuf]) -> ServerSpec {
             .filter(|(k, _)| k != "TMPDIR")
             .collect();
     env.extend(s.env.iter().cloned());
+    // A remote server's headers take their `${VAR}`s from awf's environment: resolved
+    // here, as `env_passthrough` is, for the `awf mcp-serve` an agent CLI starts with
+    // fewer variables than awf has.
+    for (_, value) in &s.headers {
+        for var in crate::upstream::remote::header_vars(value) {
+            if let Ok(v) = std::env::var(&var) {
+                env.insert(var, v);
+            }
+        }
+    }
     let mut sandbox = sb.clone();
     sandbox.hidden.extend(own_dirs.iter().cloned());
     // Merged into the server's own by the parser.
@@ -512,6 +522,9 @@ pub fn server_spec(s: &McpServer, own_dirs: &[PathBuf]) -> ServerSpec {
     sandbox.env_passthrough = Vec::new();
     ServerSpec {
         command: s.command.clone(),
+        url: s.url.clone(),
+        headers: s.headers.iter().cloned().collect(),
+        allow_private: s.allow_private,
         env,
         env_passthrough: s.env_passthrough.clone(),
         sandbox,

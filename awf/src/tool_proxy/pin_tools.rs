@@ -112,10 +112,7 @@ fn pin(
         let tools = crate::upstream::list_once(name, spec, root).map_err(|why| {
             AwfError::new(
                 codes::SERVER_FAILED,
-                format!(
-                    "server {name} ({}) did not start: {why}",
-                    spec.command.join(" ")
-                ),
+                format!("server {name} ({}) did not start: {why}", spec.describe()),
             )
         })?;
         if !by_lock.iter().any(|(l, _)| l == lock) {

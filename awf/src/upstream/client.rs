@@ -1,4 +1,5 @@
-//! The MCP client side of one server link, over the server's stdio, on mcpserver's own
+//! The MCP client side of one server link, over the server's stdio (or a remote server's
+//! HTTP, which [`super::remote`] turns into the same lines), on mcpserver's own
 //! framing and JSON-RPC types ([`mcpserver::wire`]): requests from any thread, each
 //! waiting for its answer by id with a deadline and the caller's cancellation (both sent
 //! upstream as `notifications/cancelled`); one reader thread that routes answers, answers
@@ -14,8 +15,7 @@ use mcpserver::RequestId;
 use mcpserver::wire::{self, Frame, Incoming};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::io::Write;
-use std::process::{ChildStdin, ChildStdout};
+use std::io::{Read, Write};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
@@ -70,11 +70,15 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// What a client writes its messages to and reads the server's from, a line each: a
+/// server process's stdin and stdout, or a remote server's link.
+pub type Pipes = (Box<dyn Write + Send>, Box<dyn Read + Send>);
+
 /// An answer, or why there is none.
 pub type Answer = Result<Value, Failure>;
 
 struct Shared {
-    writer: Mutex<Option<ChildStdin>>,
+    writer: Mutex<Option<Box<dyn Write + Send>>>,
     pending: Mutex<HashMap<i64, mpsc::Sender<Answer>>>,
     /// Set once the link is down, with why.
     down: Mutex<Option<String>>,
@@ -108,12 +112,13 @@ pub fn initialize_params() -> Value {
 }
 
 impl Client {
-    /// Starts the reader over `stdout`; `list_changed` runs (on the reader thread) for
-    /// each `notifications/tools/list_changed`, `log` for each `notifications/message`.
+    /// Starts the reader over `stdout` (the server's answers, a line each); `stdin` takes
+    /// the requests. `list_changed` runs (on the reader thread) for each
+    /// `notifications/tools/list_changed`, `log` for each `notifications/message`.
     pub fn new(
         name: &str,
-        stdin: ChildStdin,
-        stdout: ChildStdout,
+        stdin: Box<dyn Write + Send>,
+        stdout: Box<dyn Read + Send>,
         list_changed: Box<dyn Fn() + Send>,
         log: Box<dyn Fn(&Value) + Send>,
     ) -> Client {
@@ -388,7 +393,7 @@ fn complete(method: &str, result: Value) -> Answer {
 }
 
 fn read_loop(
-    stdout: ChildStdout,
+    stdout: Box<dyn Read + Send>,
     shared: &Shared,
     server: &str,
     list_changed: &dyn Fn(),

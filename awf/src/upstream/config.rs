@@ -1,5 +1,6 @@
 //! A third-party server as the config states it: `servers.<name>` of the `awf mcp-serve`
-//! config (and, through `awf run`, of a workflow's `mcp_proxy.servers`).
+//! config (and, through `awf run`, of a workflow's `mcp_proxy.servers`): a `command` awf
+//! starts in a jail, or the `url` of a remote server awf speaks to over HTTPS.
 
 use crate::confine;
 use serde::Deserialize;
@@ -10,13 +11,30 @@ use std::time::Duration;
 /// `start_timeout_seconds` says otherwise.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One server: how to start it, what its jail holds, which of its tools are offered.
+/// One server: how to start or reach it, what its jail holds, which of its tools are
+/// offered.
 #[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSpec {
-    /// argv, run without a shell; the first word is looked up in the server's PATH.
+    /// argv, run without a shell; the first word is looked up in the server's PATH. Empty
+    /// for a remote server.
+    #[serde(default)]
     pub command: Vec<String>,
-    /// Variables set in the server's environment (literal values).
+    /// A remote server's MCP endpoint (Streamable HTTP): `https://`, or `http://` with
+    /// `allow_private` (a server on this machine or the local network).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// HTTP headers sent with each request to a remote server; `${VAR}` in a value is the
+    /// variable of [`ServerSpec::env`], else of awf's environment. The values never reach
+    /// the agent: whatever the server sends back has them masked.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// A remote server may be at a loopback, private or link-local address (refused
+    /// otherwise, after DNS resolution and at every redirect), and over plain `http://`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_private: bool,
+    /// Variables set in the server's environment (literal values); for a remote server,
+    /// the values its headers' `${VAR}` take.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Variables of awf's environment passed to the server (NAME or PREFIX*).
@@ -42,6 +60,17 @@ pub struct ServerSpec {
     /// A server that fails to start is a WARN and its tools are absent, not a failed step.
     #[serde(default)]
     pub optional: bool,
+}
+
+impl ServerSpec {
+    /// How the server is reached, for messages: its command, or its URL without a query
+    /// or credentials.
+    pub fn describe(&self) -> String {
+        match &self.url {
+            Some(url) => super::remote::display_url(url),
+            None => self.command.join(" "),
+        }
+    }
 }
 
 /// `tools: {allow: [...]}` or `tools: {deny: [...]}`, by upstream names.

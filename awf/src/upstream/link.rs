@@ -1,7 +1,7 @@
 //! A server link that outlives one crash: the running process and its client, started
 //! with a deadline for telling its era (see [`super::era`]), opening it and `tools/list`,
 //! and started again at most once per step when the server dies (in the era it was
-//! found to speak).
+//! found to speak). A remote server has no process: its link is [`super::remote`]'s.
 
 use super::client::{Client, Failure};
 use super::config::{DEFAULT_START_TIMEOUT, ServerSpec};
@@ -9,6 +9,7 @@ use super::era::{self, Era};
 use super::probe::{self, Negotiated};
 use super::process::{ServerProcess, StartContext, StderrSink, describe_status};
 use serde_json::Value;
+use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,8 +18,24 @@ use std::time::{Duration, Instant};
 const MAX_RESTARTS: u32 = 1;
 
 struct Instance {
-    process: ServerProcess,
+    /// None for a remote server.
+    process: Option<ServerProcess>,
     client: Client,
+}
+
+/// How the process ended, for messages (`still running` while it runs; a remote server
+/// has none).
+fn status(process: &Option<ServerProcess>, wait: Duration) -> String {
+    match process {
+        Some(p) => describe_status(p.exit_status(wait)),
+        None => "a remote server".into(),
+    }
+}
+
+fn stop_process(process: &Option<ServerProcess>, grace: Duration) {
+    if let Some(p) = process {
+        p.stop(grace);
+    }
 }
 
 /// What one start of the process came to.
@@ -105,8 +122,15 @@ impl Link {
     }
 
     fn attempt(&self, known: Option<Era>) -> Result<Attempt, String> {
-        let (process, stdin, stdout) =
-            ServerProcess::start(&self.name, &self.spec, &self.cx, self.stderr.clone())?;
+        let (process, stdin, stdout): (_, Box<dyn Write + Send>, Box<dyn Read + Send>) =
+            if self.spec.url.is_some() {
+                let (to, from) = super::remote::open(&self.name, &self.spec)?;
+                (None, to, from)
+            } else {
+                let (p, stdin, stdout) =
+                    ServerProcess::start(&self.name, &self.spec, &self.cx, self.stderr.clone())?;
+                (Some(p), Box::new(stdin), Box::new(stdout))
+            };
         let notify = self.list_changed.clone();
         let server = self.name.clone();
         let client = Client::new(
@@ -151,12 +175,18 @@ impl Link {
         };
         let deadline = Instant::now() + probe_wait + timeout;
         let fail = |what: &str, f: Failure| {
-            let status = process.exit_status(Duration::from_millis(300));
-            let exited = if status.is_some() {
-                format!("; it exited ({})", describe_status(status))
+            let exit = process
+                .as_ref()
+                .and_then(|p| p.exit_status(Duration::from_millis(300)));
+            let exited = if exit.is_some() {
+                format!("; it exited ({})", describe_status(exit))
             } else {
                 String::new()
             };
+            let tail = process
+                .as_ref()
+                .map(|p| format!("; {}", p.stderr_tail()))
+                .unwrap_or_default();
             let failure = match (f, &unreachable) {
                 (Failure::TimedOut(_), Some(why)) => format!(
                     "it did not answer {what} within {} s: {why}",
@@ -168,7 +198,7 @@ impl Link {
                 ),
                 (other, _) => format!("{what} failed: {other}"),
             };
-            format!("{failure}{exited}; {}", process.stderr_tail())
+            format!("{failure}{exited}{tail}")
         };
         let opening = if known.is_none() {
             "server/discover or initialize"
@@ -191,7 +221,7 @@ impl Link {
                 era
             }
             Ok(Negotiated::Restart(why)) => {
-                process.stop(Duration::from_millis(200));
+                stop_process(&process, Duration::from_millis(200));
                 return Ok(Attempt::ProbeEndedIt(why));
             }
             Err(f) => return Err(fail(opening, f)),
@@ -221,7 +251,7 @@ impl Link {
         }
         let status = current
             .as_ref()
-            .map(|i| describe_status(i.process.exit_status(Duration::from_millis(300))))
+            .map(|i| status(&i.process, Duration::from_millis(300)))
             .unwrap_or_else(|| "not running".into());
         if self.restarts.load(Ordering::SeqCst) >= MAX_RESTARTS {
             return Err(format!(
@@ -237,7 +267,8 @@ impl Link {
             self.name
         );
         if let Some(old) = current.take() {
-            old.process.stop(Duration::from_millis(200));
+            old.client.close();
+            stop_process(&old.process, Duration::from_millis(200));
         }
         match self.launch() {
             Ok((instance, _tools)) => {
@@ -282,15 +313,12 @@ impl Link {
                 timeout.as_secs()
             )),
             Err(Failure::Cancelled) => Err(format!("{tool} was cancelled")),
-            Err(Failure::Gone(why)) => {
-                let status = instance.process.exit_status(Duration::from_millis(500));
-                Err(format!(
-                    "server {} went down during this call ({why}; {}); it is started again at \
-                     the next call, once per step",
-                    self.name,
-                    describe_status(status)
-                ))
-            }
+            Err(Failure::Gone(why)) => Err(format!(
+                "server {} went down during this call ({why}; {}); it is started again at the \
+                 next call, once per step",
+                self.name,
+                status(&instance.process, Duration::from_millis(500))
+            )),
             Err(Failure::Rpc { code, message, .. }) => Err(format!(
                 "server {} refused the call to {tool}: {message} ({code})",
                 self.name
@@ -327,8 +355,10 @@ impl Link {
             .take()
         {
             i.client.close();
-            if i.process.exit_status(grace).is_none() {
-                i.process.stop(grace);
+            if let Some(p) = &i.process
+                && p.exit_status(grace).is_none()
+            {
+                p.stop(grace);
             }
         }
     }

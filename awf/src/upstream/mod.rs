@@ -3,10 +3,11 @@
 //! client on mcpserver's wire types ([`client`], in the revision [`era`] names and
 //! [`probe`] tells, restarted once per step by [`link`]), its tools re-exported as
 //! `<server>_<tool>` ([`source`]) and pinned by a hash of all an agent reads of them
-//! ([`pins`]). [`start`] is what
+//! ([`pins`]). A remote server (`url`) is the same link over Streamable HTTP instead of a
+//! process's stdio ([`remote`]). [`start`] is what
 //! `awf mcp-serve` calls for its config's `servers`: every server starts in parallel,
-//! and one that fails fails the step (naming it, its command and its stderr's last
-//! lines) unless it is `optional`.
+//! and one that fails fails the step (naming it, its command or URL and its stderr's
+//! last lines) unless it is `optional`.
 
 pub mod client;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod link;
 pub mod pins;
 pub mod probe;
 pub mod process;
+pub mod remote;
 pub mod runners;
 pub mod source;
 
@@ -93,7 +95,7 @@ pub fn start(
                 tracing::warn!(
                     server = %name,
                     "server {name} ({}) did not start and is optional, so its tools are absent: {why}",
-                    spec.command.join(" ")
+                    spec.describe()
                 );
                 continue;
             }
@@ -101,10 +103,10 @@ pub fn start(
                 return Err(AwfError::new(
                     codes::SERVER_FAILED,
                     format!(
-                        "{}: server {name} ({}) did not start: {why}; fix its command or \
-                         sandbox, or mark it optional: true",
+                        "{}: server {name} ({}) did not start: {why}; fix its command, \
+                         url or sandbox, or mark it optional: true",
                         step.origin,
-                        spec.command.join(" ")
+                        spec.describe()
                     ),
                 ));
             }
@@ -164,8 +166,32 @@ fn check_spec(name: &str, spec: &ServerSpec, origin: &str) -> Result<(), AwfErro
              letter, at most 32): it becomes the prefix `{name}_` of its tools' names; rename it"
         ));
     }
-    if spec.command.is_empty() || spec.command[0].is_empty() {
-        return bad("command is empty; give the server's argv, e.g. [npx, -y, package]".into());
+    match &spec.url {
+        Some(url) => {
+            if !spec.command.is_empty() {
+                return bad("both command and url; a server is started (command) or \
+                            reached (url): keep one"
+                    .into());
+            }
+            if let Some(why) = remote::url_problem(url, spec.allow_private) {
+                return bad(why);
+            }
+        }
+        None if spec.command.is_empty() || spec.command[0].is_empty() => {
+            return bad(
+                "command is empty; give the server's argv, e.g. [npx, -y, package], or the \
+                 url of a remote server"
+                    .into(),
+            );
+        }
+        None if !spec.headers.is_empty() => {
+            return bad(
+                "headers without url: headers are sent to a remote server; give \
+                        its url, or pass values to a started server with env"
+                    .into(),
+            );
+        }
+        None => {}
     }
     if spec.timeout_seconds == Some(0) || spec.start_timeout_seconds == Some(0) {
         return bad("a timeout of 0 s; give at least 1, or leave it out for the default".into());

@@ -314,6 +314,9 @@ mod tests {
     fn the_era_is_remembered_per_server_config() {
         let spec = |cmd: &str| ServerSpec {
             command: vec![cmd.into()],
+            url: None,
+            headers: Default::default(),
+            allow_private: false,
             env: Default::default(),
             env_passthrough: vec![],
             sandbox: Default::default(),

@@ -876,12 +876,15 @@ fn d_extend_proxy(
     check_plugin_tools(push, p, plugins);
 }
 
-/// A server's program must be found: a path as it is, else on the server's PATH.
+/// A server's program must be found: a path as it is, else on the server's PATH (a
+/// remote server has none).
 fn check_server_program(
     push: &mut dyn FnMut(&'static str, String, usize, String, String),
     s: &McpServer,
 ) {
-    let program = &s.command[0];
+    let Some(program) = s.command.first() else {
+        return;
+    };
     let path_var = s
         .env
         .iter()

@@ -408,8 +408,14 @@ pub const MAX_SERVER_NAME: usize = 32;
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpServer {
     pub name: String,
-    /// argv, run without a shell.
+    /// argv, run without a shell; empty for a remote server.
     pub command: Vec<String>,
+    /// A remote server's MCP endpoint (Streamable HTTP), instead of a command.
+    pub url: Option<String>,
+    /// HTTP headers of a remote server, `${VAR}` unexpanded (from awf's environment).
+    pub headers: Vec<(String, String)>,
+    /// A remote server may be at a private address, and over plain http.
+    pub allow_private: bool,
     /// Literal values: `sandbox.env` with the server's own `env` over it.
     pub env: Vec<(String, String)>,
     /// `env_passthrough` and `sandbox.env_passthrough`, each pattern once.

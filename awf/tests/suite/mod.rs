@@ -44,6 +44,7 @@ mod sdk_clients;
 mod sdk_clients_modern;
 mod servers;
 mod servers_eras;
+mod servers_remote;
 mod unix_sockets;
 mod workflow_examples;
 mod workflow_validate;

@@ -1,6 +1,6 @@
 //! `mcp_proxy.servers`: the third-party MCP servers of a step, each `<name>: {command, env,
 //! env_passthrough, sandbox, tools, rename, timeout_seconds, start_timeout_seconds,
-//! optional}`. A server's name becomes the prefix of its tools (`<name>_<tool>`), so it
+//! optional}`, or a remote one, `<name>: {url, headers, allow_private, tools, rename, ...}`. A server's name becomes the prefix of its tools (`<name>_<tool>`), so it
 //! follows the rules that keep those names valid and unambiguous; its `sandbox` is read as
 //! Bash's is, and that block's `env` and `env_passthrough` are merged with the server's own.
 
@@ -14,6 +14,9 @@ use crate::workflow::{LONGEST_CLIENT_PREFIX, MAX_SERVER_NAME, McpServer};
 
 const SERVER_KEYS: &[&str] = &[
     "command",
+    "url",
+    "headers",
+    "allow_private",
     "env",
     "env_passthrough",
     "sandbox",
@@ -113,7 +116,9 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
     let fields = cx.fields(node, path, SERVER_KEYS, codes::PROXY_UNKNOWN_KEY)?;
     let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
     let cpath = join(path, "command");
+    let remote = parse_remote(cx, path, &fields);
     let command = match get("command") {
+        None if remote.url.is_some() => Some(Vec::new()),
         None => {
             cx.push(
                 codes::MISSING_FIELD,
@@ -159,9 +164,22 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
     let optional = get("optional")
         .and_then(|o| cx.boolean(o, &join(path, "optional"), codes::WRONG_TYPE))
         .unwrap_or(false);
+    if remote.url.is_none() && !remote.headers.is_empty() {
+        cx.push(
+            codes::INVALID_VALUE,
+            &join(path, "headers"),
+            node.line,
+            format!("{path} has headers but no url"),
+            "headers are sent to a remote server: give its `url`; a server awf starts gets \
+             values through `env`",
+        );
+    }
     Some(McpServer {
         name: name.to_string(),
         command: command?,
+        url: remote.url,
+        headers: remote.headers,
+        allow_private: remote.allow_private,
         env,
         env_passthrough,
         sandbox,
@@ -174,6 +192,111 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
         line: node.line,
         command_line,
     })
+}
+
+/// What reaches a remote server: its URL, headers and whether it may be private.
+struct Remote {
+    url: Option<String>,
+    headers: Vec<(String, String)>,
+    allow_private: bool,
+}
+
+/// `url`, `headers` and `allow_private`: the URL checked (https, a public host unless
+/// allowed), each header's `${VAR}` set in awf's environment, and none of the keys that
+/// only a server awf starts has.
+fn parse_remote(cx: &mut Ctx, path: &str, fields: &[(&str, &Node)]) -> Remote {
+    let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    let allow_private = get("allow_private")
+        .and_then(|o| cx.boolean(o, &join(path, "allow_private"), codes::WRONG_TYPE))
+        .unwrap_or(false);
+    let upath = join(path, "url");
+    let url = get("url").and_then(|u| {
+        let url = cx.string(u, &upath)?;
+        if let Some(why) = crate::upstream::remote::url_problem(&url, allow_private) {
+            cx.push(
+                codes::INVALID_VALUE,
+                &upath,
+                u.line,
+                format!("{upath}: {why}"),
+                "write the server's MCP endpoint, e.g. `url: https://api.githubcopilot.com/mcp/`",
+            );
+        }
+        if get("command").is_some() {
+            cx.push(
+                codes::INVALID_VALUE,
+                &upath,
+                u.line,
+                format!("{path} has both command and url"),
+                "keep `command` for a server awf starts, or `url` for a remote one",
+            );
+        }
+        for key in ["sandbox", "env", "env_passthrough"] {
+            if let Some(n) = get(key) {
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &join(path, key),
+                    n.line,
+                    format!("{path}.{key} is for a server awf starts; this one is remote (url)"),
+                    "remove it: a remote server runs elsewhere; its headers take `${VAR}` from \
+                     awf's environment",
+                );
+            }
+        }
+        Some(url)
+    });
+    let headers = get("headers")
+        .map(|h| parse_headers(cx, h, &join(path, "headers")))
+        .unwrap_or_default();
+    Remote {
+        url,
+        headers,
+        allow_private,
+    }
+}
+
+/// `headers: {Name: value}`: each name an HTTP header name, each `${VAR}` of a value set
+/// in awf's environment (where awf takes it from at the step's start).
+fn parse_headers(cx: &mut Ctx, node: &Node, path: &str) -> Vec<(String, String)> {
+    let Some(entries) = cx.fields(node, path, &[], codes::PROXY_UNKNOWN_KEY) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, value) in entries {
+        let hpath = join(path, name);
+        let token = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            cx.push(
+                codes::INVALID_VALUE,
+                &hpath,
+                value.line,
+                format!("{hpath}: {name:?} is not an HTTP header name"),
+                "use letters, digits and `-`, e.g. `Authorization`",
+            );
+            continue;
+        }
+        let Some(text) = cx.string(value, &hpath) else {
+            continue;
+        };
+        for var in crate::upstream::remote::header_vars(&text) {
+            if std::env::var_os(&var).is_none() {
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &hpath,
+                    value.line,
+                    format!("{hpath} uses ${{{var}}}, which is not set in awf's environment"),
+                    format!(
+                        "export {var} before awf runs (its value is sent to the server and \
+                         masked everywhere else)"
+                    ),
+                );
+            }
+        }
+        out.push((name.to_string(), text));
+    }
+    out
 }
 
 /// A server's sandbox, and the variables it is given and passed.
