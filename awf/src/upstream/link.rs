@@ -123,8 +123,14 @@ impl Link {
 
     fn attempt(&self, known: Option<Era>) -> Result<Attempt, String> {
         let (process, stdin, stdout): (_, Box<dyn Write + Send>, Box<dyn Read + Send>) =
-            if self.spec.url.is_some() {
-                let (to, from) = super::remote::open(&self.name, &self.spec)?;
+            if let Some(url) = &self.spec.url {
+                let endpoint = super::remote::Endpoint {
+                    url,
+                    headers: &self.spec.headers,
+                    env: &self.spec.env,
+                    allow_private: self.spec.allow_private,
+                };
+                let (to, from) = super::remote::open(&self.name, &endpoint)?;
                 (None, to, from)
             } else {
                 let (p, stdin, stdout) =

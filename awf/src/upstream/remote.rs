@@ -28,7 +28,6 @@
 //! HTTP proxy (awf connects directly, so that the address checked is the server's).
 
 use super::client::{MAX_LINE, Pipes};
-use super::config::ServerSpec;
 use crate::confine::egress::rules::is_public;
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -218,17 +217,27 @@ struct Outbound {
     buf: Vec<u8>,
 }
 
-/// Opens the link to `spec`'s URL: the writer the client's messages go to and the reader
-/// its answers come from. Nothing is sent until the client writes.
-pub fn open(name: &str, spec: &ServerSpec) -> Result<Pipes, String> {
-    let url = spec.url.clone().unwrap_or_default();
-    if let Some(why) = url_problem(&url, spec.allow_private) {
+/// Where a remote server is and what goes with each request (a server entry's `url`,
+/// `headers`, `env` and `allow_private`).
+pub struct Endpoint<'a> {
+    pub url: &'a str,
+    pub headers: &'a BTreeMap<String, String>,
+    /// The values of the headers' `${VAR}`s, before awf's environment.
+    pub env: &'a BTreeMap<String, String>,
+    pub allow_private: bool,
+}
+
+/// Opens the link to server `name` at `endpoint`: the writer the client's messages go to
+/// and the reader its answers come from. Nothing is sent until the client writes.
+pub fn open(name: &str, endpoint: &Endpoint<'_>) -> Result<Pipes, String> {
+    let url = endpoint.url.to_string();
+    if let Some(why) = url_problem(&url, endpoint.allow_private) {
         return Err(why);
     }
     let mut headers = Vec::new();
     let mut masks = Vec::new();
-    for (header, template) in &spec.headers {
-        let (value, secrets) = expand(header, template, &spec.env)?;
+    for (header, template) in endpoint.headers {
+        let (value, secrets) = expand(header, template, endpoint.env)?;
         let marker = format!("[masked: header {header}]");
         for s in secrets.into_iter().chain([value.clone()]) {
             // Too short to tell from ordinary text: masking it would garble answers.
@@ -253,7 +262,7 @@ pub fn open(name: &str, spec: &ServerSpec) -> Result<Pipes, String> {
         config,
         ureq::unversioned::transport::DefaultConnector::new(),
         Guard {
-            allow_private: spec.allow_private,
+            allow_private: endpoint.allow_private,
             inner: DefaultResolver::default(),
         },
     );

@@ -383,3 +383,107 @@ fn awf_validate_checks_a_remote_server_s_url_and_variables() {
         }
     }
 }
+
+/// One step of `awf run` with `provider` whose model calls the remote server's tools, with
+/// the server in `era`: listed and called through the step's tool server, audited, traced,
+/// pinned in the workflow's lock file, and the token never in what the model, the run's
+/// output or its audit get.
+fn through_a_run(provider: &str, era: &str) {
+    use crate::fake_model::{FakeModel, Script};
+    use crate::harness::*;
+    let program = match provider {
+        "openai_compatible" => None,
+        cli => match agent_cli(cli) {
+            Some(p) => Some(p),
+            None => return,
+        },
+    };
+    let receiver = Receiver::start();
+    let fake = FakeModel::start(
+        Script::new()
+            .call("gh_echo", json!({"text": "through the run"}))
+            .call("gh_leak", json!({})),
+    );
+    let step = Step::new(&format!("remote-run-{provider}"));
+    let remote = Remote::start(&step.base, era);
+    let options = model_options(provider, program.as_deref(), &fake);
+    let proxy = format!(
+        "{{enable: true, intercept_builtins: false, servers: {{gh: {{url: \"{}\", \
+         headers: {{Authorization: \"Bearer ${{AWF_TEST_PAT}}\"}}, allow_private: true}}}}}}",
+        remote.url("127.0.0.1")
+    );
+    let env = [
+        ("AWF_TEST_PAT", TOKEN.to_string()),
+        ("SSL_CERT_FILE", remote.ca.display().to_string()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint.clone()),
+    ];
+    let run = run_workflow(&step, provider, &options, &proxy, None, &env);
+    let ctx = run.assert_success(&fake);
+    let called: Vec<String> = fake.tool_calls().into_iter().map(|(n, _)| n).collect();
+    assert!(
+        called.len() == 2 && called[0].ends_with("gh_echo") && called[1].ends_with("gh_leak"),
+        "{called:?}\n{ctx}"
+    );
+    let audited: Vec<(&str, &str)> = run
+        .audit
+        .iter()
+        .filter(|r| r["type"] == "tool.call")
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap(),
+                r["source"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        audited,
+        [("gh_echo", "server:gh"), ("gh_leak", "server:gh")],
+        "{ctx}"
+    );
+    // What the model got back: the echo, and the credentials masked.
+    let sent: String = fake.requests().iter().map(|r| r.body.to_string()).collect();
+    assert!(sent.contains("through the run"), "{ctx}");
+    assert!(sent.contains("[masked: header Authorization]"), "{sent}");
+    // Pinned on first use in the workflow's lock file.
+    let lock: Value = serde_json::from_str(
+        &std::fs::read_to_string(step.base.join("wf.lock.json"))
+            .unwrap_or_else(|e| panic!("no lock file: {e}\n{ctx}")),
+    )
+    .unwrap();
+    assert!(lock["servers"]["gh"]["echo"].is_object(), "{lock:#}");
+    let spans = receiver.spans();
+    assert!(
+        spans.iter().any(|s| s.name == "tools/call gh_echo"
+            && attr(s, "awf.mcp.server").as_deref() == Some("gh")),
+        "{spans:#?}"
+    );
+    let audit_text: String = run.audit.iter().map(Value::to_string).collect();
+    for (what, text) in [
+        ("the model's requests", sent),
+        ("the run's log", run.stderr.clone()),
+        ("the summary", run.summary.to_string()),
+        ("the audit", audit_text),
+        ("the spans", format!("{spans:?}")),
+    ] {
+        assert!(!text.contains(TOKEN), "the token is in {what}: {text}");
+    }
+    assert!(
+        remote
+            .requests()
+            .iter()
+            .filter(|r| r["http"] == "POST")
+            .all(|r| r["authorized"] == true),
+        "{:#?}",
+        remote.requests()
+    );
+}
+
+#[test]
+fn claude_code_calls_a_modern_remote_server_through_awf_run() {
+    through_a_run("claude", "modern");
+}
+
+#[test]
+fn openai_compatible_calls_a_legacy_remote_server_through_awf_run() {
+    through_a_run("openai_compatible", "legacy");
+}
