@@ -14,7 +14,8 @@
 //! installed plugins come through its `PluginCatalog` port, which `plugins::catalog`
 //! implements). `run` drives a workflow, using `providers` for agents and `tool_proxy` for
 //! each step's tools (third-party servers behind it: `upstream`; the model's requests:
-//! `relay`); `private_files` holds the files only awf may use, `https` what awf's own HTTPS requests trust, `session_dirs` the
+//! `relay`); `private_files` holds the files only awf may use, `https` what awf's own HTTPS requests trust, `scan` what tools send back (secrets, poisoned
+//! descriptions), `session_dirs` the
 //! directories a session makes under the temp directory (and the sweep of those a killed
 //! session left), `step_servers` the registry through which a step's teardown finds every
 //! `awf mcp-serve` it started; `text` cuts text without splitting a character. `cli`, `validate` and `client` are the
@@ -36,6 +37,7 @@ pub mod providers;
 pub mod relay;
 pub mod run;
 pub(crate) mod sandbox_check;
+pub(crate) mod scan;
 pub(crate) mod session_dirs;
 pub(crate) mod step_servers;
 pub mod telemetry;

@@ -31,6 +31,7 @@ pub struct ServerBuilder {
     accept_newer: bool,
     revisions: Option<Vec<String>>,
     hooks: Option<Box<dyn Hooks>>,
+    result_filter: Option<crate::state::ResultFilter>,
     tools: Vec<(Tool, Handler)>,
     withheld: Vec<(String, String)>,
     notify_list_changed: bool,
@@ -70,6 +71,7 @@ impl ServerBuilder {
             accept_newer: false,
             revisions: None,
             hooks: None,
+            result_filter: None,
             tools: Vec::new(),
             withheld: Vec::new(),
             notify_list_changed: false,
@@ -161,6 +163,36 @@ impl ServerBuilder {
     /// Observers of requests and calls.
     pub fn hooks(mut self, hooks: impl Hooks + 'static) -> ServerBuilder {
         self.hooks = Some(Box::new(hooks));
+        self
+    }
+
+    /// Passes every tool's result, successful or not, through `filter` before it is sent
+    /// and before [`Hooks::call_finished`] sees it: a host's redaction of secrets in what
+    /// tools return, say. Without one, results go out as the handlers made them.
+    ///
+    /// ```
+    /// use mcpserver::{Content, Server, Tool, ToolResult};
+    /// let server = Server::builder("s", "1")
+    ///     .tool_raw(Tool::new("say", "Say it", serde_json::json!({"type": "object"})),
+    ///         |_, _: &mcpserver::CallContext| Ok::<_, String>(ToolResult::text("token=abc")))
+    ///     .result_filter(|_ctx, result| {
+    ///         for item in &mut result.content {
+    ///             if let Content::Text { text } = item {
+    ///                 *text = text.replace("abc", "[redacted]");
+    ///             }
+    ///         }
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// let ctx = mcpserver::CallContext::new(mcpserver::RequestId::Number(1), "say");
+    /// let result = server.call(&ctx, &serde_json::json!({})).unwrap();
+    /// assert_eq!(result.first_text(), Some("token=[redacted]"));
+    /// ```
+    pub fn result_filter(
+        mut self,
+        filter: impl Fn(&CallContext, &mut ToolResult) + Send + Sync + 'static,
+    ) -> ServerBuilder {
+        self.result_filter = Some(Box::new(filter));
         self
     }
 
@@ -301,6 +333,7 @@ impl ServerBuilder {
                 page_size: self.page_size,
                 revisions,
                 hooks: self.hooks,
+                result_filter: self.result_filter,
                 tool_names: tools.iter().map(|t| Arc::from(t.name.as_str())).collect(),
                 tools,
                 handlers,

@@ -875,6 +875,10 @@ impl Inner {
                 (Ok(ToolResult::error(text)), CallStatus::Panicked)
             }
         };
+        let mut answer = answer;
+        if let (Some(filter), Ok(result)) = (&self.result_filter, answer.as_mut()) {
+            filter(ctx, result);
+        }
         let cancelled = ctx.is_cancelled();
         let status = if cancelled {
             CallStatus::Cancelled

@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde_json::value::RawValue;
 
+use crate::context::CallContext;
 use crate::doorbell::Doorbell;
 use crate::era::Revisions;
 use crate::hooks::Hooks;
 use crate::id::RequestId;
-use crate::tool::{Handler, Tool};
+use crate::tool::{Handler, Tool, ToolResult};
 
 /// Why [`Server::serve`](crate::Server::serve) returned (or a
 /// [`Dispatcher`](crate::Dispatcher) stopped reading).
@@ -40,6 +41,9 @@ impl StopReason {
     }
 }
 
+/// A host's pass over every tool result ([`crate::ServerBuilder::result_filter`]).
+pub(crate) type ResultFilter = Box<dyn Fn(&CallContext, &mut ToolResult) + Send + Sync>;
+
 pub(crate) struct Inner {
     pub name: String,
     pub version: String,
@@ -53,6 +57,8 @@ pub(crate) struct Inner {
     pub revisions: Revisions,
     /// None when the host set none: the call path then skips the clock too.
     pub hooks: Option<Box<dyn Hooks>>,
+    /// What every result passes through before it is sent (and the hooks see it).
+    pub result_filter: Option<ResultFilter>,
     pub tools: Vec<Tool>,
     /// The tools' names, shared with every call's context.
     pub tool_names: Vec<Arc<str>>,

@@ -1,8 +1,9 @@
 //! The tool server of one step, assembled: the builtins (in their jail), the plugin
 //! operations and the third-party servers of a checked [`ServeConfig`] become one
 //! `ToolSet` under the step's policy, with the step's telemetry, and then one
-//! `mcpserver::Server` whose hooks record every call. `awf mcp-serve` serves it over stdio;
-//! the HTTP provider calls it in-process.
+//! `mcpserver::Server` whose hooks record every call and whose results are scanned for
+//! secrets ([`crate::scan`]). `awf mcp-serve` serves it over stdio; the HTTP provider calls
+//! it in-process.
 
 use super::config::ServeConfig;
 use crate::builtins::{BuiltinEnv, Builtins, paths::Workspace};
@@ -25,6 +26,12 @@ pub struct Prepared {
     /// Bash's private temp directory (when the builtins are served); removed when this is
     /// dropped, which is where the session ends, served or in-process.
     pub private_tmp: Option<confine::PrivateTmp>,
+    /// What is done with a secret in a result: per tool of a server with its own `scan`,
+    /// else the step's.
+    pub scan_results: (
+        crate::scan::Mode,
+        std::collections::HashMap<String, crate::scan::Mode>,
+    ),
 }
 
 /// Builds the tool sources, telemetry and tool set from a checked config.
@@ -95,13 +102,23 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         shutdown: &shutdown,
         telemetry: &telemetry,
         origin: &cfg.origin,
+        scan: cfg.scan,
     };
     for server in crate::upstream::start(&cfg.servers, &step)? {
         sources.push(Box::new(server));
     }
     let tools = ToolSet::new(sources, &cfg.tools)
         .map_err(|e| AwfError::new(e.code(), format!("{}: {}", cfg.origin, e.message())))?;
+    let own_modes = tools
+        .sources()
+        .iter()
+        .filter_map(|(tool, source)| {
+            let spec = cfg.servers.get(source.strip_prefix("server:")?)?;
+            Some((tool.clone(), spec.scan.over(cfg.scan).results()))
+        })
+        .collect();
     Ok(Prepared {
+        scan_results: (cfg.scan.results(), own_modes),
         tools,
         telemetry,
         root,
@@ -231,7 +248,13 @@ pub fn build_server(
                 prepared.shutdown.clone(),
             )
             .with_upstream_names(prepared.tools.upstream_names()),
-        );
+        )
+        .result_filter(crate::scan::result_filter(
+            prepared.scan_results.0,
+            prepared.scan_results.1.clone(),
+            prepared.tools.sources(),
+            prepared.telemetry.clone(),
+        ));
     if transport == Transport::Pipe {
         // A client that closed our input waits about this long before it kills us: a call
         // still running then (a stuck plugin, a hung server) is cancelled, not waited for.

@@ -64,6 +64,10 @@ pub struct ServeConfig {
     /// Which tools the agent is offered (deny list, read-only).
     #[serde(default)]
     pub tools: ToolPolicy,
+    /// What tools send back, scanned: secrets in results (default redact), descriptions
+    /// and schemas of servers' tools (default warn); a server's own `scan` is over it.
+    #[serde(default, skip_serializing_if = "crate::scan::Scan::is_unset")]
+    pub scan: crate::scan::Scan,
 }
 
 fn yes() -> bool {
@@ -89,6 +93,7 @@ impl ServeConfig {
             sandbox: Default::default(),
             confine_support: None,
             tools: ToolPolicy::default(),
+            scan: Default::default(),
         }
     }
 

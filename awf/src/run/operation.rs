@@ -67,6 +67,8 @@ impl Runner<'_> {
             sandbox: Default::default(),
             tools: Default::default(),
             servers: Vec::new(),
+            // No model reads an operation's result: the workflow does, as it is.
+            scan: crate::scan::Scan::word(crate::scan::Mode::Off),
             pins: None,
             workflow_file: self.wf.path.clone(),
             path: format!("states.{name}"),

@@ -588,7 +588,9 @@ fn assignments() -> &'static Regex {
         Regex::new(concat!(
             "(?-u)",
             r#"(?i:(\bauthorization(?:\\?["'])?\s*[:=]\s*(?:\\?["'])?(?:bearer|basic|token)?\s*)"#,
-            r#"(?:[^\s"'\\,;)\]}>]|\\[^"'])+"#,
+            // Not from a `[`: a credential has none, and `[redacted: bearer-token]` (the
+            // scan of results has been there) is no credential.
+            r#"(?:[^\s"'\\,;)\[\]}>]|\\[^"'])+"#,
             r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)((?:\\?["'])?\s*[:=]\s*)"#,
             r#"(\\"(?:[^"\\\n]|\\[^"\n])*\\"|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"#,
             r#"|\b([A-Za-z_][A-Za-z0-9_.-]*)((?:\\?["'])?\s*[:=]\s*(?:\\?["'])?)"#,
@@ -608,6 +610,12 @@ fn mask_assignments(text: &[u8]) -> Vec<u8> {
     while let Some(c) = assignments().captures_at(text, from) {
         let whole = c.get(0).expect("a match");
         if let Some(auth) = c.get(1) {
+            if is_scheme(&text[auth.end()..whole.end()]) {
+                // `Authorization: Bearer [redacted: …]`: the scheme is no secret, and
+                // what follows it was redacted already.
+                from = whole.end();
+                continue;
+            }
             out.extend_from_slice(&text[copied..auth.end()]);
             out.extend_from_slice(MASK.as_bytes());
             (copied, from) = (whole.end(), whole.end());
@@ -619,7 +627,9 @@ fn mask_assignments(text: &[u8]) -> Vec<u8> {
             _ => unreachable!("every other branch names"),
         };
         let sep = sep.expect("a name has its separator");
-        if secret_assignment(&String::from_utf8_lossy(name.as_bytes())) {
+        if secret_assignment(&String::from_utf8_lossy(name.as_bytes()))
+            && !is_scheme(&text[sep.end()..whole.end()])
+        {
             let q = quoted.map_or(&b""[..], |q| {
                 let q = q.as_bytes();
                 &q[..if q[0] == b'\\' { 2 } else { 1 }]
@@ -636,6 +646,14 @@ fn mask_assignments(text: &[u8]) -> Vec<u8> {
     }
     out.extend_from_slice(&text[copied..]);
     out
+}
+
+/// An authorization scheme's word alone (`Bearer`), whose credential is not there.
+fn is_scheme(value: &[u8]) -> bool {
+    matches!(
+        value.to_ascii_lowercase().as_slice(),
+        b"bearer" | b"basic" | b"token"
+    )
 }
 
 /// A name whose value is a secret in an assignment: [`looks_secret`], or `PASS` as its

@@ -166,6 +166,7 @@ impl ToolProxyService {
     ) -> ServeConfig {
         let mut cfg = ServeConfig::for_root(self.root.clone());
         cfg.intercept_builtins = proxy.intercept_builtins;
+        cfg.scan = proxy.scan;
         cfg.tools = proxy.tools.clone();
         cfg.plugin_tools = proxy
             .plugin_tools
@@ -525,6 +526,7 @@ pub fn server_spec(s: &McpServer, own_dirs: &[PathBuf]) -> ServerSpec {
         url: s.url.clone(),
         headers: s.headers.iter().cloned().collect(),
         allow_private: s.allow_private,
+        scan: s.scan,
         env,
         env_passthrough: s.env_passthrough.clone(),
         sandbox,

@@ -108,6 +108,7 @@ fn pin(
 ) -> Result<u8, AwfError> {
     let mut differs = false;
     let mut by_lock: Vec<(PathBuf, Pins)> = Vec::new();
+    let mut listed = Vec::new();
     for (lock, name, spec) in &servers {
         let tools = crate::upstream::list_once(name, spec, root).map_err(|why| {
             AwfError::new(
@@ -115,13 +116,26 @@ fn pin(
                 format!("server {name} ({}) did not start: {why}", spec.describe()),
             )
         })?;
-        if !by_lock.iter().any(|(l, _)| l == lock) {
+        listed.push((lock, name, tools));
+    }
+    for (lock, name, tools) in &listed {
+        if !by_lock.iter().any(|(l, _)| l == *lock) {
             let p = Pins::load(lock).map_err(|e| AwfError::new(codes::CONFIG_INVALID, e))?;
-            by_lock.push((lock.clone(), p));
+            by_lock.push(((*lock).clone(), p));
         }
-        let pins = &mut by_lock.iter_mut().find(|(l, _)| l == lock).unwrap().1;
-        differs |= report(name, pins, &tools);
-        pins.record(name, &tools);
+        let pins = &mut by_lock.iter_mut().find(|(l, _)| l == *lock).unwrap().1;
+        differs |= report(name, pins, tools);
+        let others: Vec<String> = listed
+            .iter()
+            .filter(|(_, other, _)| other != name)
+            .flat_map(|(_, other, tools)| {
+                names(tools)
+                    .into_iter()
+                    .flat_map(move |t| [format!("{other}_{t}"), t.to_string()])
+            })
+            .collect();
+        report_findings(name, tools, &others);
+        pins.record(name, tools);
     }
     if check {
         return Ok(u8::from(differs));
@@ -180,6 +194,18 @@ fn report(server: &str, pins: &Pins, tools: &[Value]) -> bool {
         println!("server {server}: {} tools, as pinned", tools.len());
     }
     differs
+}
+
+/// Prints what the scan of descriptions finds in each tool (hidden characters, words
+/// aimed at the model, other servers' tools named): a step warns of them, or withholds the
+/// tool with `scan: {descriptions: refuse}`.
+fn report_findings(server: &str, tools: &[Value], others: &[String]) {
+    for tool in tools {
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+        for finding in crate::scan::descriptions::scan_tool(tool, others) {
+            println!("server {server}: ! {name}: {finding}");
+        }
+    }
 }
 
 fn names(tools: &[Value]) -> Vec<&str> {

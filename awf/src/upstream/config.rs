@@ -60,6 +60,9 @@ pub struct ServerSpec {
     /// A server that fails to start is a WARN and its tools are absent, not a failed step.
     #[serde(default)]
     pub optional: bool,
+    /// What its tools send back and say, scanned: over the step's `scan`.
+    #[serde(default, skip_serializing_if = "crate::scan::Scan::is_unset")]
+    pub scan: crate::scan::Scan,
 }
 
 impl ServerSpec {

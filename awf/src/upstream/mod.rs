@@ -50,6 +50,8 @@ pub struct Step<'a> {
     pub telemetry: &'a Arc<Telemetry>,
     /// Where the config came from, for messages.
     pub origin: &'a str,
+    /// The step's scan settings (a server's own are over them).
+    pub scan: crate::scan::Scan,
 }
 
 /// Starts every server of `servers` (in parallel) and returns their tool sources.
@@ -85,6 +87,23 @@ pub fn start(
             })
             .collect()
     });
+    // Every tool's name, as offered and as its server lists it: a description that names
+    // another server's tool is a finding.
+    let names: Vec<(String, String)> = started
+        .iter()
+        .filter_map(|(name, r)| r.as_ref().ok().map(|s| (name, s)))
+        .flat_map(|(name, s)| {
+            s.tools
+                .iter()
+                .filter_map(|t| t.get("name")?.as_str())
+                .flat_map(move |t| {
+                    [
+                        (name.clone(), format!("{name}_{t}")),
+                        (name.clone(), t.into()),
+                    ]
+                })
+        })
+        .collect();
     let mut out = Vec::new();
     let mut first_use = Vec::new();
     for (name, result) in started {
@@ -121,7 +140,17 @@ pub fn start(
             None => vec![pins::Verdict::Pinned; started.tools.len()],
         };
         let pins_path = step.pins.map(Path::to_path_buf).unwrap_or_default();
-        out.push(expose(&name, spec, started, &verdicts, &pins_path, step)?);
+        let others: Vec<String> = names
+            .iter()
+            .filter(|(server, _)| *server != name)
+            .map(|(_, tool)| tool.clone())
+            .collect();
+        let seen = Seen {
+            verdicts: &verdicts,
+            pins_path: &pins_path,
+            others: &others,
+        };
+        out.push(expose(&name, spec, started, &seen, step)?);
     }
     if let Some(p) = pins.as_mut()
         && !first_use.is_empty()
@@ -307,14 +336,23 @@ fn recheck(
 
 /// The server's tools checked and named: the `tools` block, renames, pins, and the name
 /// rules (valid MCP names that fit after the longest client prefix).
+/// What is known of a started server's tools before they are offered: their pins'
+/// verdicts (the lock file's path for messages) and the step's other tools' names.
+struct Seen<'a> {
+    verdicts: &'a [pins::Verdict],
+    pins_path: &'a Path,
+    others: &'a [String],
+}
+
 fn expose(
     name: &str,
     spec: &ServerSpec,
     started: Started,
-    verdicts: &[pins::Verdict],
-    pins_path: &Path,
+    seen: &Seen<'_>,
     step: &Step<'_>,
 ) -> Result<ServerSource, AwfError> {
+    let (verdicts, pins_path) = (seen.verdicts, seen.pins_path);
+    let descriptions = spec.scan.over(step.scan).descriptions();
     let mut offered = Vec::new();
     let mut withheld = Vec::new();
     let upstream_names: Vec<&str> = started
@@ -341,7 +379,9 @@ fn expose(
         } else if spec.tools.deny.iter().any(|t| t == upstream) {
             Some(format!("servers.{name}.tools.deny denies it"))
         } else {
-            verdict.withheld(pins_path)
+            verdict
+                .withheld(pins_path)
+                .or_else(|| scan_description(name, &full, def, seen.others, descriptions, step))
         };
         if let Some(why) = kept_back {
             if matches!(verdict, pins::Verdict::New | pins::Verdict::Changed(_)) {
@@ -444,6 +484,46 @@ fn check_exposed_name(
 }
 
 /// A `tool.withheld` audit record: what the step's summary lists as kept from the agent.
+/// The findings of a tool's description and schema ([`crate::scan::descriptions`]):
+/// logged and audited (`tool.suspicious`) unless the scan is off; with `refuse`, why the
+/// tool is withheld.
+fn scan_description(
+    server: &str,
+    full: &str,
+    def: &Value,
+    others: &[String],
+    mode: crate::scan::Mode,
+    step: &Step<'_>,
+) -> Option<String> {
+    use crate::scan::Mode;
+    if mode == Mode::Off {
+        return None;
+    }
+    let findings = crate::scan::descriptions::scan_tool(def, others);
+    if findings.is_empty() {
+        return None;
+    }
+    tracing::warn!(
+        server = %server,
+        tool = %full,
+        "the description of {full} is suspicious: {}",
+        findings.join("; ")
+    );
+    let mut r = serde_json::Map::new();
+    r.insert("tool".into(), full.into());
+    r.insert("source".into(), format!("server:{server}").into());
+    r.insert("findings".into(), findings.clone().into());
+    r.insert("mode".into(), mode.as_str().into());
+    step.telemetry.record("tool.suspicious", r);
+    (mode == Mode::Refuse).then(|| {
+        format!(
+            "its description or schema is suspicious ({}), and the scan of descriptions is \
+             refuse",
+            findings.join("; ")
+        )
+    })
+}
+
 fn withheld_record(telemetry: &Telemetry, server: &str, tool: &str, why: &str) {
     let mut r = serde_json::Map::new();
     r.insert("tool".into(), tool.into());

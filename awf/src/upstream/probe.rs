@@ -317,6 +317,7 @@ mod tests {
             url: None,
             headers: Default::default(),
             allow_private: false,
+            scan: Default::default(),
             env: Default::default(),
             env_passthrough: vec![],
             sandbox: Default::default(),

@@ -366,6 +366,8 @@ pub struct McpProxy {
     pub tools: crate::tools::ToolPolicy,
     /// Third-party MCP servers (`servers:`), in file order.
     pub servers: Vec<McpServer>,
+    /// What tools send back, scanned (`scan:`).
+    pub scan: crate::scan::Scan,
     /// `pins: FILE`, resolved against the workflow's directory; None: [`McpProxy::lock_file`]
     /// names the default beside the workflow.
     pub pins: Option<PathBuf>,
@@ -416,6 +418,8 @@ pub struct McpServer {
     pub headers: Vec<(String, String)>,
     /// A remote server may be at a private address, and over plain http.
     pub allow_private: bool,
+    /// Its own `scan:`, over the step's.
+    pub scan: crate::scan::Scan,
     /// Literal values: `sandbox.env` with the server's own `env` over it.
     pub env: Vec<(String, String)>,
     /// `env_passthrough` and `sandbox.env_passthrough`, each pattern once.

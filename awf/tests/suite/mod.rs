@@ -40,6 +40,7 @@ mod run_proxy;
 mod run_steps;
 mod sandbox_agents;
 mod sandbox_check;
+mod scan;
 mod sdk_clients;
 mod sdk_clients_modern;
 mod servers;

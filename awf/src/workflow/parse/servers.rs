@@ -17,6 +17,7 @@ const SERVER_KEYS: &[&str] = &[
     "url",
     "headers",
     "allow_private",
+    "scan",
     "env",
     "env_passthrough",
     "sandbox",
@@ -180,6 +181,9 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
         url: remote.url,
         headers: remote.headers,
         allow_private: remote.allow_private,
+        scan: get("scan")
+            .map(|n| super::mcp_proxy::parse_scan(cx, n, &join(path, "scan")))
+            .unwrap_or_default(),
         env,
         env_passthrough,
         sandbox,
