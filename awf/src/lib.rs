@@ -37,7 +37,7 @@ pub mod providers;
 pub mod relay;
 pub mod run;
 pub(crate) mod sandbox_check;
-pub(crate) mod scan;
+pub mod scan;
 pub(crate) mod session_dirs;
 pub(crate) mod step_servers;
 pub mod telemetry;
