@@ -39,7 +39,10 @@ impl Launch {
         Launch {
             program: program.as_ref().to_path_buf(),
             args: Vec::new(),
-            env: std::env::vars_os().collect(),
+            // The audit key stays with awf.
+            env: std::env::vars_os()
+                .filter(|(k, _)| !crate::telemetry::audit_key::is_key_var(k))
+                .collect(),
             cwd: None,
             keep: Vec::new(),
         }

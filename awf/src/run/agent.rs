@@ -817,6 +817,9 @@ impl Runner<'_> {
         for k in &command.env_remove {
             cmd.env_remove(k);
         }
+        // The audit key stays with awf.
+        cmd.env_remove(crate::telemetry::audit_key::KEY_VAR)
+            .env_remove(crate::telemetry::audit_key::KEY_FILE_VAR);
         for (k, v) in &command.env {
             cmd.env(k, v);
         }

@@ -357,6 +357,7 @@ pub fn verify_audit(target: &str, audit_dir: Option<PathBuf>, json: bool) -> Res
             ));
         }
         worst = worst.max(audit_chain::verify_command(&file, Some(head), json)?);
+        worst = worst.max(check_signature(target, record, head, json)?);
     }
     if seen == 0 && !json {
         println!(
@@ -365,6 +366,59 @@ pub fn verify_audit(target: &str, audit_dir: Option<PathBuf>, json: bool) -> Res
         );
     }
     Ok(worst)
+}
+
+/// A step's head held to its signature when awf has the audit key: a head of the run
+/// state rewritten with its file (chain and all) is found here. Without the key, a signed
+/// head is said to be unchecked; with it, an unsigned one fails (its signature was
+/// removed, or the run had no key).
+fn check_signature(
+    run_id: &str,
+    record: &state::StateRecord,
+    head: &str,
+    json: bool,
+) -> Result<u8, AwfError> {
+    use crate::telemetry::audit_key;
+    let key = audit_key::key().map_err(|why| AwfError::new(codes::USAGE, why))?;
+    let step_id = format!("{}-{}", record.step, record.state);
+    let (ok, said) = match (key, &record.audit_head_mac) {
+        (None, None) => return Ok(0),
+        (None, Some(_)) => (
+            true,
+            format!(
+                "the head of {step_id} is signed; set {} or {} to check the signature",
+                audit_key::KEY_VAR,
+                audit_key::KEY_FILE_VAR
+            ),
+        ),
+        (Some(_), None) => (
+            false,
+            format!(
+                "the head of {step_id} is not signed, though an audit key is given: the run \
+                 state was rewritten, or the run had no key"
+            ),
+        ),
+        (Some(k), Some(mac)) if audit_key::check(k, run_id, &step_id, head, mac) => (
+            true,
+            format!("the head of {step_id} is signed with the audit key: verified"),
+        ),
+        (Some(_), Some(_)) => (
+            false,
+            format!(
+                "the head of {step_id} does not match its signature: the run state (and its \
+                 audit file) were rewritten, or the key is another"
+            ),
+        ),
+    };
+    if json {
+        println!(
+            "{}",
+            json!({"step": step_id, "signature_verified": ok && key.is_some(), "said": said})
+        );
+    } else {
+        println!("{said}");
+    }
+    Ok(u8::from(!ok))
 }
 
 /// The run's directory and its audit directory.
@@ -420,6 +474,9 @@ fn execute(
     audit_dir: Option<PathBuf>,
 ) -> Result<u8, AwfError> {
     let interrupt = interrupt_on_signals()?;
+    // A key set and unusable stops the run before anything runs: its heads would go
+    // unsigned.
+    crate::telemetry::audit_key::key().map_err(|why| AwfError::new(codes::USAGE, why))?;
     process::become_subreaper();
     let (run_id, results, last_step, shard) = match &begin {
         Begin::New(s) => (s.run_id.clone(), Vec::new(), 0, s.shard),

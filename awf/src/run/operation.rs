@@ -81,6 +81,8 @@ impl Runner<'_> {
         let tool = workflow::plugin_tool_name(&o.plugin, &o.op);
         let mut cmd = Command::new(&session.injection.command);
         cmd.args(&session.injection.args)
+            .env_remove(crate::telemetry::audit_key::KEY_VAR)
+            .env_remove(crate::telemetry::audit_key::KEY_FILE_VAR)
             .envs(session.injection.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.workdir);
         let called = (|| {

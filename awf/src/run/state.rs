@@ -178,6 +178,9 @@ pub struct StateRecord {
     /// `awf audit verify RUN_ID` holds the file to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_head: Option<String>,
+    /// That head signed with the audit key (`telemetry::audit_key`), when awf had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_head_mac: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The agent CLI's session (a state with `conversation` or `resume: continue`).
@@ -336,6 +339,7 @@ impl StateRecord {
             exit_code: r.exit_code,
             tokens: tokens_of(r),
             audit_head: r.proxy.as_ref().and_then(|p| p.audit_head.clone()),
+            audit_head_mac: r.proxy.as_ref().and_then(|p| p.audit_head_mac.clone()),
             error: r.error.as_ref().map(|e| e.message.clone()),
             session_id: r.session_id.clone(),
         }
@@ -480,6 +484,7 @@ fn apply(s: &mut RunState, entry: &Entry) {
                 rec.exit_code = end.exit_code;
                 rec.tokens = end.tokens;
                 rec.audit_head = end.audit_head.clone();
+                rec.audit_head_mac = end.audit_head_mac.clone();
                 rec.error = end.error.clone();
                 if end.session_id.is_some() {
                     rec.session_id = end.session_id.clone();
@@ -764,6 +769,7 @@ impl Recorder {
             exit_code: None,
             tokens: None,
             audit_head: None,
+            audit_head_mac: None,
             error: None,
             session_id: session.map(str::to_string),
         };

@@ -169,6 +169,9 @@ impl StepTrace {
         if let Some(head) = r.proxy.as_ref().and_then(|p| p.audit_head.clone()) {
             attrs.push(KeyValue::new("awf.audit.head", head));
         }
+        if let Some(mac) = r.proxy.as_ref().and_then(|p| p.audit_head_mac.clone()) {
+            attrs.push(KeyValue::new("awf.audit.head.mac", mac));
+        }
         if let Some(p) = &r.provider {
             attrs.push(KeyValue::new("gen_ai.operation.name", "invoke_agent"));
             attrs.push(KeyValue::new("gen_ai.provider.name", p.clone()));

@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod audit_chain;
+pub mod audit_key;
 pub mod otel;
 
 use crate::process::Shutdown;

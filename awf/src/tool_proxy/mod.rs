@@ -69,6 +69,9 @@ pub struct ProxyReport {
     pub audit_head: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_broken: Option<String>,
+    /// The head signed with the audit key (`telemetry::audit_key`), when awf has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_head_mac: Option<String>,
     /// Model turns in the audit (`model.response`): requests, input and output tokens.
     #[serde(skip)]
     pub model: [u64; 3],
@@ -220,12 +223,15 @@ impl ToolProxyService {
 
     /// awf's own directories, hidden from Bash and from every server: the run's config and
     /// audit trail, other runs' too.
-    fn own_dirs(&self) -> [PathBuf; 3] {
-        [
+    fn own_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![
             crate::private_files::state_dir(),
             self.run_dir.clone(),
             self.audit_dir.clone(),
-        ]
+        ];
+        // The audit key's file too, wherever it is.
+        dirs.extend(crate::telemetry::audit_key::key_file());
+        dirs
     }
 
     fn server_spec(&self, s: &McpServer) -> ServerSpec {
@@ -379,6 +385,17 @@ impl ToolProxyService {
         process::kill_orphans();
         let mut report = summarise_audit(&session.audit_path);
         report.killed = killed;
+        if let (Some(head), Ok(Some(key))) =
+            (&report.audit_head, crate::telemetry::audit_key::key())
+        {
+            let cfg = &session.serve_config;
+            report.audit_head_mac = Some(crate::telemetry::audit_key::sign(
+                key,
+                cfg.run_id.as_deref().unwrap_or(""),
+                cfg.step_id.as_deref().unwrap_or(""),
+                head,
+            ));
+        }
         if let Err(e) = std::fs::remove_dir_all(&session.injection.step_dir) {
             tracing::warn!(
                 "cannot remove the step directory {}: {e}",

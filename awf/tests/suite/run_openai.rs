@@ -652,3 +652,141 @@ fn the_run_state_keeps_the_audit_head_and_verify_by_run_id_finds_a_cut_end() {
         "{said}"
     );
 }
+
+/// With an audit key (`AWF_AUDIT_KEY`), each step's head is signed in the run state; `awf
+/// audit verify RUN_ID` with the key finds an audit file and run state rewritten whole (a
+/// record changed, the chain and the kept head made anew), which the chain and the kept
+/// head alone cannot; without the key it says the signature went unchecked; with another
+/// key, it fails. The key reaches no child: not Bash, not a shell step.
+#[test]
+fn a_signed_head_finds_an_audit_file_and_run_state_rewritten_whole() {
+    use awf::telemetry::audit_chain::{anchor, chained, hash};
+    const KEY: &str = "k3y-of-the-audit-heads-0123456789abcdef";
+    let c = case("audit-key");
+    let model = FakeModel::start(
+        Script::new()
+            .call("Read", json!({"path": "fixture.txt"}))
+            .call("Bash", json!({"command": "env"})),
+    );
+    let state_home = c.dir.join("state");
+    std::fs::create_dir_all(&state_home).unwrap();
+    let state = state_home.to_str().unwrap();
+    let (out, s) = c.run_with(
+        &c.workflow(&model, "", ON),
+        &[("AWF_AUDIT_KEY", KEY), ("XDG_STATE_HOME", state)],
+    );
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    let run_id = s["run_id"].as_str().unwrap().to_string();
+    let head = fix(&s)["proxy"]["audit_head"].as_str().unwrap().to_string();
+    let mac = fix(&s)["proxy"]["audit_head_mac"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(mac.len(), 64, "{s:#}");
+    // Bash's env did not have it (the model saw the output).
+    let seen: String = model
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(seen.contains("PATH="), "Bash's env did not run: {seen}");
+    assert!(!seen.contains(KEY), "the key reached Bash");
+
+    let dir = c.audit_dir.to_str().unwrap().to_string();
+    let verify = |key: Option<&str>| {
+        let mut cmd = Command::new(AWF);
+        cmd.args(["audit", "verify", &run_id, "--audit-dir", &dir])
+            .env("XDG_STATE_HOME", state)
+            .env_remove("AWF_AUDIT_KEY");
+        if let Some(k) = key {
+            cmd.env("AWF_AUDIT_KEY", k);
+        }
+        let out = cmd.output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), said)
+    };
+    let (ok, said) = verify(Some(KEY));
+    assert!(
+        ok && said.contains("signed with the audit key: verified"),
+        "{said}"
+    );
+    let (ok, said) = verify(None);
+    assert!(ok && said.contains("set AWF_AUDIT_KEY"), "{said}");
+    let (ok, said) = verify(Some("another-key-0123456789abcdef"));
+    assert!(
+        !ok && said.contains("does not match its signature"),
+        "{said}"
+    );
+
+    // Rewritten whole: the Read's path changed, every link made anew, the new head put in
+    // the run state.
+    let file = PathBuf::from(fix(&s)["proxy"]["audit_file"].as_str().unwrap());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut forged = Vec::new();
+    let mut prev = None;
+    for line in text.lines() {
+        let mut record: serde_json::Map<String, Value> = serde_json::from_str(line).unwrap();
+        record.remove("prev");
+        if record["type"] == "tool.call" && record["tool"] == "Read" {
+            record.insert("arguments".into(), json!({"path": "innocent.txt"}));
+        }
+        let body = serde_json::to_vec(&Value::Object(record.clone())).unwrap();
+        let link = prev.unwrap_or_else(|| anchor(&Value::Object(record)));
+        let out = chained(&link, &body);
+        prev = Some(hash(&out[..out.len() - 1]));
+        forged.extend_from_slice(&out);
+    }
+    std::fs::write(&file, &forged).unwrap();
+    let new_head: String = prev.unwrap().iter().map(|b| format!("{b:02x}")).collect();
+    let runs = state_home.join("awf/runs-state").join(&run_id);
+    let mut replaced = 0;
+    for entry in std::fs::read_dir(&runs).unwrap().flatten() {
+        let Ok(t) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        if t.contains(&head) {
+            std::fs::write(entry.path(), t.replace(&head, &new_head)).unwrap();
+            replaced += 1;
+        }
+    }
+    assert!(replaced > 0, "the head is in no file of {}", runs.display());
+    // The chain and the kept head take it; the signature does not.
+    let (ok, said) = verify(None);
+    assert!(ok && said.contains(": intact,"), "{said}");
+    let (ok, said) = verify(Some(KEY));
+    assert!(
+        !ok && said.contains("does not match its signature"),
+        "{said}"
+    );
+}
+
+/// A key that is too short stops the run before anything runs, naming the fix; a shell
+/// step's environment has no key.
+#[test]
+fn a_bad_audit_key_stops_the_run_and_a_shell_step_never_gets_the_key() {
+    let c = case("audit-key-env");
+    let wf = c.dir.join("env.yaml");
+    std::fs::write(
+        &wf,
+        "name: env\nstates:\n  initial: s\n  s:\n    type: step\n    command: env > env.txt\n    \
+         on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let (out, _) = c.run_with(&wf, &[("AWF_AUDIT_KEY", "short")]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        said.contains("under 16") && said.contains("openssl rand"),
+        "{said}"
+    );
+    let (out, s) = c.run_with(&wf, &[("AWF_AUDIT_KEY", "a-good-key-0123456789abcdef")]);
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    let env = std::fs::read_to_string(c.work.join("env.txt")).unwrap();
+    assert!(
+        env.contains("PATH=") && !env.contains("AWF_AUDIT_KEY"),
+        "{env}"
+    );
+}
