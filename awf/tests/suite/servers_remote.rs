@@ -279,6 +279,20 @@ fn a_remote_server_at_a_private_address_is_refused_unless_allowed_and_bad_creden
     let why = start(without(&format!("http://127.0.0.1:{}/mcp", remote.port)));
     assert!(why.contains("plain http"), "{why}");
 
+    // A 307 is followed (the POST as it was); a 302 would make it a GET: refused, naming
+    // where it pointed.
+    let moved = format!("https://localhost:{}/moved", remote.port);
+    let mut s = serve(&base, &root, &audit, entry(&moved), &remote, &[]);
+    assert_eq!(tool_names(&mut s), ["gh_echo", "gh_leak"]);
+    s.finish();
+    let found = json!({"url": format!("https://localhost:{}/found", remote.port),
+                       "headers": {"Authorization": "Bearer ${AWF_TEST_PAT}"}, "allow_private": true});
+    let why = start(found);
+    assert!(
+        why.contains("redirect (302)") && why.contains("/mcp") && why.contains("into a GET"),
+        "{why}"
+    );
+
     // Wrong credentials: the status and the fix are named, and what the server echoed of
     // them is masked.
     let wrong = json!({"url": remote.url("localhost"), "allow_private": true,
