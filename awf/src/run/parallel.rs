@@ -425,17 +425,25 @@ impl Runner<'_> {
                 crate::providers::shared::excerpt(&text)
             ));
         };
-        if list.len() > f.max_iterations {
-            return Err(format!(
-                "for_each {name:?} has {} items, over its max_iterations of {}; raise \
-                 max_iterations (at most {}) or give fewer items",
+        let max = match &f.max_iterations {
+            crate::workflow::MaxIterations::Fixed(n) => *n,
+            crate::workflow::MaxIterations::Template(t) => {
+                crate::workflow::MaxIterations::resolve(&self.render(t))
+                    .map_err(|e| format!("for_each {name:?}: resolve max_iterations: {e}"))?
+            }
+        };
+        // As AWF: max_iterations runs the first items, it does not refuse the rest.
+        if list.len() > max {
+            eprintln!(
+                "awf: for_each {name:?} has {} items; max_iterations is {max}, so the first {max} \
+                 run and the other {} do not",
                 list.len(),
-                f.max_iterations,
-                crate::workflow::MAX_ITERATIONS_LIMIT
-            ));
+                list.len() - max
+            );
         }
         Ok(list
             .iter()
+            .take(max)
             .map(|v| match v {
                 serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),

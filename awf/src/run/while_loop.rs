@@ -152,23 +152,12 @@ impl Runner<'_> {
     ) -> Result<(usize, Expr, Option<Result<Expr, ExprError>>), (&'static str, String)> {
         let max = match &w.max_iterations {
             MaxIterations::Fixed(n) => *n,
-            MaxIterations::Template(t) => {
-                let text = self.render(t);
-                match text.trim().parse::<usize>() {
-                    Ok(n) if (1..=crate::workflow::MAX_ITERATIONS_LIMIT).contains(&n) => n,
-                    _ => {
-                        return Err((
-                            codes::STATE_FAILED,
-                            format!(
-                                "while {name:?}: max_iterations value {:?} is invalid: it must \
-                                 be a whole number from 1 to {}",
-                                text.trim(),
-                                crate::workflow::MAX_ITERATIONS_LIMIT
-                            ),
-                        ));
-                    }
-                }
-            }
+            MaxIterations::Template(t) => MaxIterations::resolve(&self.render(t)).map_err(|e| {
+                (
+                    codes::STATE_FAILED,
+                    format!("while {name:?}: resolve max_iterations: {e}"),
+                )
+            })?,
         };
         let condition = Expr::parse(&w.condition)
             .map_err(|e| (codes::EXPRESSION_FAILED, format!("while {name:?}: {e}")))?;

@@ -408,6 +408,14 @@ fn check_kind<'s>(
                 s.line_of("items"),
                 false,
             ));
+            if let crate::workflow::MaxIterations::Template(t) = &f.max_iterations {
+                held.texts.push((
+                    join(path, "max_iterations"),
+                    t.clone(),
+                    s.line_of("max_iterations"),
+                    false,
+                ));
+            }
             check_units(wf, s, "body", &f.body, &mut |c, p, l, m, h| {
                 push(d, c, p, l, m, h)
             });

@@ -38,12 +38,54 @@ pub struct WorkflowHooks {
     pub cancel: Vec<HookAction>,
 }
 
-/// `max_iterations` of a `while`: a number, or a template giving one (read once, before
-/// the first iteration).
+/// `max_iterations` of a `while` or a `for_each`: a number, or a template giving one
+/// (read once, before the first iteration): an input, a state's output, an environment
+/// value, or arithmetic over them (`"{{.inputs.pages}} * 2"`), as AWF reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MaxIterations {
     Fixed(usize),
     Template(String),
+}
+
+impl MaxIterations {
+    /// The count a rendered template gives, in AWF's words when it gives none
+    /// (`ResolveMaxIterations`): a whole number, or arithmetic (`+ - * / %`) evaluated,
+    /// from 1 to [`super::MAX_ITERATIONS_LIMIT`].
+    pub fn resolve(rendered: &str) -> Result<usize, String> {
+        let text = rendered.trim();
+        let value: i64 = match text.parse::<i64>() {
+            Ok(n) => n,
+            Err(_) if text.contains(['+', '-', '*', '/', '%']) => {
+                let evaluated = if text.contains("++") {
+                    Err("compile expression: invalid operator ++".to_string())
+                } else if text.contains("**") {
+                    Err("compile expression: invalid operator **".to_string())
+                } else {
+                    super::expr::Expr::parse(text)
+                        .and_then(|e| e.eval_int(&serde_json::json!({})))
+                        .map_err(|e| e.to_string())
+                };
+                evaluated.map_err(|e| {
+                    format!("max_iterations expression {text:?} evaluation failed: {e}")
+                })?
+            }
+            Err(_) => {
+                return Err(format!(
+                    "max_iterations value {text:?} is invalid: must be an integer"
+                ));
+            }
+        };
+        if value < 1 {
+            return Err(format!("max_iterations value {value} must be at least 1"));
+        }
+        let limit = super::MAX_ITERATIONS_LIMIT;
+        if value > limit as i64 {
+            return Err(format!(
+                "max_iterations value {value} exceeds maximum allowed limit of {limit}"
+            ));
+        }
+        Ok(value as usize)
+    }
 }
 
 /// A `while` state: its `body` states run in order while `while` holds (checked before

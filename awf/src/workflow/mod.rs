@@ -243,7 +243,8 @@ pub struct ForEachState {
     /// Checked after each iteration: when it holds, no further iteration starts.
     pub break_when: Option<String>,
     pub body: Vec<String>,
-    pub max_iterations: usize,
+    /// At most this many items run (the first ones), as AWF does.
+    pub max_iterations: MaxIterations,
     /// Iterations at once (default 1: one after another).
     pub max_concurrent: usize,
     pub timeout: Option<Duration>,

@@ -1126,3 +1126,97 @@ fn continue_from_resumes_the_gemini_session_of_an_earlier_state() {
 fn continue_from_resumes_the_opencode_session_of_an_earlier_state() {
     continue_from_holds_the_earlier_turn("opencode", "fake-model", "/v1");
 }
+
+/// AWF's dynamic loop bounds (`ResolveMaxIterations`): `max_iterations` of a `for_each` or
+/// a `while` as a template, with arithmetic, resolved when the loop starts; a `for_each`
+/// runs its first items up to it (AWF slices, it does not refuse); a bad value fails the
+/// loop in AWF's words; an undefined input there is refused by `awf validate`.
+#[test]
+fn max_iterations_is_a_template_with_arithmetic_resolved_when_the_loop_starts() {
+    let c = Case::new("dynamic-bounds");
+    let flow = |max_each: &str, max_while: &str| {
+        format!(
+            r#"name: bounds
+inputs:
+  - name: limit
+    default: "3"
+states:
+  initial: each
+  each:
+    type: for_each
+    items: '["a", "b", "c", "d", "e"]'
+    max_iterations: "{max_each}"
+    body: [item]
+    on_complete: again
+  item:
+    type: step
+    command: echo {{{{.loop.Item}}}}
+  again:
+    type: while
+    while: "true"
+    max_iterations: "{max_while}"
+    body: [tick]
+    on_complete: done
+  tick:
+    type: step
+    command: echo tick
+  done:
+    type: terminal
+"#
+        )
+    };
+    let wf = c.file(
+        "bounds.yaml",
+        &flow("{{.inputs.limit}} - 1", "{{.inputs.limit}} * 2"),
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{err}\n{s:#}");
+    let ran = |name: &str| -> Vec<String> {
+        s["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["state"] == name)
+            .map(|x| x["output"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(ran("item"), ["a", "b"], "{s:#}");
+    assert_eq!(ran("tick").len(), 6, "{s:#}");
+    assert!(
+        err.contains("the first 2 run and the other 3 do not"),
+        "{err}"
+    );
+
+    // A bad value fails the loop, in AWF's words.
+    let wf = c.file("zero.yaml", &flow("{{.inputs.limit}} / 0", "2"));
+    let (code, s, _) = c.run(&wf, &[]);
+    assert_ne!(code, Some(0));
+    let each = summary_state(&s, "each")["error"]["message"].to_string();
+    assert!(
+        each.contains("resolve max_iterations: max_iterations expression \\\"3 / 0\\\" evaluation failed: division by zero"),
+        "{each}"
+    );
+    let wf = c.file("word.yaml", &flow("2", "{{.inputs.limit}} tries"));
+    let (_, s, _) = c.run(&wf, &[]);
+    let again = summary_state(&s, "again")["error"]["message"].to_string();
+    assert!(
+        again.contains("max_iterations value \\\"3 tries\\\" is invalid: must be an integer"),
+        "{again}"
+    );
+
+    // A literal out of bounds, and an undefined input, are refused before anything runs.
+    let wf = c.file("literal.yaml", &flow("0", "2"));
+    let (code, out) = c.validate(&wf);
+    assert_ne!(code, Some(0));
+    assert!(
+        out.contains("max_iterations value 0 must be at least 1"),
+        "{out}"
+    );
+    let wf = c.file("undefined.yaml", &flow("{{.inputs.nope}}", "2"));
+    let (code, out) = c.validate(&wf);
+    assert_ne!(code, Some(0), "{out}");
+    assert!(
+        out.contains("nope") && out.contains("max_iterations"),
+        "{out}"
+    );
+}

@@ -181,6 +181,31 @@ impl Expr {
         }
     }
 
+    /// Evaluates to a whole number, as AWF's `EvaluateInt` does: a float is cut to its
+    /// whole part (a division by zero, an infinity, is an error), a bool or anything else
+    /// is an error.
+    pub fn eval_int(&self, env: &Value) -> Result<i64, ExprError> {
+        let fail = |message: String| ExprError {
+            message,
+            offset: None,
+        };
+        let mut ev = Eval { env, built: 0 };
+        match ev.eval(&self.root) {
+            Ok(V::Int(i)) => Ok(i),
+            Ok(V::Float(f)) if f.is_infinite() => Err(fail("division by zero".into())),
+            Ok(V::Float(f)) if f.is_nan() => Err(fail("invalid arithmetic operation".into())),
+            Ok(V::Float(f)) => Ok(f.trunc() as i64),
+            Ok(V::Bool(_)) => Err(fail(
+                "expression returned boolean, expected numeric value".into(),
+            )),
+            Ok(other) => Err(fail(format!(
+                "expression did not return numeric value, got {}",
+                other.kind()
+            ))),
+            Err(e) => Err(located(&self.text, &self.source, &e.msg, e.pos)),
+        }
+    }
+
     /// The member paths the expression reads, in order, each once: `states.build.ExitCode`
     /// gives `["states", "build", "ExitCode"]`, `inputs["x"]` gives `["inputs", "x"]`; a path
     /// stops before a computed index (`a[i].b` gives `["a"]` and `["i"]`).

@@ -708,13 +708,7 @@ fn parse_for_each(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
             }
         })
     };
-    let max_iterations = count(
-        cx,
-        "max_iterations",
-        MAX_ITERATIONS_LIMIT,
-        DEFAULT_MAX_ITERATIONS,
-        "write e.g. `max_iterations: 500` (the default is 100, the limit 10000)",
-    );
+    let max_iterations = max_iterations(cx, state.get("max_iterations"), path);
     let max_concurrent = count(
         cx,
         "max_concurrent",
@@ -849,29 +843,7 @@ fn parse_while_state(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
         .unwrap_or_default();
     expression(cx, state.get("while"), &join(path, "while"));
     expression(cx, state.get("break_when"), &join(path, "break_when"));
-    let max_iterations = match state.get("max_iterations") {
-        None => MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS),
-        Some(v) => match v.as_str() {
-            Some(t) if t.contains("{{") => MaxIterations::Template(t.to_string()),
-            Some(t) => match t.trim().parse::<usize>() {
-                Ok(n) if (1..=MAX_ITERATIONS_LIMIT).contains(&n) => MaxIterations::Fixed(n),
-                _ => {
-                    cx.push(
-                        codes::INVALID_VALUE,
-                        &join(path, "max_iterations"),
-                        v.line,
-                        format!(
-                            "max_iterations must be a whole number from 1 to {MAX_ITERATIONS_LIMIT} or a template, found {}",
-                            v.describe()
-                        ),
-                        "write e.g. `max_iterations: 20` or `max_iterations: \"{{inputs.tries}}\"` (default 100)",
-                    );
-                    MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS)
-                }
-            },
-            None => MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS),
-        },
-    };
+    let max_iterations = max_iterations(cx, state.get("max_iterations"), path);
     Some(StateKind::While(WhileState {
         condition,
         body,
@@ -1486,5 +1458,30 @@ mod tests {
     fn typos_get_a_suggestion() {
         assert_eq!(closest("promt", AGENT_KEYS), Some("prompt"));
         assert_eq!(closest("zzzzzz", AGENT_KEYS), None);
+    }
+}
+
+/// `max_iterations` of a `while` or a `for_each`: a whole number from 1 to the limit, or a
+/// template (with arithmetic, as AWF reads it) resolved when the loop starts.
+fn max_iterations(cx: &mut Ctx, node: Option<&Node>, path: &str) -> MaxIterations {
+    let Some(v) = node else {
+        return MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS);
+    };
+    match v.as_str() {
+        Some(t) if t.contains("{{") => MaxIterations::Template(t.to_string()),
+        Some(t) => match MaxIterations::resolve(t) {
+            Ok(n) => MaxIterations::Fixed(n),
+            Err(why) => {
+                cx.push(
+                    codes::INVALID_VALUE,
+                    &join(path, "max_iterations"),
+                    v.line,
+                    format!("{why} (max_iterations must be a whole number from 1 to {MAX_ITERATIONS_LIMIT}, arithmetic, or a template)"),
+                    "write e.g. `max_iterations: 20` or `max_iterations: \"{{.inputs.tries}}\"` (default 100)",
+                );
+                MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS)
+            }
+        },
+        None => MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS),
     }
 }
