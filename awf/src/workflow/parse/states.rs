@@ -1449,18 +1449,6 @@ fn number(node: &Node) -> Option<f64> {
     node.as_str()?.trim().parse::<f64>().ok()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::super::context::closest;
-    use super::*;
-
-    #[test]
-    fn typos_get_a_suggestion() {
-        assert_eq!(closest("promt", AGENT_KEYS), Some("prompt"));
-        assert_eq!(closest("zzzzzz", AGENT_KEYS), None);
-    }
-}
-
 /// `max_iterations` of a `while` or a `for_each`: a whole number from 1 to the limit, or a
 /// template (with arithmetic, as AWF reads it) resolved when the loop starts.
 fn max_iterations(cx: &mut Ctx, node: Option<&Node>, path: &str) -> MaxIterations {
@@ -1483,5 +1471,17 @@ fn max_iterations(cx: &mut Ctx, node: Option<&Node>, path: &str) -> MaxIteration
             }
         },
         None => MaxIterations::Fixed(DEFAULT_MAX_ITERATIONS),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::context::closest;
+    use super::*;
+
+    #[test]
+    fn typos_get_a_suggestion() {
+        assert_eq!(closest("promt", AGENT_KEYS), Some("prompt"));
+        assert_eq!(closest("zzzzzz", AGENT_KEYS), None);
     }
 }
