@@ -474,11 +474,13 @@ impl Runner<'_> {
         let prompt = self.render(&prompt_text);
         // Known before the proxy starts, so that nothing is to close on this way out.
         let Some(provider) = providers::provider(&a.provider) else {
+            // AWF's words (its agent registry's), which `awf validate` warned of.
             return Err(AwfError::new(
                 codes::PROVIDER_UNAVAILABLE,
                 format!(
-                    "the provider {:?} is not available in this build of awf",
-                    a.provider
+                    "step {name}: provider {:?} not found; use one of: {}",
+                    a.provider,
+                    crate::workflow::PROVIDER_NAMES.join(", ")
                 ),
             ));
         };

@@ -156,7 +156,8 @@ impl Runner<'_> {
                     "Output" => r.output.clone(),
                     "Stderr" => r.stderr.clone(),
                     "ExitCode" => r.exit_code.map(|c| c.to_string()).unwrap_or_default(),
-                    _ => r.status.to_string(),
+                    "Status" => r.status.to_string(),
+                    other => json_text(&state_fields(r)[other]),
                 })
                 .unwrap_or_default(),
         }
@@ -661,14 +662,41 @@ fn json_text(v: &serde_json::Value) -> String {
 /// `states.S` of expressions: a state's result as AWF's expressions see it.
 pub(super) fn state_fields(r: &StateResult) -> serde_json::Value {
     use serde_json::Value;
+    let (input, output) = token_counts(r);
+    // AWF's JSON (and Response, an object): the output when it is JSON.
+    let json = serde_json::from_str::<Value>(r.output.trim())
+        .ok()
+        .filter(|v| v.is_object() || v.is_array());
     serde_json::json!({
         "Output": r.output,
         "Stderr": r.stderr,
         "ExitCode": r.exit_code.unwrap_or(if r.status == Status::Success { 0 } else { -1 }),
         "Status": awf_status(r.status),
-        "Response": Value::Null,
-        "TokensUsed": r.usage.as_ref().and_then(super::state::tokens_in).unwrap_or(0),
+        "Response": json.as_ref().filter(|j| j.is_object()).cloned().unwrap_or(Value::Null),
+        "TokensUsed": input + output,
+        "TokensInput": input,
+        "TokensOutput": output,
+        // From the provider's own counts (or the model relay's), never estimated.
+        "TokensEstimated": false,
+        "JSON": json.unwrap_or(Value::Null),
     })
+}
+
+/// A state's input and output tokens: the model relay's counts, else the provider's usage.
+fn token_counts(r: &StateResult) -> (u64, u64) {
+    if let Some(m) = &r.model
+        && m.requests > 0
+    {
+        return (m.input_tokens, m.output_tokens);
+    }
+    let Some(u) = &r.usage else {
+        return (0, 0);
+    };
+    let n = |keys: &[&str]| keys.iter().find_map(|k| u.get(k)?.as_u64()).unwrap_or(0);
+    (
+        n(&["input_tokens", "prompt_tokens", "input"]),
+        n(&["output_tokens", "completion_tokens", "output"]),
+    )
 }
 
 /// A state's status as AWF names it in expressions.

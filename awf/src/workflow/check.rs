@@ -337,11 +337,24 @@ fn check_texts(
                         "move it into `hooks: {workflow_error: [...]}` at the top level"
                             .to_string(),
                     )),
-                    Ref::State(st, f) if !template::STATE_FIELDS.contains(&f.as_str()) => Some((
-                        codes::TEMPLATE,
-                        format!("{{{{.states.{st}.{f}}}}}: a state has no field {f:?}"),
-                        format!("use one of {}", template::STATE_FIELDS.join(", ")),
-                    )),
+                    Ref::State(st, f) if !template::STATE_FIELDS.contains(&f.as_str()) => {
+                        match template::field_spelled_in_lower_case(f) {
+                            // AWF's words (F050: lower-case fields never worked).
+                            Some(up) if template::STATE_FIELDS.contains(&up) => Some((
+                                codes::TEMPLATE,
+                                format!(
+                                    "{{{{.states.{st}.{f}}}}}: invalid state property {f:?} for \
+                                     step {st:?}, use '{up}' instead"
+                                ),
+                                format!("write {{{{.states.{st}.{up}}}}}"),
+                            )),
+                            _ => Some((
+                                codes::TEMPLATE,
+                                format!("{{{{.states.{st}.{f}}}}}: a state has no field {f:?}"),
+                                format!("use one of {}", template::STATE_FIELDS.join(", ")),
+                            )),
+                        }
+                    }
                     _ => None,
                 },
                 Err(template::ExprError::NotAReference(e)) => Some((
@@ -704,13 +717,20 @@ fn check_provider(s: &State, a: &AgentState, path: &str, d: &mut Vec<Diagnostic>
                 ),
             )
         } else {
-            (
+            // As AWF: the provider is looked up when the state runs (`provider "x" not
+            // found` then), so the workflow validates and its other paths run.
+            d.push(Diagnostic::warning(
                 codes::UNKNOWN_PROVIDER,
+                join(path, "provider"),
+                s.line_of("provider"),
                 format!(
-                    "state {:?} uses the unknown provider {:?}",
-                    s.name, a.provider
+                    "state {:?} uses the unknown provider {:?}: it fails when it runs (as in \
+                     AWF: provider {:?} not found)",
+                    s.name, a.provider, a.provider
                 ),
-            )
+                format!("use one of: {}", PROVIDER_NAMES.join(", ")),
+            ));
+            return;
         };
         push(
             d,

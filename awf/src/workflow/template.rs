@@ -47,8 +47,50 @@ pub enum ExprError {
     UnknownFilter { expr: String, filter: String },
 }
 
-/// Fields of a state a template may read.
-pub const STATE_FIELDS: &[&str] = &["Output", "Stderr", "ExitCode", "Status"];
+/// Fields of a state a template may read (AWF's `ValidStateProperties`): its output and
+/// stderr, exit code and status; an agent's tokens (used, input, output, and whether they
+/// are estimated); its output parsed as JSON (`JSON`, and `Response` when it is an object).
+pub const STATE_FIELDS: &[&str] = &[
+    "Output",
+    "Stderr",
+    "ExitCode",
+    "Status",
+    "Response",
+    "TokensUsed",
+    "TokensInput",
+    "TokensOutput",
+    "TokensEstimated",
+    "JSON",
+];
+
+/// The field a lower-case (or snake case) spelling means, which AWF refuses naming it
+/// (`output` → `Output`; its `lowercaseToUppercase` tables).
+pub fn field_spelled_in_lower_case(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "output" => "Output",
+        "stderr" => "Stderr",
+        "exit_code" | "exitcode" => "ExitCode",
+        "status" => "Status",
+        "response" => "Response",
+        "tokens" | "tokensused" | "tokens_used" => "TokensUsed",
+        "tokensinput" | "tokens_input" => "TokensInput",
+        "tokensoutput" | "tokens_output" => "TokensOutput",
+        "tokensestimated" | "tokens_estimated" => "TokensEstimated",
+        "json" => "JSON",
+        "message" => "Message",
+        "state" => "State",
+        "type" => "Type",
+        "working_dir" | "workingdir" => "WorkingDir",
+        "user" => "User",
+        "hostname" => "Hostname",
+        "id" => "ID",
+        "name" => "Name",
+        "current_state" => "CurrentState",
+        "started_at" => "StartedAt",
+        "duration" => "Duration",
+        _ => return None,
+    })
+}
 /// What `{{.loop.FIELD}}` may name.
 pub const LOOP_FIELDS: &[&str] = &["Item", "Index", "Index1", "First", "Last", "Length"];
 /// What `{{.workflow.*}}` gives.

@@ -1220,3 +1220,109 @@ states:
         "{out}"
     );
 }
+
+/// A state's fields as AWF reads them (`ValidStateProperties`): `JSON` and `Response` (its
+/// output parsed), the token counts, in templates and expressions; a lower-case field is
+/// refused in AWF's words, naming the one meant (F050).
+#[test]
+fn a_state_s_json_response_and_token_fields_are_read_and_lower_case_ones_refused() {
+    let c = Case::new("state-fields");
+    let wf = c.file(
+        "fields.yaml",
+        r#"name: fields
+states:
+  initial: a
+  a:
+    type: step
+    command: |
+      echo '{"k": 7, "list": [1, 2]}'
+    transitions:
+      - when: 'states.a.JSON.k == 7 and states.a.Response.list[1] == 2 and states.a.TokensUsed == 0'
+        goto: b
+      - goto: wrong
+  b:
+    type: step
+    command: |
+      echo "json={{.states.a.JSON}} tokens={{.states.a.TokensUsed}}/{{.states.a.TokensInput}}/{{.states.a.TokensOutput}} estimated={{.states.a.TokensEstimated}} stderr=[{{.states.a.Stderr}}]"
+    on_success: done
+  wrong:
+    type: terminal
+    status: failure
+  done:
+    type: terminal
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{err}\n{s:#}");
+    assert_eq!(
+        summary_state(&s, "b")["output"],
+        r#"json={"k":7,"list":[1,2]} tokens=0/0/0 estimated=false stderr=[]"#,
+        "{s:#}"
+    );
+    let wf = c.file(
+        "lower.yaml",
+        "name: lower\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n    on_success: b\n  \
+         b:\n    type: step\n    command: echo \"{{.states.a.output}} {{.states.a.exit_code}}\"\n    on_success: done\n  \
+         done:\n    type: terminal\n",
+    );
+    let (code, out) = c.validate(&wf);
+    assert_ne!(code, Some(0));
+    assert!(
+        out.contains("invalid state property \"output\" for step \"a\", use 'Output' instead")
+            && out.contains(
+                "invalid state property \"exit_code\" for step \"a\", use 'ExitCode' instead"
+            ),
+        "{out}"
+    );
+}
+
+/// An agent state's provider is looked up when it runs, as AWF does: an unknown one
+/// (`anthropic`, which AWF's fixtures use) validates with a warning and fails its state
+/// with AWF's words, and the workflow's failure path runs; a state's `model` and
+/// `max_tokens` (which AWF's YAML reader drops) are taken with a warning.
+#[test]
+fn an_unknown_provider_fails_its_state_at_run_time_and_state_level_model_is_ignored() {
+    let c = Case::new("provider-at-run");
+    let wf = c.file(
+        "anthropic.yaml",
+        r#"name: anthropic
+states:
+  initial: ask
+  ask:
+    type: agent
+    provider: anthropic
+    model: haiku
+    max_tokens: 100
+    prompt: Say hello
+    on_success: done
+    on_failure: fallback
+  fallback:
+    type: step
+    command: echo fell back
+    on_success: done
+  done:
+    type: terminal
+"#,
+    );
+    let (code, out) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{out}");
+    for w in [
+        "unknown provider \"anthropic\": it fails when it runs",
+        "`model` of state \"ask\" has no effect",
+        "`max_tokens` of state \"ask\" has no effect",
+    ] {
+        assert!(out.contains(w), "{w} not in {out}");
+    }
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{err}\n{s:#}");
+    let ask = summary_state(&s, "ask");
+    assert_eq!(ask["status"], "failure", "{s:#}");
+    assert!(
+        ask["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("step ask: provider \"anthropic\" not found"),
+        "{ask:#}"
+    );
+    assert_eq!(summary_state(&s, "fallback")["output"], "fell back");
+}

@@ -179,6 +179,15 @@ const AWF_IGNORED_STATE_KEYS: &[(&str, &str)] = &[
         "AWF ignores `operation` on this type of state too: use `type: operation`",
     ),
     (
+        "model",
+        "AWF ignores a state's `model` too: write `options: {model: haiku}`",
+    ),
+    (
+        "max_tokens",
+        "AWF ignores a state's `max_tokens` too: give it in `options` when the provider takes \
+         one",
+    ),
+    (
         "loop",
         "AWF ignores a state's `loop` block too (older syntax: the command runs once); \
          iterate with `type: for_each` (`items`, `body`) or `type: while`",
