@@ -171,14 +171,17 @@ impl Runner<'_> {
         if self.calls.iter().any(|c| c == canonical) {
             return Err(AwfError::new(
                 codes::CALL_CYCLE,
+                // AWF's words (`ErrCircularWorkflowCall`), its call stack by workflow name.
                 format!(
-                    "state {name:?}: circular workflow call: {} is already in the call stack [{}]",
-                    path.display(),
+                    "step {name}: circular workflow call detected: workflow {:?} is already in \
+                     call stack [{}] ({})",
+                    stem(path),
                     self.calls
                         .iter()
-                        .map(|p| p.display().to_string())
+                        .map(|p| stem(p))
                         .collect::<Vec<_>>()
-                        .join(" → ")
+                        .join(" "),
+                    path.display()
                 ),
             ));
         }
@@ -235,4 +238,11 @@ fn watch(
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     })
+}
+
+/// A workflow file's name without its directory and extension, as AWF names a workflow.
+fn stem(path: &std::path::Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }

@@ -145,9 +145,12 @@ impl Runner<'_> {
     ) -> (StateResult, bool) {
         let mut r = StateResult::new(name, "step");
         // The memory files of large values stay open until the command has ended.
-        let waited = self
-            .shell(name, &s.command, dir)
-            .and_then(|(cmd, _files)| self.spawn_and_wait(cmd, s.timeout, name));
+        let started = if s.script && s.command.starts_with("#!") {
+            self.shebang_script(name, &s.command, dir)
+        } else {
+            self.shell(name, &s.command, dir)
+        };
+        let waited = started.and_then(|(cmd, _files)| self.spawn_and_wait(cmd, s.timeout, name));
         match waited {
             Err(e) => {
                 r.status = Status::Failure;
@@ -192,6 +195,36 @@ impl Runner<'_> {
             }
         }
         (r, true)
+    }
+
+    /// A `script_file` with a shebang, run as AWF runs it: its templates filled in as text,
+    /// then the kernel starts the interpreter its first line names (`#!/usr/bin/env
+    /// python3`), from a sealed memory file (nothing written to disk, gone when it ends).
+    fn shebang_script(
+        &self,
+        name: &str,
+        script: &str,
+        dir: &Path,
+    ) -> Result<(Launch, Vec<OwnedFd>), AwfError> {
+        if !dir.is_dir() {
+            return Err(AwfError::new(
+                codes::STATE_FAILED,
+                format!(
+                    "the dir {} of step {name:?} is not an existing directory",
+                    dir.display()
+                ),
+            ));
+        }
+        let text = self.render(script);
+        let file = sealed_memory_file(text.as_bytes()).map_err(|e| {
+            AwfError::new(
+                codes::SPAWN,
+                format!("step {name:?}: cannot hold its script in a memory file: {e}"),
+            )
+        })?;
+        let mut cmd = Launch::new(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        cmd.current_dir(dir).keep_fd(file.as_raw_fd());
+        Ok((cmd, vec![file]))
     }
 
     /// `/bin/sh -c COMMAND` in `dir`, the command's values in its environment or, when

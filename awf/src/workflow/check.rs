@@ -477,7 +477,9 @@ fn check_step<'s>(
 ) {
     held.targets.push(("on_success", &st.on_success));
     held.targets.push(("on_failure", &st.on_failure));
-    if let Some(why) = shell_syntax_error(&st.command) {
+    // A script_file with a shebang is its interpreter's, not the shell's.
+    let own_program = st.script && st.command.starts_with("#!");
+    if !own_program && let Some(why) = shell_syntax_error(&st.command) {
         push(
             d,
             codes::INVALID_VALUE,
@@ -496,7 +498,7 @@ fn check_step<'s>(
         join(path, "command"),
         st.command.clone(),
         s.line_of("command"),
-        true,
+        !own_program,
     ));
     if let Some(dir) = &st.dir {
         held.texts

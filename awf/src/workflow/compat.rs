@@ -67,6 +67,12 @@ const STATE_KEY_FEATURES: &[(&str, &str, Support)] = &[
         Support::Unsupported,
     ),
     ("env", "step env", Support::NoEffect),
+    ("model", "agent model (state level)", Support::NoEffect),
+    (
+        "max_tokens",
+        "agent max_tokens (state level)",
+        Support::NoEffect,
+    ),
 ];
 
 const TYPE_FEATURES: &[(&str, &str, Support)] = &[

@@ -331,6 +331,9 @@ pub struct AgentState {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepState {
     pub command: String,
+    /// The command is a `script_file`'s text: with a shebang (`#!`) it runs as its own
+    /// program, as AWF runs it, instead of through `/bin/sh -c`.
+    pub script: bool,
     pub dir: Option<String>,
     pub timeout: Option<Duration>,
     /// `retry:`: further attempts after a failure; None runs the command once.

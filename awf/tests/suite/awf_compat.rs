@@ -386,7 +386,12 @@ states:
     );
     let (code, s, err) = c.run(&c.dir.join("a.yaml"), &[]);
     assert_eq!(code, Some(2), "{s:#}\n{err}");
-    assert!(err.contains("circular workflow call"), "{err}");
+    assert!(
+        err.contains(
+            "step c: circular workflow call detected: workflow \"a\" is already in call stack [a b]"
+        ),
+        "{err}"
+    );
 
     // A chain of 12 distinct workflows passes the depth limit of 10.
     for i in 0..12 {
@@ -1325,4 +1330,82 @@ states:
         "{ask:#}"
     );
     assert_eq!(summary_state(&s, "fallback")["output"], "fell back");
+}
+
+/// A `script_file` with a shebang runs as its own program, as AWF runs it (`IsScriptFile`
+/// with `#!`: the kernel starts the interpreter), its templates filled in as text; one
+/// without a shebang goes to the shell as before.
+#[test]
+fn a_script_file_with_a_shebang_runs_its_own_interpreter() {
+    if !common::python_available() {
+        return;
+    }
+    let c = Case::new("shebang");
+    std::fs::create_dir_all(c.dir.join("scripts")).unwrap();
+    c.file(
+        "scripts/hello.py",
+        "#!/usr/bin/env python3\nimport sys\nprint('python', sys.version_info[0], 'to {{.inputs.who}}')\n",
+    );
+    c.file(
+        "scripts/hello.sh",
+        "#!/bin/bash\nwords=(bash arrays work)\necho \"${words[*]}\"\n",
+    );
+    c.file("scripts/plain.sh", "echo \"plain, run by $0\"\n");
+    let wf = c.file(
+        "scripts.yaml",
+        r#"name: scripts
+inputs:
+  - name: who
+    default: the reader
+states:
+  initial: py
+  py:
+    type: step
+    script_file: scripts/hello.py
+    on_success: sh
+  sh:
+    type: step
+    script_file: scripts/hello.sh
+    on_success: plain
+  plain:
+    type: step
+    script_file: scripts/plain.sh
+    on_success: done
+  done:
+    type: terminal
+"#,
+    );
+    let (code, out) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{err}\n{s:#}");
+    assert_eq!(summary_state(&s, "py")["output"], "python 3 to the reader");
+    assert_eq!(summary_state(&s, "sh")["output"], "bash arrays work");
+    assert_eq!(
+        summary_state(&s, "plain")["output"],
+        "plain, run by /bin/sh"
+    );
+}
+
+/// A transition's `when` that AWF's load-time check refuses (it compiles without expr's
+/// built-in functions) validates here with a warning saying so, and runs.
+#[test]
+fn a_transition_awf_refuses_at_load_is_a_warning_and_runs() {
+    let c = Case::new("load-check");
+    let wf = c.file(
+        "len.yaml",
+        "name: len\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n    transitions:\n      \
+         - when: 'len(states.a.Output) > 0'\n        goto: done\n      - goto: wrong\n  wrong:\n    type: terminal\n    \
+         status: failure\n  done:\n    type: terminal\n",
+    );
+    let (code, out) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("AWF refuses it when it loads the workflow")
+            && out.contains("unknown name len"),
+        "{out}"
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{err}\n{s:#}");
+    assert_eq!(summary_state(&s, "done")["status"], "success", "{s:#}");
 }

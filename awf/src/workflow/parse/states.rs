@@ -806,7 +806,9 @@ fn parse_parallel(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
 /// What a `step` state takes beyond the keys every state has.
 fn parse_step(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
     let (name, path, wf_dir, timeout) = (state.name, state.path, state.wf_dir, state.timeout);
+    let script = state.get("command").is_none() && state.get("script_file").is_some();
     Some(StateKind::Step(StepState {
+        script,
         command: match (state.get("command"), state.get("script_file")) {
             (None, Some(f)) => {
                 script_file(cx, f, &join(path, "script_file"), wf_dir).unwrap_or_default()
@@ -1087,6 +1089,24 @@ fn parse_transitions(cx: &mut Ctx, node: &Node, path: &str) -> Vec<Transition> {
         let get = |k: &str| fields.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
         expression(cx, get("when"), &join(&ipath, "when"));
         let when = get("when").and_then(|w| cx.string(w, &join(&ipath, "when")));
+        // AWF compiles a transition's `when` at load, without expr's built-in functions:
+        // what it refuses there, awf runs, and says so.
+        if let (Some(text), Some(node)) = (&when, get("when"))
+            && let Ok(e) = crate::workflow::expr::Expr::parse(text)
+            && let Err(why) = e.check_transition()
+        {
+            cx.warn(
+                codes::EXPRESSION,
+                &join(&ipath, "when"),
+                node.line,
+                format!(
+                    "{ipath}.when: AWF refuses it when it loads the workflow ({why}); awf runs it"
+                ),
+                "for a workflow that must also run under AWF, compare fields without functions \
+                 (`states.s.Output contains \"x\"` rather than `contains(states.s.Output, \"x\")` \
+                 or `len(...)`)",
+            );
+        }
         match get("goto").and_then(|g| cx.string(g, &join(&ipath, "goto"))) {
             Some(goto) => out.push(Transition {
                 when,
