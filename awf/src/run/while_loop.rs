@@ -2,9 +2,9 @@
 //! ends the loop), then the `body` states run in order in this runner (so later ones, the
 //! conditions and later states see their results), then `break_when` is evaluated (true
 //! ends the loop; an error in it is logged and ignored, as AWF does). A body state's own
-//! transitions move inside the body: to a body state (a jump), to the loop (the next
-//! iteration), to nothing (the next body state), or out of the loop (the loop ends and the
-//! run goes there). At `max_iterations` the loop ends and goes to `on_complete`, unless it
+//! transitions move inside the body: to a body state (a jump), to the loop or to nothing
+//! (the next body state: AWF's loop treats a transition back to the loop so), or out of
+//! the loop (the loop ends and the run goes there). At `max_iterations` the loop ends and goes to `on_complete`, unless it
 //! never broke and a body state failed: then `on_complete` if set, else it fails. The
 //! state's `timeout` bounds the whole loop; Ctrl-C stops it between body states (and the
 //! running one, as any state).
@@ -22,7 +22,7 @@ const MAX_BODY_STEPS: usize = 1000;
 
 /// How one iteration's body ended.
 enum Iteration {
-    /// Its last body state ran, or a transition went back to the loop.
+    /// Its last body state ran.
     Done,
     /// A body state failed and nothing handled it, or a transition could not be followed.
     Failed(String),
@@ -238,7 +238,9 @@ impl Runner<'_> {
             match next {
                 None if !ok => return Iteration::Failed(format!("step {:?} failed", state.name)),
                 None => at += 1,
-                Some(n) if n == name => break,
+                // AWF's "retry pattern": back to the loop goes on with the next body
+                // state (the body still runs to its end).
+                Some(n) if n == name => at += 1,
                 Some(n) => match w.body.iter().position(|b| *b == n) {
                     Some(p) => at = p,
                     None if !ok && !state.continue_on_error => {

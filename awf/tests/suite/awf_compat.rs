@@ -1409,3 +1409,53 @@ fn a_transition_awf_refuses_at_load_is_a_warning_and_runs() {
     assert_eq!(code, Some(0), "{err}\n{s:#}");
     assert_eq!(summary_state(&s, "done")["status"], "success", "{s:#}");
 }
+
+/// AWF's loop treats a body state's transition back to the loop as "go on" (its retry
+/// pattern): the next body state runs, a jump skips ahead, and `break_when` ends the loop
+/// after the body; so a body whose states all say `on_success: <the loop>` still runs whole.
+#[test]
+fn a_body_state_that_goes_back_to_the_loop_goes_on_with_the_body() {
+    let c = Case::new("while-retry-pattern");
+    let wf = c.file(
+        "green.yaml",
+        r#"name: green
+states:
+  initial: loop
+  loop:
+    type: while
+    while: "true"
+    break_when: 'states.last.Output contains "STOP"'
+    max_iterations: 3
+    body: [first, check, skipped, last]
+    on_complete: done
+  first:
+    type: step
+    command: echo first
+    on_success: loop
+  check:
+    type: step
+    command: echo PASS
+    transitions:
+      - when: 'states.check.Output contains "PASS"'
+        goto: last
+      - goto: skipped
+  skipped:
+    type: step
+    command: echo skipped
+    on_success: loop
+  last:
+    type: step
+    command: echo STOP
+    on_success: loop
+  done:
+    type: terminal
+"#,
+    );
+    let (code, s, err) = c.run(&wf, &[]);
+    assert_eq!(code, Some(0), "{err}\n{s:#}");
+    assert_eq!(
+        order(&s),
+        ["first", "check", "last", "loop", "done"],
+        "{s:#}"
+    );
+}
