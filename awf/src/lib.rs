@@ -29,6 +29,7 @@ pub mod confine;
 pub mod error;
 pub(crate) mod https;
 pub mod mcp_serve;
+pub(crate) mod operations;
 pub(crate) mod picture;
 pub mod plugins;
 pub(crate) mod private_files;

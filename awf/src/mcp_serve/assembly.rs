@@ -78,8 +78,26 @@ pub fn prepare(cfg: &ServeConfig) -> Result<Prepared, AwfError> {
         timeout: std::time::Duration::from_secs(cfg.limits.bash_timeout_seconds),
         output_bytes: cfg.limits.output_bytes,
     };
+    // AWF's own operations (`http.request`, ...) are served here; the rest are plugins'.
+    let (builtin, plugin_tools): (Vec<_>, Vec<_>) = cfg
+        .plugin_tools
+        .iter()
+        .cloned()
+        .partition(|p| crate::operations::operations(&p.plugin).is_some());
+    for p in &builtin {
+        let timeout = p
+            .timeout_seconds
+            .map_or(bounds.timeout, std::time::Duration::from_secs);
+        let ops = p.expose.iter().map(|op| (op.clone(), timeout)).collect();
+        let source =
+            crate::operations::BuiltinOperations::new(&p.plugin, ops, p.sandbox.network.as_ref())
+                .map_err(|why| {
+                AwfError::new(codes::CONFIG_INVALID, format!("{}: {why}", cfg.origin))
+            })?;
+        sources.push(Box::new(source));
+    }
     for adapter in crate::plugins::start_exposed(
-        &cfg.plugin_tools,
+        &plugin_tools,
         &cfg.origin,
         &root,
         &shutdown,

@@ -157,7 +157,21 @@ impl Runner<'_> {
                     "Stderr" => r.stderr.clone(),
                     "ExitCode" => r.exit_code.map(|c| c.to_string()).unwrap_or_default(),
                     "Status" => r.status.to_string(),
-                    other => json_text(&state_fields(r)[other]),
+                    // `Response.title`: into the parsed output, key by key (an index into
+                    // a list).
+                    other => {
+                        let fields = state_fields(r);
+                        let mut at = &fields;
+                        for part in other.split('.') {
+                            at = match (at, part.parse::<usize>()) {
+                                (serde_json::Value::Array(items), Ok(i)) => {
+                                    items.get(i).unwrap_or(&serde_json::Value::Null)
+                                }
+                                _ => &at[part],
+                            };
+                        }
+                        json_text(at)
+                    }
                 })
                 .unwrap_or_default(),
         }

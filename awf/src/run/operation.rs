@@ -8,6 +8,7 @@ use super::engine::Runner;
 use super::report::{StateResult, Status};
 use crate::client::McpClient;
 use crate::error::{AwfError, codes};
+use crate::workflow::check::PluginCatalog;
 use crate::workflow::{self, McpProxy, OperationState, PluginToolsEntry};
 use serde_json::{Value, json};
 use std::process::Command;
@@ -52,6 +53,31 @@ impl Runner<'_> {
         r: &mut StateResult,
     ) -> Result<(), AwfError> {
         let state = self.wf.state(name).expect("validated");
+        // Looked up now, as AWF does (`awf validate` warned of it).
+        let known = match crate::operations::operations(&o.plugin) {
+            Some(ops) => ops.contains(&o.op.as_str()),
+            None if o.plugin.is_empty() => false,
+            None => self
+                .plugins
+                .operations(&o.plugin)
+                .is_ok_and(|ops| ops.iter().any(|x| x == &o.op)),
+        };
+        if !known {
+            let written = if o.plugin.is_empty() {
+                o.op.clone()
+            } else {
+                format!("{}.{}", o.plugin, o.op)
+            };
+            return Err(AwfError::new(
+                codes::TOOL_FAILED,
+                format!("step {name}: operation {written:?} not found"),
+            ));
+        }
+        // awf's own operations reach only what the state's network lets them.
+        let sandbox = crate::operations::operations(&o.plugin).map(|_| crate::confine::Sandbox {
+            network: o.network.clone(),
+            ..Default::default()
+        });
         let proxy = McpProxy {
             enable: true,
             intercept_builtins: false,
@@ -59,7 +85,7 @@ impl Runner<'_> {
                 plugin: o.plugin.clone(),
                 expose: vec![o.op.clone()],
                 timeout_seconds: o.timeout.map(|t| t.as_secs().max(1)),
-                sandbox: None,
+                sandbox,
                 expose_lines: vec![state.line_of("operation")],
                 line: state.line_of("operation"),
                 index: 0,

@@ -12,7 +12,7 @@
 //!   an error naming the status, so a legacy server's `400` to `server/discover` makes it
 //!   legacy, as the transport's backward-compatibility section says.
 //! - **Public addresses only** unless the entry has `allow_private: true`: every address the
-//!   host resolves to is checked where the connection is made ([`Guard`], at each request
+//!   host resolves to is checked where the connection is made ([`crate::https::Reach`], at each request
 //!   and each redirect), so a name that resolves to 127.0.0.1 or 169.254.169.254 is refused
 //!   as the literal is. Plain `http://` needs `allow_private` too. Redirects: 307 and 308
 //!   are followed (three at most, each checked again); any other is an error naming where.
@@ -37,8 +37,6 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use ureq::http::Uri;
-use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::NextTimeout;
 
 /// Redirects (307 and 308 only) followed for one POST.
 const MAX_REDIRECTS: usize = 3;
@@ -108,13 +106,13 @@ pub fn url_problem(url: &str, allow_private: bool) -> Option<String> {
     None
 }
 
+/// What a refused address's message tells to do.
+const SET_ALLOW_PRIVATE: &str = "awf reaches remote servers at public addresses only; set \
+     allow_private: true on the entry if this server is meant to be on this machine or the \
+     local network";
+
 fn refusal(ip: IpAddr, url: &str) -> String {
-    format!(
-        "{url} is at {ip}, which is not a public address (loopback, private, link-local or \
-         another reserved range: a cloud's metadata service is one); awf reaches remote \
-         servers at public addresses only; set allow_private: true on the entry if this \
-         server is meant to be on this machine or the local network"
-    )
+    crate::https::not_public(ip, url, SET_ALLOW_PRIVATE)
 }
 
 /// The variables `${VAR}` of a header value names, in order.
@@ -165,34 +163,6 @@ fn expand(
     }
     out.push_str(rest);
     Ok((out, secrets))
-}
-
-/// Resolves as ureq does, then refuses any address that is not public (unless allowed):
-/// the check happens where the connection is made, at every request and every redirect.
-#[derive(Debug)]
-struct Guard {
-    allow_private: bool,
-    inner: DefaultResolver,
-}
-
-impl Resolver for Guard {
-    fn resolve(
-        &self,
-        uri: &Uri,
-        config: &ureq::config::Config,
-        timeout: NextTimeout,
-    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let addrs = self.inner.resolve(uri, config, timeout)?;
-        if !self.allow_private
-            && let Some(bad) = addrs.iter().find(|a| !is_public(a.ip()))
-        {
-            return Err(ureq::Error::Io(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                refusal(bad.ip(), &display_url(&uri.to_string())),
-            )));
-        }
-        Ok(addrs)
-    }
 }
 
 /// What every request to one server shares.
@@ -258,14 +228,12 @@ pub fn open(name: &str, endpoint: &Endpoint<'_>) -> Result<Pipes, String> {
         .tls_config(crate::https::tls_config().clone())
         .user_agent(format!("awf/{}", env!("CARGO_PKG_VERSION")))
         .build();
-    let agent = ureq::Agent::with_parts(
-        config,
-        ureq::unversioned::transport::DefaultConnector::new(),
-        Guard {
-            allow_private: endpoint.allow_private,
-            inner: DefaultResolver::default(),
-        },
-    );
+    let reach = if endpoint.allow_private {
+        crate::https::Reach::Any
+    } else {
+        crate::https::Reach::Public(SET_ALLOW_PRIVATE)
+    };
+    let agent = crate::https::agent(config, reach);
     let (reader, writer) =
         std::io::pipe().map_err(|e| format!("cannot make the link's pipe: {e}"))?;
     let shared = Arc::new(Shared {

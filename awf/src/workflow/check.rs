@@ -337,7 +337,9 @@ fn check_texts(
                         "move it into `hooks: {workflow_error: [...]}` at the top level"
                             .to_string(),
                     )),
-                    Ref::State(st, f) if !template::STATE_FIELDS.contains(&f.as_str()) => {
+                    Ref::State(st, f)
+                        if !template::STATE_FIELDS.contains(&f.split('.').next().unwrap_or("")) =>
+                    {
                         match template::field_spelled_in_lower_case(f) {
                             // AWF's words (F050: lower-case fields never worked).
                             Some(up) if template::STATE_FIELDS.contains(&up) => Some((
@@ -560,25 +562,41 @@ fn check_operation<'s>(
 ) {
     held.targets.push(("on_success", &o.on_success));
     held.targets.push(("on_failure", &o.on_failure));
-    if !o.plugin.is_empty() {
+    // As AWF: an operation is looked up when the state runs; a name not found here is a
+    // warning, and the state fails then.
+    let not_found = |what: String, hint: String| {
+        Diagnostic::warning(
+            codes::UNKNOWN_OPERATION,
+            join(path, "operation"),
+            s.line_of("operation"),
+            format!(
+                "{what}: state {:?} fails when it runs (as in AWF: operation \"{}.{}\" not \
+                 found)",
+                s.name, o.plugin, o.op
+            ),
+            hint,
+        )
+    };
+    if let Some(ops) = crate::operations::operations(&o.plugin) {
+        if !ops.contains(&o.op.as_str()) {
+            d.push(not_found(
+                format!("awf's {} operations have no {:?}", o.plugin, o.op),
+                format!("its operations: {}", ops.join(", ")),
+            ));
+        }
+    } else if !o.plugin.is_empty() {
         match plugins.operations(&o.plugin) {
             Ok(ops) if ops.iter().any(|x| x == &o.op) => {}
-            Ok(ops) => push(
-                d,
-                codes::UNKNOWN_OPERATION,
-                join(path, "operation"),
-                s.line_of("operation"),
+            Ok(ops) => d.push(not_found(
                 format!("plugin {} has no operation {:?}", o.plugin, o.op),
                 format!("its operations: {}", ops.join(", ")),
-            ),
-            Err((code, message)) => push(
-                d,
-                code,
-                join(path, "operation"),
-                s.line_of("operation"),
+            )),
+            Err((_, message)) => d.push(not_found(
                 message,
-                "install the plugin (`awf plugins list` shows the installed ones)".into(),
-            ),
+                "install the plugin (`awf plugins list` shows the installed ones), or use one \
+                 of awf's own: http.request, notify.send, github.*"
+                    .into(),
+            )),
         }
     }
     let mut strings = Vec::new();
@@ -997,7 +1015,12 @@ fn check_exposed_operations(
     epath: &str,
     plugins: &mut dyn PluginCatalog,
 ) {
-    match plugins.operations(&e.plugin) {
+    // awf's own operations (`http.request`, ...) are known without a plugin.
+    let known = match crate::operations::operations(&e.plugin) {
+        Some(ops) => Ok(ops.iter().map(|o| o.to_string()).collect()),
+        None => plugins.operations(&e.plugin),
+    };
+    match known {
         Err((code, msg)) => push(
             code,
             join(epath, "plugin"),

@@ -131,8 +131,12 @@ pub struct Conversation {
 /// audited and traced as a tool call of the state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperationState {
+    /// Empty when the name has no dot (refused when it runs, as AWF does).
     pub plugin: String,
     pub op: String,
+    /// Where a builtin operation's requests may go (`network:`, Bash's syntax): absent,
+    /// public addresses only.
+    pub network: Option<crate::confine::Network>,
     /// A JSON object; its strings are templates.
     pub inputs: serde_json::Value,
     pub timeout: Option<Duration>,

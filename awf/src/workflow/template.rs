@@ -548,6 +548,19 @@ fn parse_ref(expr: &str) -> Option<Ref> {
         ["states", state, field] if ident(state) && ident(field) => {
             Some(Ref::State(state.to_string(), field.to_string()))
         }
+        // Into a state's parsed output, as AWF's templates go into a map:
+        // `{{.states.issue.Response.title}}` (the field is `Response.title`).
+        ["states", state, field @ ("Response" | "JSON"), rest @ ..]
+            if ident(state) && rest.iter().all(|p| ident(p)) =>
+        {
+            Some(Ref::State(
+                state.to_string(),
+                std::iter::once(*field)
+                    .chain(rest.iter().copied())
+                    .collect::<Vec<_>>()
+                    .join("."),
+            ))
+        }
         _ => None,
     }
 }

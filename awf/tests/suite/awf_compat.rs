@@ -1459,3 +1459,204 @@ states:
         "{s:#}"
     );
 }
+
+/// The tests' plain-HTTP API (tests/fixtures/servers/http_api.py), until dropped.
+struct HttpApi {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl HttpApi {
+    fn start(base: &Path, token: &str) -> HttpApi {
+        use std::io::BufRead;
+        let log = base.join("http_api.log");
+        let mut child = Command::new("python3")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/http_api.py"))
+            .env("LOG", &log)
+            .env("TOKEN", token)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        HttpApi {
+            port: first.trim().parse().unwrap(),
+            child,
+            log,
+        }
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        common::audit_lines(&self.log)
+    }
+}
+
+impl Drop for HttpApi {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// AWF's builtin operations run here as AWF's workflows write them: `http.request`,
+/// `github.*` (with the token the workflow passes) and `notify.send`'s webhook, each
+/// audited as any operation, its outputs the state's `.Response`; their requests go only
+/// where the state's `network` lets them (public addresses by default); an operation name
+/// without a dot validates with a warning and fails when it runs, as in AWF.
+#[test]
+fn awf_s_builtin_operations_run_through_the_state_s_network() {
+    if !common::python_available() {
+        return;
+    }
+    let c = Case::new("builtin-ops");
+    let api = HttpApi::start(&c.base, "from-the-environment");
+    let p = api.port;
+    let wf = c.file(
+        "ops.yaml",
+        &format!(
+            r#"name: ops
+states:
+  initial: get
+  get:
+    type: operation
+    operation: http.request
+    network: {{allow: ["127.0.0.1:{p}"]}}
+    inputs:
+      url: "http://127.0.0.1:{p}/echo"
+      method: post
+      headers: {{X-Test: "yes"}}
+      body: '{{"a": 1}}'
+    transitions:
+      - when: 'states.get.Response.status_code == 200 and states.get.Response.body contains "x_test"'
+        goto: issue
+      - goto: failed
+  issue:
+    type: operation
+    operation: github.get_issue
+    network: {{allow: ["127.0.0.1:{p}"]}}
+    inputs: {{repo: o/r, number: 7, token: "{{{{.env.AWF_COMPAT_TEST_VAR}}}}", api_url: "http://127.0.0.1:{p}"}}
+    on_success: comment
+    on_failure: failed
+  comment:
+    type: operation
+    operation: github.add_comment
+    network: {{allow: ["127.0.0.1:{p}"]}}
+    inputs: {{repo: o/r, number: 7, body: "Seen: {{{{.states.issue.Response.title}}}}", token: "{{{{.env.AWF_COMPAT_TEST_VAR}}}}", api_url: "http://127.0.0.1:{p}"}}
+    on_success: hook
+    on_failure: failed
+  hook:
+    type: operation
+    operation: notify.send
+    network: {{allow: ["127.0.0.1:{p}"]}}
+    inputs: {{backend: webhook, message: "done", webhook_url: "http://127.0.0.1:{p}/hook"}}
+    on_success: private
+    on_failure: failed
+  private:
+    type: operation
+    operation: http.request
+    inputs: {{url: "http://127.0.0.1:{p}/echo", method: GET}}
+    on_success: failed
+    on_failure: noop
+  noop:
+    type: operation
+    operation: noop
+    on_success: failed
+    on_failure: done
+  failed:
+    type: terminal
+    status: failure
+  done:
+    type: terminal
+"#
+        ),
+    );
+    let (code, out) = c.validate(&wf);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("operation \"noop\" is not PLUGIN.OPERATION"),
+        "{out}"
+    );
+    let out = c.awf(&["run", wf.to_str().unwrap(), "--output", "json"]);
+    let s = run_summary(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}\n{s:#}");
+    assert_eq!(
+        order(&s),
+        ["get", "issue", "comment", "hook", "private", "noop", "done"],
+        "{s:#}"
+    );
+    let issue: Value =
+        serde_json::from_str(summary_state(&s, "issue")["output"].as_str().unwrap()).unwrap();
+    assert_eq!(issue["title"], "It breaks");
+    assert_eq!(issue["labels"], serde_json::json!(["bug"]));
+    let comment: Value =
+        serde_json::from_str(summary_state(&s, "comment")["output"].as_str().unwrap()).unwrap();
+    assert_eq!(comment["comment_id"], 99);
+    let private = summary_state(&s, "private")["error"]["message"].to_string();
+    assert!(
+        private.contains("not a public address") && private.contains("network"),
+        "{private}"
+    );
+    let noop = summary_state(&s, "noop")["error"]["message"].to_string();
+    assert!(
+        noop.contains("step noop: operation \\\"noop\\\" not found"),
+        "{noop}"
+    );
+    // What the API saw: the POST's body and header, the token on GitHub's calls, the
+    // comment's rendered body, the webhook's JSON; the private request never came.
+    let seen = api.requests();
+    assert_eq!(seen[0]["method"], "POST");
+    assert_eq!(seen[0]["body"], "{\"a\": 1}");
+    assert!(
+        seen.iter()
+            .filter(|r| r["path"].as_str().unwrap().starts_with("/repos/"))
+            .all(|r| r["authorization"] == "Bearer from-the-environment"),
+        "{seen:#?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|r| r["body"].as_str().unwrap().contains("Seen: It breaks")),
+        "{seen:#?}"
+    );
+    assert!(
+        seen.iter().any(|r| r["path"] == "/hook"
+            && r["body"].as_str().unwrap().contains("\"message\":\"done\"")),
+        "{seen:#?}"
+    );
+    assert_eq!(
+        seen.iter().filter(|r| r["path"] == "/echo").count(),
+        1,
+        "{seen:#?}"
+    );
+    // Audited as any operation: a tool call of its own source.
+    let audit = common::audit_dir_lines(
+        &c.base
+            .join("state/awf/audit")
+            .join(s["run_id"].as_str().unwrap()),
+    );
+    let calls: Vec<(&str, &str)> = audit
+        .iter()
+        .filter(|r| r["type"] == "tool.call")
+        .map(|r| {
+            (
+                r["tool"].as_str().unwrap(),
+                r["source"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(
+        calls.contains(&("http_request", "builtin:http")),
+        "{calls:?}"
+    );
+    assert!(
+        calls.contains(&("github_get_issue", "builtin:github")),
+        "{calls:?}"
+    );
+    assert!(
+        calls.contains(&("notify_send", "builtin:notify")),
+        "{calls:?}"
+    );
+}

@@ -103,7 +103,7 @@ fn parse_read(cx: &mut Ctx, v: &Node, kpath: &str, out: &mut Sandbox) {
 }
 
 /// `network: allow`, `network: deny` or `network: {allow: [hosts]}`.
-fn parse_network(cx: &mut Ctx, v: &Node, kpath: &str, out: &mut Sandbox) {
+pub(super) fn parse_network(cx: &mut Ctx, v: &Node, kpath: &str, out: &mut Sandbox) {
     match v.as_str() {
         Some("allow") => out.network = Some(Network::Allow),
         Some("deny") => out.network = Some(Network::Deny),

@@ -142,6 +142,7 @@ const OPERATION_KEYS: &[&str] = &[
     "type",
     "description",
     "operation",
+    "network",
     "inputs",
     "operation_inputs",
     "timeout",
@@ -879,18 +880,29 @@ fn parse_operation(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
     let (plugin, op) = match written.split_once('.') {
         Some((p, o)) if !p.is_empty() && !o.is_empty() => (p.to_string(), o.to_string()),
         _ => {
+            // As AWF: a name without a dot (its diagrams write `operation: noop`) is
+            // looked up when the state runs, and fails then.
             if !written.is_empty() {
-                cx.push(
+                cx.warn(
                     codes::INVALID_VALUE,
                     &join(path, "operation"),
                     state.get("operation").map_or(node.line, |v| v.line),
-                    format!("operation {written:?} is not PLUGIN.OPERATION"),
-                    "write e.g. `operation: notes.add` (`awf plugins list` shows them)",
+                    format!(
+                        "operation {written:?} is not PLUGIN.OPERATION: state {name:?} fails \
+                         when it runs (as in AWF: operation {written:?} not found)"
+                    ),
+                    "write e.g. `operation: http.request` or `operation: notes.add` (`awf \
+                     plugins list` shows the plugins')",
                 );
             }
-            (String::new(), String::new())
+            (String::new(), written.clone())
         }
     };
+    let network = state.get("network").and_then(|n| {
+        let mut sb = crate::confine::Sandbox::default();
+        super::sandbox::parse_network(cx, n, &join(path, "network"), &mut sb);
+        sb.network
+    });
     // AWF takes the parameters in `inputs`, or in `operation_inputs`.
     let inputs = match (state.get("operation_inputs"), state.get("inputs")) {
         (Some(v), _) | (None, Some(v)) => match v.to_json() {
@@ -912,6 +924,7 @@ fn parse_operation(cx: &mut Ctx, state: &StateMap) -> Option<StateKind> {
     Some(StateKind::Operation(crate::workflow::OperationState {
         plugin,
         op,
+        network,
         inputs,
         timeout,
         on_success: state.str_field(cx, "on_success"),
