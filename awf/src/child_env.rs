@@ -6,6 +6,16 @@
 //! Kept at the crate root: it is about any child awf starts for the agent, not about one
 //! adapter (`builtins::bash` uses it).
 
+/// The audit key's variables (`telemetry::audit_key`): kept from every child, whatever
+/// else it gets.
+pub const AUDIT_KEY_VAR: &str = "AWF_AUDIT_KEY";
+pub const AUDIT_KEY_FILE_VAR: &str = "AWF_AUDIT_KEY_FILE";
+
+/// Whether `name` is one of the audit key's variables.
+pub fn is_audit_key_var(name: &std::ffi::OsStr) -> bool {
+    name == AUDIT_KEY_VAR || name == AUDIT_KEY_FILE_VAR
+}
+
 /// Variables passed through by name.
 const ALLOWED: &[&str] = &[
     "PATH",

@@ -20,31 +20,7 @@ use mcpserver::{CallContext, ServerBuilder, Tool, ToolResult};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 
-/// The providers awf has, each with its operations.
-pub const PROVIDERS: &[(&str, &[&str])] = &[
-    ("http", &["request"]),
-    ("notify", &["send"]),
-    (
-        "github",
-        &[
-            "get_issue",
-            "get_pr",
-            "create_issue",
-            "create_pr",
-            "add_labels",
-            "list_comments",
-            "add_comment",
-        ],
-    ),
-];
-
-/// The operations of builtin provider `name`, when it is one.
-pub fn operations(name: &str) -> Option<&'static [&'static str]> {
-    PROVIDERS
-        .iter()
-        .find(|(p, _)| *p == name)
-        .map(|(_, ops)| *ops)
-}
+pub use crate::workflow::{BUILTIN_OPERATIONS as PROVIDERS, builtin_operations as operations};
 
 /// What one operation gives back: its outputs, and why it failed when it did.
 pub struct Outcome {

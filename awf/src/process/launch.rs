@@ -41,7 +41,7 @@ impl Launch {
             args: Vec::new(),
             // The audit key stays with awf.
             env: std::env::vars_os()
-                .filter(|(k, _)| !crate::telemetry::audit_key::is_key_var(k))
+                .filter(|(k, _)| !crate::child_env::is_audit_key_var(k))
                 .collect(),
             cwd: None,
             keep: Vec::new(),

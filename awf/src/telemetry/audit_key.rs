@@ -10,17 +10,9 @@ use ring::hmac;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The variable that holds the key itself.
-pub const KEY_VAR: &str = "AWF_AUDIT_KEY";
-/// The variable that names a file holding it.
-pub const KEY_FILE_VAR: &str = "AWF_AUDIT_KEY_FILE";
+pub use crate::child_env::{AUDIT_KEY_FILE_VAR as KEY_FILE_VAR, AUDIT_KEY_VAR as KEY_VAR};
 /// The shortest key taken: shorter ones are guessed.
 const MIN_KEY_BYTES: usize = 16;
-
-/// Whether `name` is one of the key's variables (kept from every child).
-pub fn is_key_var(name: &std::ffi::OsStr) -> bool {
-    name == KEY_VAR || name == KEY_FILE_VAR
-}
 
 /// The key file, when one is named (hidden from every jail).
 pub fn key_file() -> Option<PathBuf> {

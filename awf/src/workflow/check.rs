@@ -577,7 +577,7 @@ fn check_operation<'s>(
             hint,
         )
     };
-    if let Some(ops) = crate::operations::operations(&o.plugin) {
+    if let Some(ops) = crate::workflow::builtin_operations(&o.plugin) {
         if !ops.contains(&o.op.as_str()) {
             d.push(not_found(
                 format!("awf's {} operations have no {:?}", o.plugin, o.op),
@@ -1016,7 +1016,7 @@ fn check_exposed_operations(
     plugins: &mut dyn PluginCatalog,
 ) {
     // awf's own operations (`http.request`, ...) are known without a plugin.
-    let known = match crate::operations::operations(&e.plugin) {
+    let known = match crate::workflow::builtin_operations(&e.plugin) {
         Some(ops) => Ok(ops.iter().map(|o| o.to_string()).collect()),
         None => plugins.operations(&e.plugin),
     };

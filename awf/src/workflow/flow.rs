@@ -143,3 +143,30 @@ pub struct OperationState {
     pub on_success: Option<String>,
     pub on_failure: Option<String>,
 }
+
+/// AWF's own operation providers (`operation: http.request`), each with its operations:
+/// part of the language, as AWF names them (`crate::operations` runs them).
+pub const BUILTIN_OPERATIONS: &[(&str, &[&str])] = &[
+    ("http", &["request"]),
+    ("notify", &["send"]),
+    (
+        "github",
+        &[
+            "get_issue",
+            "get_pr",
+            "create_issue",
+            "create_pr",
+            "add_labels",
+            "list_comments",
+            "add_comment",
+        ],
+    ),
+];
+
+/// The operations of builtin provider `name`, when it is one.
+pub fn builtin_operations(name: &str) -> Option<&'static [&'static str]> {
+    BUILTIN_OPERATIONS
+        .iter()
+        .find(|(p, _)| *p == name)
+        .map(|(_, ops)| *ops)
+}

@@ -15,8 +15,8 @@ pub mod yaml;
 
 use crate::error::codes;
 pub use flow::{
-    CallWorkflowState, Conversation, HookAction, MaxIterations, OperationState, StateHooks,
-    Transition, WhileState, WorkflowHooks,
+    BUILTIN_OPERATIONS, CallWorkflowState, Conversation, HookAction, MaxIterations, OperationState,
+    StateHooks, Transition, WhileState, WorkflowHooks, builtin_operations,
 };
 pub use inputs::{InputValidation, Pattern};
 pub use retry::{Backoff, Retry, RetryOn};

@@ -22,7 +22,6 @@ const PROXY_KEYS: &[&str] = &[
     "tools",
     "scan",
 ];
-const SCAN_KEYS: &[&str] = &["results", "descriptions"];
 const TOOL_POLICY_KEYS: &[&str] = &["deny", "read_only"];
 const PLUGIN_TOOLS_KEYS: &[&str] = &["plugin", "expose", "timeout_seconds", "sandbox"];
 
@@ -58,7 +57,7 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
         None => ToolPolicy::default(),
     };
     let scan = get("scan")
-        .map(|n| parse_scan(cx, n, &join(path, "scan")))
+        .map(|n| super::scan::parse_scan(cx, n, &join(path, "scan")))
         .unwrap_or_default();
     Some(McpProxy {
         scan,
@@ -73,54 +72,6 @@ pub(super) fn parse_proxy(cx: &mut Ctx, node: &Node, path: &str) -> Option<McpPr
         path: path.to_string(),
         line: node.line,
     })
-}
-
-/// `scan:` of a step or a server: `off|warn|redact|refuse`, or `{results: …,
-/// descriptions: …}`.
-pub(super) fn parse_scan(cx: &mut Ctx, node: &Node, path: &str) -> crate::scan::Scan {
-    use crate::scan::{Mode, Scan};
-    let mode = |cx: &mut Ctx, n: &Node, p: &str, description: bool| -> Option<Mode> {
-        let word = cx.string(n, p)?;
-        let m = match word.as_str() {
-            "off" => Mode::Off,
-            "warn" => Mode::Warn,
-            "redact" if !description => Mode::Redact,
-            "refuse" => Mode::Refuse,
-            _ => {
-                let allowed = if description {
-                    "off, warn or refuse (a description is not redacted)"
-                } else {
-                    "off, warn, redact or refuse"
-                };
-                cx.push(
-                    codes::INVALID_VALUE,
-                    p,
-                    n.line,
-                    format!("{p} is {word:?}, which is no scan setting"),
-                    format!("write one of {allowed}"),
-                );
-                return None;
-            }
-        };
-        Some(m)
-    };
-    if !matches!(node.kind, Kind::Map(_)) {
-        return mode(cx, node, path, false)
-            .map(Scan::word)
-            .unwrap_or_default();
-    }
-    let Some(fields) = cx.fields(node, path, SCAN_KEYS, codes::PROXY_UNKNOWN_KEY) else {
-        return Scan::default();
-    };
-    let mut scan = Scan::default();
-    for (key, value) in fields {
-        let p = join(path, key);
-        match key {
-            "results" => scan.results = mode(cx, value, &p, false),
-            _ => scan.descriptions = mode(cx, value, &p, true),
-        }
-    }
-    scan
 }
 
 /// `plugin_tools:`: the list of plugins whose operations the agent is offered.

@@ -13,6 +13,7 @@ mod context;
 mod inputs;
 mod mcp_proxy;
 mod sandbox;
+mod scan;
 mod servers;
 mod states;
 

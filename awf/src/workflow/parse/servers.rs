@@ -182,7 +182,7 @@ fn parse_server(cx: &mut Ctx, name: &str, node: &Node, path: &str) -> Option<Mcp
         headers: remote.headers,
         allow_private: remote.allow_private,
         scan: get("scan")
-            .map(|n| super::mcp_proxy::parse_scan(cx, n, &join(path, "scan")))
+            .map(|n| super::scan::parse_scan(cx, n, &join(path, "scan")))
             .unwrap_or_default(),
         env,
         env_passthrough,
