@@ -206,15 +206,7 @@ impl Runner<'_> {
         script: &str,
         dir: &Path,
     ) -> Result<(Launch, Vec<OwnedFd>), AwfError> {
-        if !dir.is_dir() {
-            return Err(AwfError::new(
-                codes::STATE_FAILED,
-                format!(
-                    "the dir {} of step {name:?} is not an existing directory",
-                    dir.display()
-                ),
-            ));
-        }
+        existing_dir(name, dir)?;
         let text = self.render(script);
         let file = sealed_memory_file(text.as_bytes()).map_err(|e| {
             AwfError::new(
@@ -236,16 +228,7 @@ impl Runner<'_> {
         dir: &Path,
     ) -> Result<(Launch, Vec<OwnedFd>), AwfError> {
         // Checked here: a missing cwd would otherwise read as "cannot start /bin/sh".
-        if !dir.is_dir() {
-            return Err(AwfError::new(
-                codes::STATE_FAILED,
-                format!(
-                    "the dir {} of step {name:?} is not an existing directory (dir is relative to \
-                     the directory awf run was started in)",
-                    dir.display()
-                ),
-            ));
-        }
+        existing_dir(name, dir)?;
         let rendered = self
             .render_command(command)
             .map_err(|e| AwfError::new(codes::TEMPLATE_PLACE, format!("step {name:?}: {e}")))?;
@@ -305,6 +288,21 @@ impl Runner<'_> {
         }
         Ok((cmd, files))
     }
+}
+
+/// `dir` of step `name` exists (else the error that says so, not a failed spawn).
+fn existing_dir(name: &str, dir: &Path) -> Result<(), AwfError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(AwfError::new(
+        codes::STATE_FAILED,
+        format!(
+            "the dir {} of step {name:?} is not an existing directory (dir is relative to the \
+             directory awf run was started in)",
+            dir.display()
+        ),
+    ))
 }
 
 /// A template value for the shell: the variable's name and the value.

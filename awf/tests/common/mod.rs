@@ -538,3 +538,35 @@ pub fn tool_available(path: &Path, what: &str) -> bool {
     );
     false
 }
+
+/// A server of these tests' own (a fixture that prints the port it listens on as its first
+/// line of stdout), killed when dropped.
+pub struct PortServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl PortServer {
+    pub fn start(mut cmd: Command) -> PortServer {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn the test server");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let port = first
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("the test server said {first:?}, not its port"));
+        PortServer { child, port }
+    }
+}
+
+impl Drop for PortServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -740,14 +740,25 @@ states:
         .find(|r| r["type"] == "tool.call" && r["tool"] == "notes_add")
         .unwrap_or_else(|| panic!("no audited call: {records:?}"));
     assert!(call.to_string().contains("buy milk"), "{call}");
-    // An unknown operation is refused by validate, naming the plugin's operations.
+    // An unknown operation is looked up when it runs, as AWF does: validate warns, naming
+    // the plugin's operations, and the state fails then.
     let bad = c.file(
         "bad.yaml",
         "name: bad\nstates:\n  initial: a\n  a:\n    type: operation\n    operation: notes.nope\n    on_success: done\n  done:\n    type: terminal\n",
     );
     let (code, text) = c.validate(&bad);
-    assert_eq!(code, Some(1), "{text}");
-    assert!(text.contains("nope") && text.contains("add"), "{text}");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("warning") && text.contains("nope") && text.contains("add"),
+        "{text}"
+    );
+    let (code, s, _) = c.run(&bad, &[]);
+    assert_ne!(code, Some(0));
+    let a = summary_state(&s, "a")["error"]["message"].to_string();
+    assert!(
+        a.contains("step a: operation \\\"notes.nope\\\" not found"),
+        "{a}"
+    );
 }
 
 #[test]
@@ -1462,42 +1473,25 @@ states:
 
 /// The tests' plain-HTTP API (tests/fixtures/servers/http_api.py), until dropped.
 struct HttpApi {
-    child: std::process::Child,
-    port: u16,
+    server: common::PortServer,
     log: PathBuf,
 }
 
 impl HttpApi {
     fn start(base: &Path, token: &str) -> HttpApi {
-        use std::io::BufRead;
         let log = base.join("http_api.log");
-        let mut child = Command::new("python3")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/http_api.py"))
+        let mut cmd = Command::new("python3");
+        cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/http_api.py"))
             .env("LOG", &log)
-            .env("TOKEN", token)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+            .env("TOKEN", token);
         HttpApi {
-            port: first.trim().parse().unwrap(),
-            child,
+            server: common::PortServer::start(cmd),
             log,
         }
     }
 
     fn requests(&self) -> Vec<Value> {
         common::audit_lines(&self.log)
-    }
-}
-
-impl Drop for HttpApi {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -1513,7 +1507,7 @@ fn awf_s_builtin_operations_run_through_the_state_s_network() {
     }
     let c = Case::new("builtin-ops");
     let api = HttpApi::start(&c.base, "from-the-environment");
-    let p = api.port;
+    let p = api.server.port;
     let wf = c.file(
         "ops.yaml",
         &format!(

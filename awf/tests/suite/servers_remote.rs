@@ -10,16 +10,16 @@ use crate::otlp_receiver;
 use common::*;
 use otlp_receiver::{Receiver, attr};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 /// The token the tests' server takes; unique enough that finding it anywhere is a leak.
 const TOKEN: &str = "awf-test-pat-7f3c9e1b5d";
 
 /// The tests' remote server, running until dropped.
 struct Remote {
-    child: Child,
+    /// Kept to the end: dropping it stops the server.
+    _server: PortServer,
     port: u16,
     log: PathBuf,
     ca: PathBuf,
@@ -45,27 +45,17 @@ impl Remote {
         let log = base.join(format!("remote-{era}.log"));
         let fixture =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/servers/remote.py");
-        let mut child = Command::new("python3")
-            .arg(fixture)
+        let mut cmd = Command::new("python3");
+        cmd.arg(fixture)
             .env("ERA", era)
             .env("CERT", base.join("cert.pem"))
             .env("KEY", base.join("key.pem"))
             .env("TOKEN", TOKEN)
-            .env("LOG", &log)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let port = first
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("remote.py said {first:?}"));
+            .env("LOG", &log);
+        let server = PortServer::start(cmd);
         Remote {
-            child,
-            port,
+            port: server.port,
+            _server: server,
             log,
             ca,
         }
@@ -78,13 +68,6 @@ impl Remote {
     /// Every request the server logged.
     fn requests(&self) -> Vec<Value> {
         audit_lines(&self.log)
-    }
-}
-
-impl Drop for Remote {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
