@@ -1,5 +1,6 @@
 //! `github.*`, as AWF names them and their outputs: `get_issue`, `get_pr`, `create_issue`,
-//! `create_pr`, `add_labels`, `list_comments`, `add_comment`, over GitHub's REST API
+//! `create_pr`, `add_labels`, `list_comments`, `add_comment`, and `batch` (a list of them,
+//! `concurrency` at a time, under a `strategy`), over GitHub's REST API
 //! (`api_url`, default `https://api.github.com`, for GitHub Enterprise). The token is the
 //! one the workflow passes (`token: "{{.env.GITHUB_TOKEN}}"`): awf never reads one from its
 //! environment, or from `gh`, by itself. `repo` is `owner/name`, else the `origin` remote
@@ -12,6 +13,9 @@ use std::time::Duration;
 
 /// One operation.
 pub fn run(op: &str, inputs: &Map<String, Value>, reach: &Reach, timeout: Duration) -> Outcome {
+    if op == "batch" {
+        return batch(inputs, reach, timeout);
+    }
     match Api::new(op, inputs, reach, timeout).and_then(|api| api.run(op, inputs)) {
         Ok(outputs) => Outcome::ok(outputs),
         Err(why) => Outcome::failed(format!("github.{op}: {why}")),
@@ -217,6 +221,85 @@ impl<'a> Api<'a> {
         }
         Ok(out)
     }
+}
+
+/// `github.batch` (AWF's): `operations`, a list of `{name: "github.add_labels", inputs:
+/// {...}}` (each takes the batch's `token`, `repo` and `api_url` unless it gives its own),
+/// run `concurrency` at a time (default 3); `strategy` `best_effort` (the default: never
+/// fails), `all_succeed` (fails when one does) or `any_succeed` (fails when all do). Outputs
+/// `total`, `succeeded`, `failed` and `results` (each `name`, `success`, `outputs`, `error`).
+fn batch(inputs: &Map<String, Value>, reach: &Reach, timeout: Duration) -> Outcome {
+    let ops: Vec<&Value> = inputs
+        .get("operations")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let strategy = inputs
+        .get("strategy")
+        .and_then(Value::as_str)
+        .unwrap_or("best_effort");
+    if !["best_effort", "all_succeed", "any_succeed"].contains(&strategy) {
+        return Outcome::failed(format!(
+            "github.batch: strategy {strategy:?} is unknown; use best_effort, all_succeed or \
+             any_succeed"
+        ));
+    }
+    let concurrency = inputs
+        .get("concurrency")
+        .and_then(Value::as_u64)
+        .unwrap_or(3)
+        .clamp(1, 16) as usize;
+    let one = |op: &Value| -> Value {
+        let name = op["name"].as_str().unwrap_or("");
+        let Some(short) = name.strip_prefix("github.").filter(|s| *s != "batch") else {
+            return json!({"name": name, "success": false, "outputs": {},
+                          "error": format!("operation {name:?} is no github operation")});
+        };
+        let mut own = op["inputs"].as_object().cloned().unwrap_or_default();
+        for k in ["token", "repo", "api_url"] {
+            if let (false, Some(v)) = (own.contains_key(k), inputs.get(k)) {
+                own.insert(k.into(), v.clone());
+            }
+        }
+        let done = run(short, &own, reach, timeout);
+        json!({"name": name, "success": done.error.is_none(), "outputs": done.outputs,
+               "error": done.error})
+    };
+    let mut results = Vec::new();
+    for chunk in ops.chunks(concurrency) {
+        let chunk_results: Vec<Value> = std::thread::scope(|s| {
+            let handles: Vec<_> = chunk.iter().map(|op| s.spawn(|| one(op))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| json!({"success": false})))
+                .collect()
+        });
+        results.extend(chunk_results);
+    }
+    let succeeded = results.iter().filter(|r| r["success"] == true).count();
+    let failed = results.len() - succeeded;
+    let mut outputs = Map::new();
+    outputs.insert("total".into(), json!(results.len()));
+    outputs.insert("succeeded".into(), json!(succeeded));
+    outputs.insert("failed".into(), json!(failed));
+    let first_failure = results.iter().find(|r| r["success"] != true).map(|r| {
+        format!(
+            "{}: {}",
+            r["name"].as_str().unwrap_or("?"),
+            r["error"].as_str().unwrap_or("")
+        )
+    });
+    outputs.insert("results".into(), Value::Array(results));
+    let error = match strategy {
+        "all_succeed" if failed > 0 => {
+            first_failure.map(|f| format!("github.batch: batch execution: operation {f}"))
+        }
+        "any_succeed" if succeeded == 0 && failed > 0 => {
+            Some(format!("github.batch: all {failed} operations failed"))
+        }
+        _ => None,
+    };
+    Outcome { outputs, error }
 }
 
 /// `owner/name` of the `origin` remote of the current directory, when it is on GitHub.

@@ -159,6 +159,7 @@ pub const BUILTIN_OPERATIONS: &[(&str, &[&str])] = &[
             "add_labels",
             "list_comments",
             "add_comment",
+            "batch",
         ],
     ),
 ];

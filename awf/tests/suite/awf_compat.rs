@@ -1546,6 +1546,19 @@ states:
     operation: notify.send
     network: {{allow: ["127.0.0.1:{p}"]}}
     inputs: {{backend: webhook, message: "done", webhook_url: "http://127.0.0.1:{p}/hook"}}
+    on_success: batch
+    on_failure: failed
+  batch:
+    type: operation
+    operation: github.batch
+    network: {{allow: ["127.0.0.1:{p}"]}}
+    inputs:
+      repo: o/r
+      token: "{{{{.env.AWF_COMPAT_TEST_VAR}}}}"
+      api_url: "http://127.0.0.1:{p}"
+      operations:
+        - {{name: github.get_issue, inputs: {{number: 7}}}}
+        - {{name: github.get_issue, inputs: {{number: 8}}}}
     on_success: private
     on_failure: failed
   private:
@@ -1579,7 +1592,9 @@ states:
     assert_eq!(out.status.code(), Some(0), "{err}\n{s:#}");
     assert_eq!(
         order(&s),
-        ["get", "issue", "comment", "hook", "private", "noop", "done"],
+        [
+            "get", "issue", "comment", "hook", "batch", "private", "noop", "done"
+        ],
         "{s:#}"
     );
     let issue: Value =
@@ -1589,6 +1604,18 @@ states:
     let comment: Value =
         serde_json::from_str(summary_state(&s, "comment")["output"].as_str().unwrap()).unwrap();
     assert_eq!(comment["comment_id"], 99);
+    let batch: Value =
+        serde_json::from_str(summary_state(&s, "batch")["output"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (&batch["total"], &batch["succeeded"], &batch["failed"]),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(1),
+            &serde_json::json!(1)
+        ),
+        "{batch:#}"
+    );
+    assert_eq!(batch["results"][0]["outputs"]["title"], "It breaks");
     let private = summary_state(&s, "private")["error"]["message"].to_string();
     assert!(
         private.contains("not a public address") && private.contains("network"),
