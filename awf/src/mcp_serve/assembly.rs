@@ -273,6 +273,10 @@ pub fn build_server(
             prepared.tools.sources(),
             prepared.telemetry.clone(),
         ));
+    let (default, own) = &prepared.scan_results;
+    if *default != crate::scan::Mode::Off || own.values().any(|m| *m != crate::scan::Mode::Off) {
+        crate::scan::warm_up();
+    }
     if transport == Transport::Pipe {
         // A client that closed our input waits about this long before it kills us: a call
         // still running then (a stuck plugin, a hung server) is cancelled, not waited for.
