@@ -4,7 +4,9 @@
 //! latency (interleaved by blocks, so machine noise hurts both alike), and the memory of
 //! awf's own processes per proxied server (PSS of awf and each jail's two small
 //! processes, the server's own excluded; measured with one and with two servers). The
-//! server is the library's echo example. Prints medians and the differences.
+//! server is the library's echo example; the same echo as a remote server (Streamable
+//! HTTP, answered by a thread of this bench at once) gives the cost of the HTTP link
+//! against the stdio one. Prints medians and the differences.
 //!
 //! `cargo build --release -p awf --bin awf --example server_bench && cargo build --release
 //! -p mcpserver --example echo && target/release/examples/server_bench [SPAWNS] [CALLS]`
@@ -62,6 +64,23 @@ fn main() {
     };
     let through = config(&["echo"]);
     let two = config(&["echo", "second"]);
+    let remote = {
+        let path = dir.join("remote.json");
+        let url = format!("http://127.0.0.1:{}/mcp", http_echo());
+        std::fs::write(
+            &path,
+            json!({"root": root, "intercept_builtins": false,
+                   "servers": {"echo": {"url": url, "allow_private": true}}})
+            .to_string(),
+        )
+        .unwrap();
+        vec![
+            awf.display().to_string(),
+            "mcp-serve".into(),
+            "--config".into(),
+            path.display().to_string(),
+        ]
+    };
     let bare = vec![echo.display().to_string()];
 
     let (mut t_start, mut b_start) = (vec![], vec![]);
@@ -69,10 +88,14 @@ fn main() {
         t_start.push(spawn_to_list(&through));
         b_start.push(spawn_to_list(&bare));
     }
-    let [t_lat, b_lat] = latencies(
+    let [t_lat, r_lat, b_lat] = latencies(
         [
             (
                 &through,
+                json!({"name": "echo_echo", "arguments": {"text": "hello"}}),
+            ),
+            (
+                &remote,
                 json!({"name": "echo_echo", "arguments": {"text": "hello"}}),
             ),
             (
@@ -110,6 +133,14 @@ fn main() {
         us(percentile(&t_lat, 99)),
         us(percentile(&b_lat, 99)),
     );
+    println!(
+        "{:<40} {:>10.2} {:>10.2} {:>10.2}",
+        "call p50, echo as a remote server (us)",
+        us(percentile(&r_lat, 50)),
+        us(percentile(&t_lat, 50)),
+        us(percentile(&r_lat, 50)) - us(percentile(&t_lat, 50))
+    );
+    println!("  (the remote row's second column is the stdio server's, via awf)");
     let (one, two) = (median_f(one_pss), median_f(two_pss));
     println!(
         "awf's own PSS (KiB): {one:.0} with one server, {two:.0} with two: {:.0} per added \
@@ -285,4 +316,73 @@ fn pss_kib(pid: u32) -> f64 {
         .find_map(|l| l.strip_prefix("Pss:"))
         .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
         .unwrap_or(0.0)
+}
+
+/// An echo MCP server of the handshake era over Streamable HTTP (plain, on 127.0.0.1),
+/// answering each POST at once on a thread per connection; its port.
+fn http_echo() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || serve_http(conn));
+        }
+    });
+    port
+}
+
+fn serve_http(conn: std::net::TcpStream) {
+    let mut out = conn.try_clone().unwrap();
+    let mut reader = BufReader::new(conn);
+    loop {
+        let mut length = 0;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if std::io::Read::read_exact(&mut reader, &mut body).is_err() {
+            return;
+        }
+        let msg: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let id = msg.get("id").cloned();
+        let result = match (msg["method"].as_str().unwrap_or(""), &id) {
+            (_, None) => None,
+            ("initialize", _) => Some(json!({"protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "echo", "version": "1"}})),
+            ("tools/list", _) => Some(json!({"tools": [{"name": "echo",
+                "description": "Echo the text", "inputSchema": {"type": "object"}}]})),
+            ("tools/call", _) => Some(json!({"content": [{"type": "text",
+                "text": msg["params"]["arguments"]["text"]}]})),
+            ("ping", _) => Some(json!({})),
+            _ => {
+                let _ = out.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+                continue;
+            }
+        };
+        let response = match result {
+            None => "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n".to_string(),
+            Some(r) => {
+                let body = json!({"jsonrpc": "2.0", "id": id, "result": r}).to_string();
+                format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: b\r\n\
+                     Content-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            }
+        };
+        if out.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
 }
