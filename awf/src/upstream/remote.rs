@@ -594,6 +594,16 @@ fn read_events(shared: &Shared, body: impl Read, id: &Value) -> Result<bool, Str
     let mut answered = false;
     let mut line = String::new();
     loop {
+        // The link closed (the step ended): a stream held open (`subscriptions/listen`)
+        // is let go at its next line (keep-alives come every few seconds).
+        if shared
+            .out
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+        {
+            return Ok(answered);
+        }
         line.clear();
         let n = (&mut reader)
             .take(MAX_LINE as u64 + 1)
