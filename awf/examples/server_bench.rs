@@ -44,12 +44,9 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("awf-server-bench-{}", std::process::id()));
     let root = dir.join("ws");
     std::fs::create_dir_all(&root).unwrap();
-    let config = |servers: &[&str]| {
-        let path = dir.join(format!("{}.json", servers.len()));
-        let servers: serde_json::Map<String, Value> = servers
-            .iter()
-            .map(|n| (n.to_string(), json!({"command": [echo]})))
-            .collect();
+    // `awf mcp-serve` over a config named `name` with these `servers`.
+    let serve = |name: &str, servers: Value| {
+        let path = dir.join(format!("{name}.json"));
         std::fs::write(
             &path,
             json!({"root": root, "intercept_builtins": false, "servers": servers}).to_string(),
@@ -62,25 +59,20 @@ fn main() {
             path.display().to_string(),
         ]
     };
+    let config = |servers: &[&str]| {
+        let map: serde_json::Map<String, Value> = servers
+            .iter()
+            .map(|n| (n.to_string(), json!({"command": [echo]})))
+            .collect();
+        serve(&servers.len().to_string(), Value::Object(map))
+    };
     let through = config(&["echo"]);
     let two = config(&["echo", "second"]);
-    let remote = {
-        let path = dir.join("remote.json");
-        let url = format!("http://127.0.0.1:{}/mcp", http_echo());
-        std::fs::write(
-            &path,
-            json!({"root": root, "intercept_builtins": false,
-                   "servers": {"echo": {"url": url, "allow_private": true}}})
-            .to_string(),
-        )
-        .unwrap();
-        vec![
-            awf.display().to_string(),
-            "mcp-serve".into(),
-            "--config".into(),
-            path.display().to_string(),
-        ]
-    };
+    let url = format!("http://127.0.0.1:{}/mcp", http_echo());
+    let remote = serve(
+        "remote",
+        json!({"echo": {"url": url, "allow_private": true}}),
+    );
     let bare = vec![echo.display().to_string()];
 
     let (mut t_start, mut b_start) = (vec![], vec![]);

@@ -16,6 +16,11 @@ pub fn is_audit_key_var(name: &std::ffi::OsStr) -> bool {
     name == AUDIT_KEY_VAR || name == AUDIT_KEY_FILE_VAR
 }
 
+/// `cmd` without the audit key's variables (a child that inherits awf's environment).
+pub fn without_audit_key(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    cmd.env_remove(AUDIT_KEY_VAR).env_remove(AUDIT_KEY_FILE_VAR)
+}
+
 /// Variables passed through by name.
 const ALLOWED: &[&str] = &[
     "PATH",

@@ -819,9 +819,7 @@ impl Runner<'_> {
         for k in &command.env_remove {
             cmd.env_remove(k);
         }
-        // The audit key stays with awf.
-        cmd.env_remove(crate::telemetry::audit_key::KEY_VAR)
-            .env_remove(crate::telemetry::audit_key::KEY_FILE_VAR);
+        crate::child_env::without_audit_key(&mut cmd);
         for (k, v) in &command.env {
             cmd.env(k, v);
         }

@@ -676,7 +676,7 @@ fn json_text(v: &serde_json::Value) -> String {
 /// `states.S` of expressions: a state's result as AWF's expressions see it.
 pub(super) fn state_fields(r: &StateResult) -> serde_json::Value {
     use serde_json::Value;
-    let (input, output) = token_counts(r);
+    let (input, output, total) = token_counts(r);
     // AWF's JSON (and Response, an object): the output when it is JSON.
     let json = serde_json::from_str::<Value>(r.output.trim())
         .ok()
@@ -687,7 +687,7 @@ pub(super) fn state_fields(r: &StateResult) -> serde_json::Value {
         "ExitCode": r.exit_code.unwrap_or(if r.status == Status::Success { 0 } else { -1 }),
         "Status": awf_status(r.status),
         "Response": json.as_ref().filter(|j| j.is_object()).cloned().unwrap_or(Value::Null),
-        "TokensUsed": input + output,
+        "TokensUsed": total,
         "TokensInput": input,
         "TokensOutput": output,
         // From the provider's own counts (or the model relay's), never estimated.
@@ -696,20 +696,26 @@ pub(super) fn state_fields(r: &StateResult) -> serde_json::Value {
     })
 }
 
-/// A state's input and output tokens: the model relay's counts, else the provider's usage.
-fn token_counts(r: &StateResult) -> (u64, u64) {
+/// A state's tokens, input, output and in all: the model relay's counts, else the
+/// provider's usage (whose total may come alone).
+fn token_counts(r: &StateResult) -> (u64, u64, u64) {
     if let Some(m) = &r.model
         && m.requests > 0
     {
-        return (m.input_tokens, m.output_tokens);
+        return (
+            m.input_tokens,
+            m.output_tokens,
+            m.input_tokens + m.output_tokens,
+        );
     }
     let Some(u) = &r.usage else {
-        return (0, 0);
+        return (0, 0, 0);
     };
-    let n = |keys: &[&str]| keys.iter().find_map(|k| u.get(k)?.as_u64()).unwrap_or(0);
+    let (i, o) = super::state::token_parts(u);
     (
-        n(&["input_tokens", "prompt_tokens", "input"]),
-        n(&["output_tokens", "completion_tokens", "output"]),
+        i.unwrap_or(0),
+        o.unwrap_or(0),
+        super::state::tokens_in(u).unwrap_or(0),
     )
 }
 

@@ -106,9 +106,8 @@ impl Runner<'_> {
                 .start(name, seq, &proxy, &mut self.plugins, &self.step_traceparent)?;
         let tool = workflow::plugin_tool_name(&o.plugin, &o.op);
         let mut cmd = Command::new(&session.injection.command);
-        cmd.args(&session.injection.args)
-            .env_remove(crate::telemetry::audit_key::KEY_VAR)
-            .env_remove(crate::telemetry::audit_key::KEY_FILE_VAR)
+        crate::child_env::without_audit_key(&mut cmd)
+            .args(&session.injection.args)
             .envs(session.injection.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&self.workdir);
         let called = (|| {

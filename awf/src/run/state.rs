@@ -396,19 +396,25 @@ fn tokens_of(r: &StateResult) -> Option<u64> {
 }
 
 pub(super) fn tokens_in(u: &Value) -> Option<u64> {
-    let n = |keys: &[&str]| {
-        keys.iter().find_map(|k| {
-            let v = u.get(k)?;
-            v.as_u64().or_else(|| v.as_f64().map(|f| f.max(0.0) as u64))
-        })
-    };
-    match (
-        n(&["input_tokens", "prompt_tokens", "input"]),
-        n(&["output_tokens", "completion_tokens", "output"]),
-    ) {
-        (None, None) => n(&["total_tokens"]),
+    match token_parts(u) {
+        (None, None) => count(u, &["total_tokens"]),
         (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
     }
+}
+
+/// A usage's input and output tokens, each as its provider names it.
+pub(super) fn token_parts(u: &Value) -> (Option<u64>, Option<u64>) {
+    (
+        count(u, &["input_tokens", "prompt_tokens", "input"]),
+        count(u, &["output_tokens", "completion_tokens", "output"]),
+    )
+}
+
+fn count(u: &Value, keys: &[&str]) -> Option<u64> {
+    keys.iter().find_map(|k| {
+        let v = u.get(k)?;
+        v.as_u64().or_else(|| v.as_f64().map(|f| f.max(0.0) as u64))
+    })
 }
 
 /// One transition of the run state: a line of the journal, applied in order to the

@@ -54,6 +54,27 @@ struct Shape {
 struct Shapes {
     re: Regex,
     shapes: Vec<Shape>,
+    /// Per shape, the index of its group `k<i>`, and of `s<i>` and `t<i>` when it has them.
+    groups: Vec<(usize, Option<usize>, Option<usize>)>,
+}
+
+impl Shapes {
+    /// Which shape a match is of, with its secret's group (`s`) and its bare form's (`t`).
+    fn which<'h>(
+        &self,
+        caps: &regex::bytes::Captures<'h>,
+    ) -> Option<(
+        usize,
+        Option<regex::bytes::Match<'h>>,
+        Option<regex::bytes::Match<'h>>,
+    )> {
+        let (i, &(_, s, t)) = self
+            .groups
+            .iter()
+            .enumerate()
+            .find(|(_, (k, _, _))| caps.get(*k).is_some())?;
+        Some((i, s.and_then(|g| caps.get(g)), t.and_then(|g| caps.get(g))))
+    }
 }
 
 fn shapes() -> &'static Shapes {
@@ -73,7 +94,14 @@ fn shapes() -> &'static Shapes {
             .collect();
         let re =
             Regex::new(&format!("(?-u){}", alternatives.join("|"))).expect("secret shapes compile");
-        Shapes { re, shapes }
+        let index = |name: String| re.capture_names().position(|n| n == Some(name.as_str()));
+        let groups = (0..shapes.len())
+            .map(|i| {
+                let k = index(format!("k{i}")).expect("every shape has its group");
+                (k, index(format!("s{i}")), index(format!("t{i}")))
+            })
+            .collect();
+        Shapes { re, shapes, groups }
     })
 }
 
@@ -165,7 +193,8 @@ pub struct Found {
 
 /// Every secret in `text`, in order, none overlapping another.
 pub fn find(text: &str) -> Vec<Found> {
-    let Shapes { re, shapes } = shapes();
+    let all = shapes();
+    let (re, shapes) = (&all.re, &all.shapes);
     let bytes = text.as_bytes();
     let mut found: Vec<Found> = Vec::new();
     let mut at = 0;
@@ -174,12 +203,11 @@ pub fn find(text: &str) -> Vec<Found> {
             break;
         };
         let whole = caps.get(0).expect("a match");
-        let Some(i) = (0..shapes.len()).find(|i| caps.name(&format!("k{i}")).is_some()) else {
+        let Some((i, quoted, bare)) = all.which(&caps) else {
             break;
         };
         let shape = &shapes[i];
-        let bare = caps.name(&format!("t{i}"));
-        let secret = caps.name(&format!("s{i}")).or(bare).unwrap_or(whole);
+        let secret = quoted.or(bare).unwrap_or(whole);
         // Past this match when it is taken; else one byte on, for another shape there.
         at = whole.start() + 1;
         let Some(value) = text.get(secret.range()) else {
@@ -204,15 +232,15 @@ pub fn find(text: &str) -> Vec<Found> {
 /// one (`"CLAUDE_KEY": "sk-ant-…"` is an `anthropic-key`).
 fn specific(text: &str, kind: &'static str, range: Range<usize>) -> Found {
     if matches!(kind, "secret-assignment" | "bearer-token" | "url-password") {
-        let Shapes { re, shapes } = shapes();
+        let all = shapes();
         let inner = &text.as_bytes()[range.clone()];
-        if let Some(caps) = re.captures(inner)
+        if let Some(caps) = all.re.captures(inner)
             && caps.get(0).is_some_and(|m| m.range() == (0..inner.len()))
-            && let Some(i) = (0..shapes.len()).find(|i| caps.name(&format!("k{i}")).is_some())
-            && !shapes[i].random
+            && let Some((i, _, _)) = all.which(&caps)
+            && !all.shapes[i].random
         {
             return Found {
-                kind: shapes[i].kind,
+                kind: all.shapes[i].kind,
                 range,
             };
         }
