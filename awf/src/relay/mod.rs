@@ -283,6 +283,16 @@ impl LeaseHandle {
     pub fn stats(&self) -> ModelStats {
         self.lease.books.lock().unwrap().stats.clone()
     }
+
+    /// Waits (up to `bound`) until no request of the step is in flight, so that the
+    /// record of the last answer is in the audit file before the step's audit head is read
+    /// (a client has the whole answer a moment before the relay records it).
+    pub fn settle(&self, bound: std::time::Duration) {
+        let end = std::time::Instant::now() + bound;
+        while self.lease.active.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
 }
 
 impl Drop for LeaseHandle {

@@ -689,6 +689,7 @@ impl Runner<'_> {
         match session {
             // Teardown of a proxied step also finds `awf mcp-serve` processes by config path.
             Some(s) => {
+                settle(lease.as_ref());
                 let report = self.proxy.close(s, Some(&mut leader));
                 p.collect();
                 r.tool_calls = report.tool_calls.clone();
@@ -930,6 +931,7 @@ impl Runner<'_> {
             r.status = Status::Timeout;
         }
         if let Some(s) = session {
+            settle(lease.as_ref());
             let report = self.proxy.close(s, None);
             r.tool_calls = report.tool_calls.clone();
             r.proxy = Some(report);
@@ -983,5 +985,12 @@ impl Runner<'_> {
             None => None,
         };
         Ok((opts, lease, prepared))
+    }
+}
+
+/// The step's model requests ended (their records written) before its audit head is read.
+fn settle(lease: Option<&LeaseHandle>) {
+    if let Some(l) = lease {
+        l.settle(Duration::from_secs(2));
     }
 }

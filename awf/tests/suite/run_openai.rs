@@ -630,11 +630,15 @@ fn the_run_state_keeps_the_audit_head_and_verify_by_run_id_finds_a_cut_end() {
     let (ok, said) = audit_verify(&[&run_id]);
     assert!(!ok && said.contains("give it here too"), "{said}");
 
-    // The last record cut, at a line boundary: a chain still, but not the kept head.
-    let bytes = std::fs::read(&file).unwrap();
-    let body = &bytes[..bytes.len() - 1];
-    let cut = body.iter().rposition(|b| *b == b'\n').unwrap() + 1;
-    std::fs::write(&file, &bytes[..cut]).unwrap();
+    // The end cut at a line boundary, from the server's session.end on (the relay's last
+    // record may come before or after it): a chain still, but not the kept head.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let cut = text
+        .rfind("\"type\":\"session.end\"")
+        .and_then(|at| text[..at].rfind('\n'))
+        .map(|nl| nl + 1)
+        .unwrap_or_else(|| panic!("no session.end after the first line in {text}"));
+    std::fs::write(&file, &text[..cut]).unwrap();
     let (ok, said) = audit_verify(&[file.to_str().unwrap()]);
     assert!(
         ok && said.contains("does not end with session.end"),
