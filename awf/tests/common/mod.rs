@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -104,6 +105,9 @@ pub struct Server {
     stdin: Option<Box<dyn Write + Send>>,
     stdout: BufReader<Box<dyn Read + Send>>,
     stderr: Arc<Mutex<String>>,
+    /// Set once the child's stderr reached its end: [`Server::finish`] and [`Server::wait`]
+    /// wait for it, so that the last lines the server wrote before it exited are not missed.
+    stderr_read: Arc<AtomicBool>,
     next_id: i64,
     /// Messages [`Server::answer`] read past while waiting for its answer (notifications,
     /// the server's own requests), kept for [`Server::notification`].
@@ -160,6 +164,8 @@ impl Server {
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut err = child.stderr.take().unwrap();
         let sink = stderr.clone();
+        let stderr_read = Arc::new(AtomicBool::new(false));
+        let read = stderr_read.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = err.read(&mut buf) {
@@ -170,6 +176,7 @@ impl Server {
                     .unwrap()
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
+            read.store(true, Ordering::SeqCst);
         });
         let watchdog = Some(watchdog(child.id()));
         Server {
@@ -177,6 +184,7 @@ impl Server {
             stdin,
             stdout,
             stderr,
+            stderr_read,
             next_id: 1,
             passed_over: Vec::new(),
             _watchdog: watchdog,
@@ -197,6 +205,7 @@ impl Server {
             stdin: Some(Box::new(writer)),
             stdout: BufReader::new(Box::new(reader)),
             stderr: Arc::new(Mutex::new(String::new())),
+            stderr_read: Arc::new(AtomicBool::new(true)),
             next_id: 1,
             passed_over: Vec::new(),
             _watchdog: None,
@@ -339,14 +348,22 @@ impl Server {
         let mut rest = String::new();
         self.stdout.read_to_string(&mut rest).unwrap();
         let status = self.child().wait().unwrap();
-        let stderr = self.stderr();
+        let stderr = self.stderr_to_its_end();
         (status, rest, stderr)
     }
 
     pub fn wait(mut self) -> (ExitStatus, String) {
         let status = self.child().wait().unwrap();
-        let s = self.stderr();
+        let s = self.stderr_to_its_end();
         (status, s)
+    }
+
+    /// Everything the exited server wrote on stderr: the reader thread may still be taking
+    /// the last lines out of the pipe when the exit is seen. Bounded, for a grandchild that
+    /// kept the pipe open (the test then fails on what is missing, not by hanging).
+    fn stderr_to_its_end(&self) -> String {
+        eventually(|| self.stderr_read.load(Ordering::SeqCst));
+        self.stderr()
     }
 
     /// Ends an in-process session: closes its input and expects the server to stop
