@@ -157,10 +157,11 @@ pub(super) fn over_long_line(ctx: &Ctx) -> Outcome {
     let head =
         format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\",\"params\":{{\"pad\":\"");
     let tail = "\"}}\n";
-    let mut line = Vec::with_capacity(size);
-    line.extend_from_slice(head.as_bytes());
-    line.resize(size - tail.len(), b'a');
-    line.extend_from_slice(tail.as_bytes());
+    // The padding made whole at once (a fill of bytes is one memset even in a debug build,
+    // where growing the line byte by byte took most of a run's time).
+    let mut line = vec![b'a'; size];
+    line[..head.len()].copy_from_slice(head.as_bytes());
+    line[size - tail.len()..].copy_from_slice(tail.as_bytes());
     let what = format!(
         "a {size}-byte line (limit {} bytes, --max-line-bytes)",
         ctx.config.max_line_bytes
