@@ -152,15 +152,17 @@ mod real_path_tests {
 
     #[test]
     fn a_dangling_symlink_resolves_to_where_it_points() {
-        let base = std::env::temp_dir().join(format!("awf-realpath-{}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-realpath-")
+            .tempdir()
+            .unwrap();
+        let base = tmp.path().to_path_buf();
         let ws = base.join("workspace");
         std::fs::create_dir_all(&ws).unwrap();
         let link = base.join("audit-link");
-        let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(ws.join("not-yet"), &link).unwrap();
         let ws_real = std::fs::canonicalize(&ws).unwrap();
         assert_eq!(real_path(&link), ws_real.join("not-yet"));
         assert_eq!(real_path(&link.join("a/b")), ws_real.join("not-yet/a/b"));
-        std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -47,32 +47,33 @@ fn runs_with(pid: i32, arg: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn dir(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("awf-servers-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A fresh step directory, and the guard that removes it when dropped.
+    fn dir(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let guard = tempfile::Builder::new()
+            .prefix(&format!("awf-servers-{name}-"))
+            .tempdir()
+            .unwrap();
+        let d = guard.path().to_path_buf();
+        (guard, d)
     }
 
     #[test]
     fn a_server_registered_before_the_close_is_found_and_one_after_it_is_told_to_stop() {
-        let d = dir("order");
+        let (_tmp, d) = dir("order");
         assert!(register(&d).unwrap());
         // This test process runs with its own executable as argument 0.
         let me = std::env::args().next().unwrap();
         assert_eq!(close(&d, &me), vec![std::process::id() as i32]);
         assert!(!register(&d).unwrap(), "registered after the close");
-        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
     fn a_pid_that_no_longer_runs_with_the_config_is_not_returned() {
-        let d = dir("reused");
+        let (_tmp, d) = dir("reused");
         std::fs::write(d.join(std::process::id().to_string()), b"").unwrap();
         // A pid that runs, but not with this argument; and one that does not run.
         std::fs::write(d.join("1"), b"").unwrap();
         std::fs::write(d.join(i32::MAX.to_string()), b"").unwrap();
         assert!(close(&d, "/no/such/config.json").is_empty());
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }

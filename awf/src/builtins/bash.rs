@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn runs_in_root_with_exit_code_and_streams() {
-        let root = testutil::root("bash-basic");
+        let (_tmp, root) = testutil::root("bash-basic");
         let env = testutil::env(&root);
         let out = bash(&env, "pwd; echo err >&2", None).unwrap();
         assert!(out.starts_with("exit code: 0\nstdout:\n"), "{out}");
@@ -418,7 +418,7 @@ mod tests {
 
     #[test]
     fn timeout_kills_the_group() {
-        let root = testutil::root("bash-timeout");
+        let (_tmp, root) = testutil::root("bash-timeout");
         let env = testutil::env(&root);
         // 3 s: on a loaded machine the shell must get to write bg.pid before the kill.
         let e = bash(&env, "sleep 1000 & echo $! > bg.pid; sleep 1000", Some(3)).unwrap_err();
@@ -445,7 +445,7 @@ mod tests {
 
     #[test]
     fn a_cancelled_call_kills_the_command() {
-        let root = testutil::root("bash-cancel");
+        let (_tmp, root) = testutil::root("bash-cancel");
         let env = testutil::env(&root);
         let token = CancellationToken::new();
         let canceller = token.clone();
@@ -465,7 +465,7 @@ mod tests {
 
     #[test]
     fn bad_timeouts_and_cwd_outside_are_refused() {
-        let root = testutil::root("bash-refuse");
+        let (_tmp, root) = testutil::root("bash-refuse");
         let env = testutil::env(&root);
         assert!(
             bash(&env, "true", Some(0))
@@ -488,7 +488,7 @@ mod tests {
 
     #[test]
     fn output_is_bounded() {
-        let root = testutil::root("bash-bound");
+        let (_tmp, root) = testutil::root("bash-bound");
         let mut env = testutil::env(&root);
         env.limits.output_bytes = 4096;
         let out = bash(&env, "head -c 100000 /dev/zero | tr '\\0' x", None).unwrap();

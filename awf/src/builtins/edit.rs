@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn edit_rules() {
-        let root = testutil::root("edit");
+        let (_tmp, root) = testutil::root("edit");
         std::fs::write(root.join("f"), "a b a\n").unwrap();
         let env = testutil::env(&root);
         let e = edit(&env, "a", "x", false).unwrap_err();

@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn double_star_sorted_relative_and_gitignore_aware() {
-        let root = testutil::root("glob");
+        let (_tmp, root) = testutil::root("glob");
         for f in [
             "src/b.rs",
             "src/a.rs",
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn results_are_capped_with_a_note() {
-        let root = testutil::root("glob-cap");
+        let (_tmp, root) = testutil::root("glob-cap");
         for i in 0..30 {
             std::fs::write(root.join(format!("f{i:02}")), "").unwrap();
         }

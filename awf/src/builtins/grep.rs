@@ -601,7 +601,7 @@ mod tests {
 
     #[test]
     fn hostile_patterns_are_refused_naming_the_limit() {
-        let (root, env) = tree("grep-hostile");
+        let (_tmp, root, env) = tree("grep-hostile");
         std::fs::write(root.join("long.txt"), "a".repeat(40_000)).unwrap();
         let e = grep(&env, "a{40000}", |_| {}).unwrap_err();
         assert!(e.contains("over the 1000 Grep accepts"), "{e}");
@@ -613,7 +613,7 @@ mod tests {
 
     #[test]
     fn a_cancelled_search_stops_and_says_so() {
-        let (root, env) = tree("grep-cancel");
+        let (_tmp, root, env) = tree("grep-cancel");
         for i in 0..50 {
             std::fs::write(root.join(format!("f{i}.txt")), "main\n".repeat(1000)).unwrap();
         }
@@ -650,20 +650,21 @@ mod tests {
         );
     }
 
-    fn tree(name: &str) -> (PathBuf, BuiltinEnv) {
-        let root = testutil::root(name);
+    /// A small tree to search, the guard that removes it, and an env rooted there.
+    fn tree(name: &str) -> (tempfile::TempDir, PathBuf, BuiltinEnv) {
+        let (tmp, root) = testutil::root(name);
         std::fs::create_dir_all(root.join("src")).unwrap();
         std::fs::write(root.join("src/a.rs"), "fn main() {}\nlet x = Main;\n").unwrap();
         std::fs::write(root.join("src/b.txt"), "main here\n").unwrap();
         std::fs::write(root.join("bin.dat"), b"main\0\0binary").unwrap();
         let env = testutil::env(&root);
-        (root, env)
+        (tmp, root, env)
     }
 
     #[test]
     fn a_name_listed_through_a_swapped_directory_is_never_shown() {
-        let (root, env) = tree("grep-swapped");
-        let outside = testutil::root("grep-swapped-outside");
+        let (_tmp, root, env) = tree("grep-swapped");
+        let (_outside_tmp, outside) = testutil::root("grep-swapped-outside");
         std::fs::write(outside.join("outside_only.txt"), "main\n").unwrap();
         let listed = root.join("d/outside_only.txt");
         // `d` was a symlink to outside when the walker listed it, a file when opened.
@@ -692,7 +693,7 @@ mod tests {
 
     #[test]
     fn modes() {
-        let (_r, env) = tree("grep-modes");
+        let (_tmp, _, env) = tree("grep-modes");
         assert_eq!(
             grep(&env, "main", |_| {}).unwrap(),
             "src/a.rs:1:fn main() {}\nsrc/b.txt:1:main here\n[1 binary files skipped]"
@@ -721,7 +722,7 @@ mod tests {
 
     #[test]
     fn errors_and_caps() {
-        let (_r, mut env) = tree("grep-errs");
+        let (_tmp, _, mut env) = tree("grep-errs");
         assert!(
             grep(&env, "(", |_| {})
                 .unwrap_err()

@@ -187,12 +187,14 @@ pub(crate) mod testutil {
     use super::*;
     use std::path::Path;
 
-    /// A fresh root under the system temp dir, unique per test name.
-    pub fn root(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("awf-bt-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A fresh root under the system temp dir, and the guard that removes it when dropped.
+    pub fn root(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::Builder::new()
+            .prefix(&format!("awf-bt-{name}-"))
+            .tempdir()
+            .unwrap();
+        let path = d.path().to_path_buf();
+        (d, path)
     }
 
     pub fn env(root: &Path) -> BuiltinEnv {
@@ -216,7 +218,7 @@ mod tests {
 
     #[test]
     fn registers_the_offered_builtins_in_listing_order() {
-        let root = testutil::root("register");
+        let (_tmp, root) = testutil::root("register");
         let builtins = Builtins::new(testutil::env(&root));
         assert_eq!(builtins.names(), NAMES);
         let names = |offered: &dyn Fn(&str) -> bool| {

@@ -447,19 +447,23 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
-    fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("awf-sandbox-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
+    /// A `root` and an `outside` next to it in one temp dir, removed when the guard drops.
+    fn tmp(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let guard = tempfile::Builder::new()
+            .prefix(&format!("awf-sandbox-{name}-"))
+            .tempdir()
+            .unwrap();
+        let d = guard.path().to_path_buf();
         std::fs::create_dir_all(d.join("root/sub")).unwrap();
         std::fs::create_dir_all(d.join("outside")).unwrap();
         std::fs::write(d.join("outside/secret"), "s").unwrap();
         std::fs::write(d.join("root/sub/f.txt"), "f").unwrap();
-        d
+        (guard, d)
     }
 
     #[test]
     fn relative_and_absolute_inside_resolve() {
-        let d = tmp("inside");
+        let (_tmp, d) = tmp("inside");
         let sb = Workspace::new(&d.join("root")).unwrap();
         let want = sb.root().join("sub/f.txt");
         assert_eq!(sb.resolve("sub/f.txt").unwrap(), want);
@@ -473,7 +477,7 @@ mod tests {
 
     #[test]
     fn dotdot_and_absolute_outside_are_refused() {
-        let d = tmp("dotdot");
+        let (_tmp, d) = tmp("dotdot");
         let sb = Workspace::new(&d.join("root")).unwrap();
         let e = sb.resolve("../outside/secret").unwrap_err();
         assert!(e.0.contains("outside the root"), "{e}");
@@ -483,7 +487,7 @@ mod tests {
 
     #[test]
     fn symlinks_leading_out_are_refused_inside_ones_followed() {
-        let d = tmp("symlink");
+        let (_tmp, d) = tmp("symlink");
         let root = d.join("root");
         symlink(d.join("outside"), root.join("outdir")).unwrap();
         symlink(d.join("outside/secret"), root.join("outfile")).unwrap();
@@ -498,7 +502,7 @@ mod tests {
 
     #[test]
     fn tricky_texts_are_refused_with_a_reason() {
-        let d = tmp("texts");
+        let (_tmp, d) = tmp("texts");
         let sb = Workspace::new(&d.join("root")).unwrap();
         assert!(sb.resolve("a\0b").unwrap_err().0.contains("NUL"));
         assert!(
@@ -525,7 +529,7 @@ mod tests {
 
     #[test]
     fn open_takes_plain_paths_and_inside_symlinks_and_refuses_the_rest() {
-        let d = tmp("open");
+        let (_tmp, d) = tmp("open");
         let root = d.join("root");
         symlink("sub/f.txt", root.join("infile")).unwrap();
         symlink(d.join("outside"), root.join("outdir")).unwrap();
@@ -564,7 +568,7 @@ mod tests {
 
     #[test]
     fn open_dir_creates_missing_directories_inside_only() {
-        let d = tmp("mkdir");
+        let (_tmp, d) = tmp("mkdir");
         let root = d.join("root");
         symlink(d.join("outside"), root.join("outdir")).unwrap();
         let sb = Workspace::new(&root).unwrap();
@@ -581,7 +585,7 @@ mod tests {
 
     #[test]
     fn symlink_loops_stop() {
-        let d = tmp("loop");
+        let (_tmp, d) = tmp("loop");
         let root = d.join("root");
         symlink("b", root.join("a")).unwrap();
         symlink("a", root.join("b")).unwrap();

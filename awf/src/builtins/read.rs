@@ -299,7 +299,7 @@ mod tests {
 
     #[test]
     fn reads_lines_with_offset_and_limit() {
-        let root = testutil::root("read-lines");
+        let (_tmp, root) = testutil::root("read-lines");
         std::fs::write(root.join("f.txt"), "a\nb\nc\nd\n").unwrap();
         let env = testutil::env(&root);
         assert_eq!(read(&env, "f.txt", None, None).unwrap(), "a\nb\nc\nd\n");
@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn missing_binary_and_directory_are_errors() {
-        let root = testutil::root("read-errs");
+        let (_tmp, root) = testutil::root("read-errs");
         std::fs::write(root.join("bin"), b"ab\0cd").unwrap();
         let env = testutil::env(&root);
         let e = read(&env, "nope.txt", None, None).unwrap_err();
@@ -340,7 +340,7 @@ mod tests {
 
     #[test]
     fn long_lines_and_big_files_are_bounded() {
-        let root = testutil::root("read-bound");
+        let (_tmp, root) = testutil::root("read-bound");
         std::fs::write(root.join("long"), format!("{}\nshort\n", "x".repeat(5000))).unwrap();
         let big: String = (0..50_000).map(|i| format!("line {i}\n")).collect();
         std::fs::write(root.join("big"), &big).unwrap();
@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn hard_links_are_refused() {
-        let root = testutil::root("read-hardlink");
+        let (_tmp, root) = testutil::root("read-hardlink");
         std::fs::write(root.join("a"), "x").unwrap();
         std::fs::hard_link(root.join("a"), root.join("b")).unwrap();
         let env = testutil::env(&root);

@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn creates_with_parents_then_replaces_keeping_mode() {
-        let root = testutil::root("write-basic");
+        let (_tmp, root) = testutil::root("write-basic");
         let env = testutil::env(&root);
         let out = write(&env, "a/b/c.txt", "one\ntwo\n").unwrap();
         assert_eq!(out, "Created a/b/c.txt (8 bytes, 2 lines)");
@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn refuses_directories_and_oversized_content() {
-        let root = testutil::root("write-refuse");
+        let (_tmp, root) = testutil::root("write-refuse");
         std::fs::create_dir(root.join("d")).unwrap();
         let mut env = testutil::env(&root);
         assert!(write(&env, "d", "x").unwrap_err().contains("directory"));
@@ -297,7 +297,7 @@ mod tests {
 
     #[test]
     fn a_hard_link_to_the_old_file_is_not_written_through() {
-        let root = testutil::root("write-hardlink");
+        let (_tmp, root) = testutil::root("write-hardlink");
         let outside = root.join("outside-file");
         std::fs::write(&outside, "original").unwrap();
         std::fs::create_dir(root.join("r")).unwrap();

@@ -215,7 +215,11 @@ mod tests {
 
     #[test]
     fn package_trees_are_the_outermost_node_modules_or_the_venv() {
-        let d = std::env::temp_dir().join(format!("awf-pkgtree-{}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-pkgtree-")
+            .tempdir()
+            .unwrap();
+        let d = tmp.path().to_path_buf();
         let script = d.join("proj/node_modules/@scope/pkg/node_modules/dep/index.js");
         std::fs::create_dir_all(script.parent().unwrap()).unwrap();
         std::fs::write(&script, "").unwrap();
@@ -234,6 +238,5 @@ mod tests {
             trees.contains(&real(d.join("proj/node_modules"))),
             "{trees:?}"
         );
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -811,7 +811,11 @@ mod tests {
         let Ok(abi) = landlock::kernel_abi() else {
             return; // no Landlock: nothing is granted at all
         };
-        let base = std::env::temp_dir().join(format!("awf-around-{}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-around-")
+            .tempdir()
+            .unwrap();
+        let base = tmp.path().to_path_buf();
         let home = base.join("home");
         std::fs::create_dir_all(home.join(".cargo/bin")).unwrap();
         std::fs::write(home.join(".cargo/credentials.toml"), "t").unwrap();
@@ -860,7 +864,6 @@ mod tests {
         p.sandbox.require = vec![Guarantee::Network];
         p.sandbox.network = Some(Network::Allow);
         assert!(make(&p).is_ok(), "network: allow needs no namespace");
-        let _ = std::fs::remove_dir_all(&base);
     }
 
     fn new(p: &Policy) -> Result<Confinement, String> {
@@ -900,7 +903,11 @@ mod tests {
 
     #[test]
     fn nested_hidden_paths_are_covered_once_by_the_outer() {
-        let base = std::env::temp_dir().join(format!("awf-hidden-nest-{}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-hidden-nest-")
+            .tempdir()
+            .unwrap();
+        let base = tmp.path().to_path_buf();
         let inner = base.join("runs/r1");
         std::fs::create_dir_all(&inner).unwrap();
         let base = std::fs::canonicalize(&base).unwrap();
@@ -912,7 +919,6 @@ mod tests {
             !hidden.iter().any(|p| p != &base && p.starts_with(&base)),
             "{hidden:?}"
         );
-        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -246,7 +246,7 @@ fn around(
 mod tests {
     #[test]
     fn grants_around_leave_each_excluded_path_out_and_the_rest_whole() {
-        let base = tree("around", &["cargo/bin", "cargo/registry/x", "other"]);
+        let (_tmp, base) = tree("around", &["cargo/bin", "cargo/registry/x", "other"]);
         std::fs::write(base.join("cargo/credentials.toml"), "t").unwrap();
         std::fs::write(base.join("cargo/config.toml"), "c").unwrap();
         std::os::unix::fs::symlink(base.join("cargo/credentials.toml"), base.join("cargo/link"))
@@ -266,23 +266,26 @@ mod tests {
         );
         let (l, w) = grant_around(&base.join("other"), &[secret]);
         assert!(l.is_empty() && w == [base.join("other")]);
-        let _ = std::fs::remove_dir_all(&base);
     }
 
     use super::*;
 
-    fn tree(name: &str, dirs: &[&str]) -> PathBuf {
-        let base = std::env::temp_dir().join(format!("awf-readable-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+    /// `dirs` beneath a fresh temp dir, and the guard that removes it when dropped.
+    fn tree(name: &str, dirs: &[&str]) -> (tempfile::TempDir, PathBuf) {
+        let guard = tempfile::Builder::new()
+            .prefix(&format!("awf-readable-{name}-"))
+            .tempdir()
+            .unwrap();
+        let base = guard.path().to_path_buf();
         for d in dirs {
             std::fs::create_dir_all(base.join(d)).unwrap();
         }
-        base
+        (guard, base)
     }
 
     #[test]
     fn a_path_entry_stands_for_its_toolchain() {
-        let base = tree(
+        let (_tmp, base) = tree(
             "entry",
             &[
                 "me/.cargo/bin",
@@ -325,12 +328,11 @@ mod tests {
         assert_eq!(toolchain_root(Path::new("/usr/bin"), &homes), None);
         assert_eq!(root("me/nope"), None);
         assert_eq!(toolchain_root(Path::new("bin"), &homes), None);
-        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]
     fn roots_hold_the_system_toolchains_and_gitconfig_not_the_home() {
-        let base = tree(
+        let (_tmp, base) = tree(
             "roots",
             &["h/.cargo/bin", "h/.rustup", "h/.config/git", "py"],
         );
@@ -353,6 +355,5 @@ mod tests {
         }
         assert!(!r.contains(&home), "{r:?}");
         assert_eq!(r.iter().filter(|p| **p == home.join(".cargo")).count(), 1);
-        let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -131,8 +131,11 @@ mod tests {
 
     #[test]
     fn finds_what_exists_beneath_a_home_and_resolves_links() {
-        let home = std::env::temp_dir().join(format!("awf-secrets-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&home);
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-secrets-")
+            .tempdir()
+            .unwrap();
+        let home = tmp.path().to_path_buf();
         std::fs::create_dir_all(home.join(".ssh")).unwrap();
         std::fs::create_dir_all(home.join(".cargo")).unwrap();
         std::fs::write(home.join(".cargo/credentials.toml"), "token").unwrap();
@@ -145,6 +148,5 @@ mod tests {
         assert!(found.contains(&home.join("real-netrc")), "{found:?}");
         assert!(!found.contains(&home.join(".cargo")));
         assert!(!found.iter().any(|p| p.ends_with(".aws")));
-        let _ = std::fs::remove_dir_all(&home);
     }
 }

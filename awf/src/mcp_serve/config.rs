@@ -282,12 +282,29 @@ fn fold_flat_sandbox_keys(config: &mut serde_json::Value) -> Result<bool, String
 mod tests {
     use super::*;
 
-    fn write_cfg(name: &str, body: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("awf-cfg-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(d.join("ws")).unwrap();
-        let p = d.join("cfg.json");
-        std::fs::write(&p, body).unwrap();
-        p
+    /// A config file with a `ws` beside it, in a temp dir that goes when this is dropped;
+    /// derefs to the file's path.
+    struct Cfg {
+        _dir: tempfile::TempDir,
+        path: PathBuf,
+    }
+
+    impl std::ops::Deref for Cfg {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.path
+        }
+    }
+
+    fn write_cfg(name: &str, body: &str) -> Cfg {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("awf-cfg-{name}-"))
+            .tempdir()
+            .unwrap();
+        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        let path = dir.path().join("cfg.json");
+        std::fs::write(&path, body).unwrap();
+        Cfg { _dir: dir, path }
     }
 
     #[test]

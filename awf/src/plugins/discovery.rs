@@ -199,8 +199,11 @@ mod tests {
 
     #[test]
     fn scan_finds_shadows_and_reports() {
-        let base = std::env::temp_dir().join(format!("awf-discovery-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-discovery-")
+            .tempdir()
+            .unwrap();
+        let base = tmp.path().to_path_buf();
         let (a, b) = (base.join("a"), base.join("b"));
         plugin(&a, "notes", "notes");
         plugin(&b, "notes", "notes");

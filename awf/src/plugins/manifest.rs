@@ -315,22 +315,26 @@ fn describe_value(v: &Yaml) -> &'static str {
 mod tests {
     use super::*;
 
-    /// A plugin directory with an executable `exe` (mode 0755) and no manifest.
-    fn dir_with_exe(tag: &str, exe: &str) -> PathBuf {
+    /// A plugin directory `plugin` with an executable `exe` (mode 0755) and no manifest,
+    /// in a temp dir that the returned guard removes when dropped.
+    fn dir_with_exe(tag: &str, exe: &str) -> (tempfile::TempDir, PathBuf) {
         use std::os::unix::fs::PermissionsExt;
-        let d = std::env::temp_dir().join(format!("awf-manifest-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("awf-manifest-{tag}-"))
+            .tempdir()
+            .unwrap();
+        let d = tmp.path().join("plugin");
         std::fs::create_dir_all(d.join("bin")).unwrap();
         let p = d.join(exe);
         std::fs::write(&p, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        d
+        (tmp, d)
     }
 
     #[test]
     fn an_executable_symlinked_out_of_the_directory_is_refused_naming_the_target() {
-        let d = dir_with_exe("symlink", "inside");
-        let outside = std::env::temp_dir().join(format!("awf-manifest-out-{}", std::process::id()));
+        let (tmp, d) = dir_with_exe("symlink", "inside");
+        let outside = tmp.path().join("outside");
         std::fs::write(&outside, "#!/bin/sh\n").unwrap();
         std::os::unix::fs::symlink(&outside, d.join("notes")).unwrap();
         std::fs::write(
@@ -348,13 +352,11 @@ mod tests {
         std::fs::remove_file(d.join("notes")).unwrap();
         std::os::unix::fs::symlink("inside", d.join("notes")).unwrap();
         assert!(Manifest::load(&d).is_ok());
-        let _ = std::fs::remove_file(&outside);
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn an_alias_bomb_or_an_oversized_manifest_is_refused_naming_the_file() {
-        let d = dir_with_exe("bomb", "notes");
+        let (_tmp, d) = dir_with_exe("bomb", "notes");
         let mut bomb = String::from(
             "name: notes\nversion: 1\ndescription: x\na0: &a0 [x, x, x, x, x, x, x, x, x]\n",
         );
@@ -374,12 +376,11 @@ mod tests {
         std::fs::write(d.join(MANIFEST_FILE), &big).unwrap();
         let e = Manifest::load(&d).unwrap_err();
         assert!(e.message().contains("over the 1024 KiB"), "{e}");
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn a_good_manifest_and_its_default_executable() {
-        let d = dir_with_exe("good", "notes");
+        let (_tmp, d) = dir_with_exe("good", "notes");
         let m = Manifest::parse(
             "name: notes\nversion: 0.1.0\ndescription: \"Notes: a store\"\n",
             &d,
@@ -393,7 +394,7 @@ mod tests {
 
     #[test]
     fn the_executable_field_and_numeric_versions() {
-        let d = dir_with_exe("field", "bin/run");
+        let (_tmp, d) = dir_with_exe("field", "bin/run");
         let m = Manifest::parse(
             "name: my-tool2\nversion: 1.0\ndescription: x\nexecutable: bin/run\n",
             &d,
@@ -407,7 +408,7 @@ mod tests {
 
     #[test]
     fn env_passthrough_is_a_list_of_names_or_prefixes() {
-        let d = dir_with_exe("envpass", "notes");
+        let (_tmp, d) = dir_with_exe("envpass", "notes");
         let head = "name: notes\nversion: 1\ndescription: x\n";
         let m =
             Manifest::parse(&format!("{head}env_passthrough: [NOTES_DB, NOTES_*]\n"), &d).unwrap();
@@ -430,7 +431,7 @@ mod tests {
 
     #[test]
     fn each_error_names_the_file_and_the_field() {
-        let d = dir_with_exe("errors", "notes");
+        let (_tmp, d) = dir_with_exe("errors", "notes");
         let file = d.join(MANIFEST_FILE).display().to_string();
         for (text, expect) in [
             ("version: 1\ndescription: x\n", "`name`"),
@@ -478,7 +479,7 @@ mod tests {
     #[test]
     fn a_missing_or_non_executable_file_is_named() {
         use std::os::unix::fs::PermissionsExt;
-        let d = dir_with_exe("missing", "other");
+        let (_tmp, d) = dir_with_exe("missing", "other");
         let e = Manifest::parse("name: notes\nversion: 1\ndescription: x\n", &d).unwrap_err();
         assert!(
             e.message().contains(&d.join("notes").display().to_string()),

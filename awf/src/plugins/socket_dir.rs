@@ -150,7 +150,11 @@ mod tests {
 
     #[test]
     fn under_a_long_temp_dir_the_sdk_s_socket_path_still_fits() {
-        let long = std::env::temp_dir().join("x".repeat(60));
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-sockdir-long-")
+            .tempdir()
+            .unwrap();
+        let long = tmp.path().join("x".repeat(60));
         std::fs::create_dir_all(&long).unwrap();
         let d = SocketDir::create_in(&long).unwrap();
         assert!(
@@ -159,14 +163,16 @@ mod tests {
             d.path()
         );
         drop(d);
-        std::fs::remove_dir_all(&long).unwrap();
     }
 
     #[test]
     fn only_a_socket_inside_is_accepted_and_removal_stays_inside() {
         let d = SocketDir::create().unwrap();
-        let outside = std::env::temp_dir().join(format!("awf-sockdir-out-{}", std::process::id()));
-        std::fs::create_dir_all(&outside).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-sockdir-out-")
+            .tempdir()
+            .unwrap();
+        let outside = tmp.path().to_path_buf();
         std::fs::write(outside.join("precious.txt"), "keep").unwrap();
         let sub = d.path().join("awf-plugin-1-0");
         std::fs::create_dir(&sub).unwrap();
@@ -192,6 +198,5 @@ mod tests {
             std::fs::read_to_string(outside.join("precious.txt")).unwrap(),
             "keep"
         );
-        std::fs::remove_dir_all(&outside).unwrap();
     }
 }

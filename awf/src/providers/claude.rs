@@ -165,7 +165,11 @@ mod tests {
 
     #[test]
     fn command_injects_the_proxy_and_removes_builtins() {
-        let dir = std::env::temp_dir().join(format!("awf-claude-unit-{}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-claude-unit-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         let proxy = ProxyInjection {
             server_name: "awf".into(),
             command: "/bin/awf".into(),
@@ -204,14 +208,15 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(written["mcpServers"]["awf"]["args"][2], "/s/c.json");
         assert_eq!(written["mcpServers"]["awf"]["env"]["TRACEPARENT"], "00-x");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_planted_config_symlink_is_refused_and_its_target_untouched() {
-        let dir = std::env::temp_dir().join(format!("awf-claude-planted-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-claude-planted-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
         let victim = dir.join("victim");
         std::fs::write(&victim, "keep me").unwrap();
         let step_dir = dir.join("step");
@@ -245,7 +250,6 @@ mod tests {
         std::os::unix::fs::symlink(&elsewhere, &step_dir).unwrap();
         assert!(Claude.command(&req).is_err());
         assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -171,7 +171,11 @@ mod tests {
 
     #[test]
     fn settings_declare_a_trusted_server_and_only_our_core_tools() {
-        let dir = std::env::temp_dir().join(format!("awf-gemini-unit-{}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-gemini-unit-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         let proxy = ProxyInjection {
             server_name: "awf".into(),
             command: "/bin/awf".into(),
@@ -203,7 +207,6 @@ mod tests {
         .unwrap();
         assert_eq!(s["mcpServers"]["awf"]["trust"], true);
         assert_eq!(s["tools"]["core"], json!(["mcp_awf_*"]));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

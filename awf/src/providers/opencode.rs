@@ -310,7 +310,11 @@ mod tests {
 
     #[test]
     fn config_declares_the_server_the_permissions_and_the_provider() {
-        let dir = std::env::temp_dir().join(format!("awf-opencode-unit-{}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-opencode-unit-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         let proxy = ProxyInjection {
             server_name: "awf".into(),
             command: "/bin/awf".into(),
@@ -352,7 +356,6 @@ mod tests {
         )
         .unwrap();
         assert!(lock["packages"][""]["dependencies"]["@opencode-ai/plugin"].is_string());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

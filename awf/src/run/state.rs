@@ -1142,8 +1142,11 @@ mod tests {
 
     #[test]
     fn a_write_replaces_the_file_whole_and_leaves_no_temp_file() {
-        let dir = std::env::temp_dir().join(format!("awf-state-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-state-test-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         write_atomically(&dir, "state.json", b"{\"a\":1}").unwrap();
         write_atomically(&dir, "state.json", b"{\"a\":2}").unwrap();
         assert_eq!(std::fs::read(dir.join("state.json")).unwrap(), b"{\"a\":2}");
@@ -1153,13 +1156,15 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn the_journal_is_read_after_the_snapshot_up_to_a_torn_or_broken_tail() {
-        let dir = std::env::temp_dir().join(format!("awf-journal-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-journal-test-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         let unit = |seq: u64, index: usize| {
             let mut line = serde_json::to_vec(&Line {
                 seq,
@@ -1193,7 +1198,6 @@ mod tests {
         text = [unit(1, 0), unit(3, 2)].concat();
         std::fs::write(dir.join(JOURNAL), &text).unwrap();
         assert_eq!(seqs(0), [1]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

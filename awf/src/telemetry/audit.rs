@@ -995,8 +995,11 @@ mod tests {
 
     #[test]
     fn two_writers_append_whole_lines_in_one_chain() {
-        let p = std::env::temp_dir().join(format!("awf-audit-test-{}.jsonl", std::process::id()));
-        let _ = std::fs::remove_file(&p);
+        let dir = tempfile::Builder::new()
+            .prefix("awf-audit-test-")
+            .tempdir()
+            .unwrap();
+        let p = dir.path().join("audit.jsonl");
         let a = AuditLog::open(&p).unwrap();
         let b = AuditLog::open(&p).unwrap();
         a.append(&json!({"n": 1, "run_id": "r", "step_id": "s"}))
@@ -1023,18 +1026,22 @@ mod tests {
         assert_eq!(report.lines, 4);
     }
 
-    fn fresh(name: &str, content: &[u8]) -> std::path::PathBuf {
-        let p = std::env::temp_dir().join(format!("awf-audit-{name}-{}.jsonl", std::process::id()));
-        let _ = std::fs::remove_file(&p);
+    /// An audit file holding `content`, in a temp dir removed when the guard is dropped.
+    fn fresh(name: &str, content: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("awf-audit-{name}-"))
+            .tempdir()
+            .unwrap();
+        let p = dir.path().join("audit.jsonl");
         std::fs::write(&p, content).unwrap();
-        p
+        (dir, p)
     }
 
     #[test]
     fn a_torn_last_line_is_closed_and_recorded_before_the_first_record() {
         let torn = br#"{"ts":"2026-01-01T00:00:00.000Z","type":"tool.ca"#;
         let before = [&b"{\"n\":1}\n"[..], torn].concat();
-        let p = fresh("torn", &before);
+        let (_tmp, p) = fresh("torn", &before);
         let log = AuditLog::open(&p).unwrap();
         log.append(&json!({"n": 2})).unwrap();
         let after = std::fs::read(&p).unwrap();
@@ -1068,7 +1075,7 @@ mod tests {
 
     #[test]
     fn a_file_that_is_one_torn_line_is_repaired_from_its_start() {
-        let p = fresh("torn-whole", b"{\"ts\":\"20");
+        let (_tmp, p) = fresh("torn-whole", b"{\"ts\":\"20");
         drop(AuditLog::open(&p).unwrap());
         let text = std::fs::read_to_string(&p).unwrap();
         let mut lines = text.lines();
@@ -1084,7 +1091,7 @@ mod tests {
     #[test]
     fn a_torn_line_longer_than_the_scan_chunk_is_measured_whole() {
         let torn = "x".repeat(200 * 1024);
-        let p = fresh("torn-long", format!("{{}}\n{torn}").as_bytes());
+        let (_tmp, p) = fresh("torn-long", format!("{{}}\n{torn}").as_bytes());
         drop(AuditLog::open(&p).unwrap());
         let text = std::fs::read_to_string(&p).unwrap();
         let repaired: Value = serde_json::from_str(text.lines().nth(2).unwrap()).unwrap();
@@ -1095,7 +1102,7 @@ mod tests {
     #[test]
     fn whole_and_empty_files_are_left_as_they_are() {
         for content in [&b""[..], b"{\"n\":1}\n"] {
-            let p = fresh("whole", content);
+            let (_tmp, p) = fresh("whole", content);
             drop(AuditLog::open(&p).unwrap());
             assert_eq!(std::fs::read(&p).unwrap(), content);
         }

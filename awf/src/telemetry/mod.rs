@@ -635,10 +635,16 @@ mod tests {
     use super::*;
     use mcpserver::{CallError, RequestId, Server, Tool};
 
-    fn audited_server(name: &str, shutdown: &Shutdown) -> (Server, std::path::PathBuf) {
-        let path =
-            std::env::temp_dir().join(format!("awf-hooks-{name}-{}.jsonl", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+    /// A server auditing to a file in a temp dir; the dir goes when the guard is dropped.
+    fn audited_server(
+        name: &str,
+        shutdown: &Shutdown,
+    ) -> (tempfile::TempDir, Server, std::path::PathBuf) {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("awf-hooks-{name}-"))
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("audit.jsonl");
         let telemetry = Arc::new(Telemetry::new(
             "sess".into(),
             StepIds::default(),
@@ -666,7 +672,7 @@ mod tests {
             )
             .build()
             .unwrap();
-        (server, path)
+        (dir, server, path)
     }
 
     fn records(path: &std::path::Path) -> Vec<Value> {
@@ -686,7 +692,7 @@ mod tests {
 
     #[test]
     fn every_call_is_an_audit_pair_with_its_id_source_and_outcome() {
-        let (server, path) = audited_server("pairs", &Shutdown::new());
+        let (_tmp, server, path) = audited_server("pairs", &Shutdown::new());
         call(&server, "notes_add", json!({"text": "x"}));
         call(&server, "notes_add", json!({"fail": true}));
         call(&server, "Nope", json!({}));
@@ -845,8 +851,11 @@ mod tests {
             }),
         ];
         for (i, (kind, writes)) in cases.into_iter().enumerate() {
-            let path =
-                std::env::temp_dir().join(format!("awf-planted-{i}-{}.jsonl", std::process::id()));
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("awf-planted-{i}-"))
+                .tempdir()
+                .unwrap();
+            let path = dir.path().join("audit.jsonl");
             writes(&path);
             let text = std::fs::read_to_string(&path).unwrap();
             let lines: Vec<&str> = text
@@ -890,7 +899,7 @@ mod tests {
     #[test]
     fn a_call_failing_while_awf_shuts_down_was_cancelled() {
         let shutdown = Shutdown::new();
-        let (server, path) = audited_server("shutdown", &shutdown);
+        let (_tmp, server, path) = audited_server("shutdown", &shutdown);
         shutdown.begin();
         call(&server, "notes_add", json!({"fail": true}));
         call(&server, "notes_add", json!({}));

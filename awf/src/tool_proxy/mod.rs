@@ -569,10 +569,13 @@ mod tests {
     }
 
     /// A scratch directory with the workspace, the run and audit directories, and the
-    /// service over them.
-    fn service(tag: &str) -> (PathBuf, ToolProxyService) {
-        let dir = std::env::temp_dir().join(format!("awf-proxy-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+    /// service over them; the guard removes the directory when dropped.
+    fn service(tag: &str) -> (tempfile::TempDir, PathBuf, ToolProxyService) {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("awf-proxy-{tag}-"))
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         std::fs::create_dir_all(dir.join("work")).unwrap();
         std::fs::create_dir_all(dir.join("flows")).unwrap();
         let service = ToolProxyService {
@@ -582,7 +585,7 @@ mod tests {
             audit_dir: dir.join("audit"),
             root: dir.join("work"),
         };
-        (dir, service)
+        (tmp, dir, service)
     }
 
     /// The `mcp_proxy` of the one agent state of `dir/flows/fix.yaml`, whose proxy block is
@@ -613,7 +616,7 @@ mod tests {
 
     #[test]
     fn the_served_config_holds_each_server_with_its_environment_resolved_and_awf_hidden() {
-        let (dir, service) = service("servers");
+        let (_tmp, dir, service) = service("servers");
         let cache = dir.join("cache/npm");
         let writable = format!("    writable: [{}]", cache.display());
         let proxy = proxy_of(
@@ -708,12 +711,11 @@ mod tests {
         let none = proxy_of(&dir, &["enable: true"]);
         let cfg = written(&service, &none).unwrap();
         assert!(cfg.servers.is_empty() && cfg.pins.is_none(), "{cfg:#?}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_plugin_s_sandbox_is_read_and_passed_on_with_awf_hidden() {
-        let (dir, service) = service("plugin-sandbox");
+        let (_tmp, dir, service) = service("plugin-sandbox");
         let proxy = proxy_of(
             &dir,
             &[
@@ -757,12 +759,11 @@ mod tests {
                 .any(|d| d.path.ends_with("plugin_tools[0].sandbox.netwrk")),
             "{diags:#?}"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_server_that_may_write_awf_s_records_or_its_pins_is_refused() {
-        let (dir, service) = service("server-writable");
+        let (_tmp, dir, service) = service("server-writable");
         for (writable, what) in [
             (dir.join("audit"), "audit directory"),
             (dir.clone(), "audit directory"),
@@ -787,6 +788,5 @@ mod tests {
                 "{e}"
             );
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

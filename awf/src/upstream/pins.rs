@@ -277,10 +277,12 @@ mod tests {
 
     #[test]
     fn first_use_pins_then_changes_and_new_tools_are_told() {
-        let d = std::env::temp_dir().join(format!("awf-pins-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-pins-")
+            .tempdir()
+            .unwrap();
+        let d = tmp.path().to_path_buf();
         let path = d.join("wf.lock.json");
-        let _ = std::fs::remove_file(&path);
         let mut pins = Pins::load(&path).unwrap();
         assert_eq!(pins.check("s", &[tool("Echo")]), vec![Verdict::FirstUse]);
         pins.record("s", &[tool("Echo")]);
@@ -304,6 +306,5 @@ mod tests {
             e.contains(&path.display().to_string()) && e.contains("delete it"),
             "{e}"
         );
-        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -793,8 +793,11 @@ mod tests {
         if !std::path::Path::new("/bin/bash").exists() {
             return;
         }
-        let dir = std::env::temp_dir().join(format!("awf-arith-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-arith-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         let value = "x[$(touch PWNED)]";
         let ran = std::process::Command::new("/bin/bash")
             .arg("-c")
@@ -806,7 +809,6 @@ mod tests {
         assert!(dir.join("PWNED").exists(), "bash evaluated it: {ran:?}");
         let e = render_command("echo $(( $(echo {{.inputs.x}}) + 1 ))", &|_| value.into());
         assert!(e.is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -309,7 +309,11 @@ mod tests {
 
     #[test]
     fn the_lock_file_is_beside_the_workflow_unless_pins_names_one() {
-        let dir = std::env::temp_dir().join(format!("awf-pins-{}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("awf-pins-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         std::fs::create_dir_all(dir.join("locks")).unwrap();
         let wf = dir.join("fix.yaml");
         let (p, diags) = parse_proxy(&wf, "      enable: true\n");
@@ -337,7 +341,6 @@ mod tests {
             assert!(d.hint.contains("existing directory"), "{d:#?}");
             assert_eq!(p.unwrap().pins, None);
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
