@@ -434,6 +434,35 @@ pub fn write_config(dir: &Path, config: &Value) -> PathBuf {
     p
 }
 
+/// `awf` as every test starts it, its arguments still to add: in `dir`, stdin closed, and
+/// nothing of the test's own environment that would change what it does: no plugins of the
+/// machine (`AWF_PLUGINS_PATH` empty), no OTLP endpoint or trace parent, no OpenAI key. A
+/// test sets what it needs after (the last setting of a variable wins).
+pub fn awf(dir: &Path) -> Command {
+    let mut cmd = Command::new(AWF);
+    cmd.current_dir(dir)
+        .stdin(Stdio::null())
+        .env("AWF_PLUGINS_PATH", "")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("TRACEPARENT")
+        .env_remove("OPENAI_API_KEY");
+    cmd
+}
+
+/// `awf run WF --output json` in `dir`, as [`awf`]: the summary [`run_summary`] reads.
+pub fn awf_run(dir: &Path, wf: &Path) -> Command {
+    let mut cmd = awf(dir);
+    cmd.arg("run").arg(wf).args(["--output", "json"]);
+    cmd
+}
+
+/// `awf validate WF --output json` in `dir`, as [`awf`].
+pub fn awf_validate(dir: &Path, wf: &Path) -> Command {
+    let mut cmd = awf(dir);
+    cmd.arg("validate").arg(wf).args(["--output", "json"]);
+    cmd
+}
+
 /// Sends SIGINT to a running `awf run --output json` (stdout piped), waits for it and
 /// returns its exit status and its JSON summary.
 pub fn interrupt_run(child: &mut Child) -> (ExitStatus, Value) {

@@ -484,14 +484,10 @@ states:
         ),
     )
     .unwrap();
-    let mut cmd = Command::new(AWF);
-    cmd.arg("run")
-        .arg(&wf)
-        .args(["--output", "json", "--audit-dir"])
+    let mut cmd = crate::common::awf_run(&step.root, &wf);
+    cmd.arg("--audit-dir")
         .arg(&audit_dir)
-        .current_dir(&step.root)
         .env("TMPDIR", private_tmp(&audit_dir))
-        .stdin(Stdio::null())
         .env("HOME", &step.home)
         .env("XDG_CONFIG_HOME", step.home.join(".config"))
         .env("XDG_DATA_HOME", step.home.join(".local/share"))
@@ -501,9 +497,7 @@ states:
         .env(
             "AWF_PLUGINS_PATH",
             plugins_dir.map(Path::as_os_str).unwrap_or_default(),
-        )
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("TRACEPARENT");
+        );
     for (k, v) in extra_env {
         cmd.env(k, v);
     }

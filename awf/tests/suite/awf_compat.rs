@@ -14,8 +14,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const AWF: &str = env!("CARGO_BIN_EXE_awf");
-
 struct Case {
     dir: PathBuf,
     base: PathBuf,
@@ -40,16 +38,14 @@ impl Case {
 
     fn awf(&self, args: &[&str]) -> Output {
         let plugins = self.base.join("plugins");
-        Command::new(AWF)
+        common::awf(&self.dir)
             .args(args)
-            .current_dir(&self.dir)
             .env("XDG_STATE_HOME", self.base.join("state"))
             .env("TMPDIR", self.base.join("tmp"))
             .env("AWF_PLUGINS_PATH", &plugins)
             .env("AWF_COMPAT_TEST_VAR", "from-the-environment")
             .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
             .env("HOME", self.base.join("home"))
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .output()
             .unwrap()
     }
@@ -133,7 +129,20 @@ states:
     // A `when` that does not parse is refused by validate, with its path.
     let bad = c.file(
         "bad.yaml",
-        "name: bad\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'true'\n    transitions:\n      - when: 'states.a.ExitCode =='\n        goto: done\n      - goto: nowhere\n  done:\n    type: terminal\n",
+        "\
+name: bad
+states:
+  initial: a
+  a:
+    type: step
+    command: 'true'
+    transitions:
+      - when: 'states.a.ExitCode =='
+        goto: done
+      - goto: nowhere
+  done:
+    type: terminal
+",
     );
     let (code, text) = c.validate(&bad);
     assert_eq!(code, Some(2), "{text}");
@@ -364,7 +373,21 @@ states:
     // A child that fails follows on_failure; its missing input is named.
     let wf = c.file(
         "missing.yaml",
-        "name: missing\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: child.yaml\n    on_success: done\n    on_failure: failed\n  done:\n    type: terminal\n  failed:\n    type: terminal\n    message: \"{{states.call.Output}}\"\n",
+        "\
+name: missing
+states:
+  initial: call
+  call:
+    type: call_workflow
+    workflow: child.yaml
+    on_success: done
+    on_failure: failed
+  done:
+    type: terminal
+  failed:
+    type: terminal
+    message: \"{{states.call.Output}}\"
+",
     );
     let (code, s, _) = c.run(&wf, &[]);
     assert_eq!(code, Some(0), "{s:#}");
@@ -378,11 +401,33 @@ states:
     // A → B → A is a cycle: the run stops, whatever on_failure says.
     c.file(
         "a.yaml",
-        "name: a\nstates:\n  initial: c\n  c:\n    type: call_workflow\n    workflow: b.yaml\n    on_success: done\n    on_failure: done\n  done:\n    type: terminal\n",
+        "\
+name: a
+states:
+  initial: c
+  c:
+    type: call_workflow
+    workflow: b.yaml
+    on_success: done
+    on_failure: done
+  done:
+    type: terminal
+",
     );
     c.file(
         "b.yaml",
-        "name: b\nstates:\n  initial: c\n  c:\n    type: call_workflow\n    workflow: a.yaml\n    on_success: done\n    on_failure: done\n  done:\n    type: terminal\n",
+        "\
+name: b
+states:
+  initial: c
+  c:
+    type: call_workflow
+    workflow: a.yaml
+    on_success: done
+    on_failure: done
+  done:
+    type: terminal
+",
     );
     let (code, s, err) = c.run(&c.dir.join("a.yaml"), &[]);
     assert_eq!(code, Some(2), "{s:#}\n{err}");
@@ -398,14 +443,30 @@ states:
         c.file(
             &format!("d{i}.yaml"),
             &format!(
-                "name: d{i}\nstates:\n  initial: c\n  c:\n    type: call_workflow\n    workflow: d{}.yaml\n    on_success: done\n  done:\n    type: terminal\n",
+                "\
+name: d{i}
+states:
+  initial: c
+  c:
+    type: call_workflow
+    workflow: d{}.yaml
+    on_success: done
+  done:
+    type: terminal
+",
                 i + 1
             ),
         );
     }
     c.file(
         "d12.yaml",
-        "name: d12\nstates:\n  initial: done\n  done:\n    type: terminal\n",
+        "\
+name: d12
+states:
+  initial: done
+  done:
+    type: terminal
+",
     );
     let (code, _, err) = c.run(&c.dir.join("d0.yaml"), &[]);
     assert_eq!(code, Some(2), "{err}");
@@ -459,7 +520,17 @@ states:
     // {{.error.*}} outside a workflow_error hook is refused.
     let bad = c.file(
         "bad.yaml",
-        "name: bad\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo {{.error.Message}}\n    on_success: done\n  done:\n    type: terminal\n",
+        "\
+name: bad
+states:
+  initial: a
+  a:
+    type: step
+    command: echo {{.error.Message}}
+    on_success: done
+  done:
+    type: terminal
+",
     );
     let (code, text) = c.validate(&bad);
     assert_eq!(code, Some(2), "{text}");
@@ -565,17 +636,62 @@ fn validate_compat_awf_describes_a_directory_of_mixed_workflows_one_line_each() 
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("plain.yaml"),
-        "name: plain\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n    on_success: done\n  done:\n    type: terminal\n",
+        "\
+name: plain
+states:
+  initial: a
+  a:
+    type: step
+    command: echo hi
+    on_success: done
+  done:
+    type: terminal
+",
     )
     .unwrap();
     std::fs::write(
         dir.join("loops.yaml"),
-        "name: loops\nauthor: someone\ntags: [ci]\nstates:\n  initial: w\n  w:\n    type: while\n    while: 'true'\n    break_when: 'states.a.ExitCode == 0'\n    body: [a]\n    on_complete: done\n  a:\n    type: step\n    command: echo {{inputs.x}}\n    capture: {stdout: out}\n    on_success: w\n  done:\n    type: terminal\ninputs:\n  - name: x\n    default: y\n",
+        "\
+name: loops
+author: someone
+tags: [ci]
+states:
+  initial: w
+  w:
+    type: while
+    while: 'true'
+    break_when: 'states.a.ExitCode == 0'
+    body: [a]
+    on_complete: done
+  a:
+    type: step
+    command: echo {{inputs.x}}
+    capture: {stdout: out}
+    on_success: w
+  done:
+    type: terminal
+inputs:
+  - name: x
+    default: y
+",
     )
     .unwrap();
     std::fs::write(
         dir.join("chat.yaml"),
-        "name: chat\nstates:\n  initial: talk\n  talk:\n    type: agent\n    provider: claude\n    mode: conversation\n    use_template: review\n    prompt: hi\n    on_success: done\n  done:\n    type: terminal\n",
+        "\
+name: chat
+states:
+  initial: talk
+  talk:
+    type: agent
+    provider: claude
+    mode: conversation
+    use_template: review
+    prompt: hi
+    on_success: done
+  done:
+    type: terminal
+",
     )
     .unwrap();
     let mut files: Vec<String> = std::fs::read_dir(&dir)
@@ -636,7 +752,18 @@ fn the_offline_examples_of_awf_s_user_guide_run_with_the_outcome_it_describes() 
     let c = Case::new("guide");
     let hello = c.file(
         "hello.yaml",
-        "name: hello\nversion: \"1.0.0\"\nstates:\n  initial: greet\n  greet:\n    type: step\n    command: echo \"Hello, World!\"\n    on_success: done\n  done:\n    type: terminal\n",
+        "\
+name: hello
+version: \"1.0.0\"
+states:
+  initial: greet
+  greet:
+    type: step
+    command: echo \"Hello, World!\"
+    on_success: done
+  done:
+    type: terminal
+",
     );
     let (code, s, _) = c.run(&hello, &[]);
     assert_eq!(code, Some(0));
@@ -644,7 +771,24 @@ fn the_offline_examples_of_awf_s_user_guide_run_with_the_outcome_it_describes() 
 
     let inputs = c.file(
         "inputs.yaml",
-        "name: greet\ninputs:\n  - name: name\n    type: string\n    required: true\n  - name: greeting\n    type: string\n    default: Hello\nstates:\n  initial: greet\n  greet:\n    type: step\n    command: echo \"{{inputs.greeting}}, {{inputs.name}}!\"\n    on_success: done\n  done:\n    type: terminal\n",
+        "\
+name: greet
+inputs:
+  - name: name
+    type: string
+    required: true
+  - name: greeting
+    type: string
+    default: Hello
+states:
+  initial: greet
+  greet:
+    type: step
+    command: echo \"{{inputs.greeting}}, {{inputs.name}}!\"
+    on_success: done
+  done:
+    type: terminal
+",
     );
     let (code, s, _) = c.run(&inputs, &["--input", "name=Ada"]);
     assert_eq!(code, Some(0));
@@ -655,7 +799,22 @@ fn the_offline_examples_of_awf_s_user_guide_run_with_the_outcome_it_describes() 
 
     let files = c.file(
         "files.yaml",
-        "name: files\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"a.txt\", \"b.txt\", \"c.txt\"]'\n    body: [count]\n    on_complete: done\n  count:\n    type: step\n    command: echo \"{{.loop.Index1}}/{{.loop.Length}} {{.loop.Item}}\"\n  done:\n    type: terminal\n    message: \"{{.states.each.Output}}\"\n",
+        "\
+name: files
+states:
+  initial: each
+  each:
+    type: for_each
+    items: '[\"a.txt\", \"b.txt\", \"c.txt\"]'
+    body: [count]
+    on_complete: done
+  count:
+    type: step
+    command: echo \"{{.loop.Index1}}/{{.loop.Length}} {{.loop.Item}}\"
+  done:
+    type: terminal
+    message: \"{{.states.each.Output}}\"
+",
     );
     let (code, s, _) = c.run(&files, &[]);
     assert_eq!(code, Some(0));
@@ -667,7 +826,32 @@ fn the_offline_examples_of_awf_s_user_guide_run_with_the_outcome_it_describes() 
     c.file("deploy.sh", "exit \"$1\"\n");
     let branch = c.file(
         "branch.yaml",
-        "name: branch\ninputs:\n  - name: code\n    default: \"0\"\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: sh deploy.sh {{inputs.code}}\n    transitions:\n      - when: 'states.deploy.ExitCode == 0'\n        goto: success\n      - when: 'states.deploy.ExitCode == 2'\n        goto: rollback\n      - goto: failure\n  rollback:\n    type: step\n    command: echo rolled back\n    on_success: failure\n  success:\n    type: terminal\n  failure:\n    type: terminal\n    status: failure\n",
+        "\
+name: branch
+inputs:
+  - name: code
+    default: \"0\"
+states:
+  initial: deploy
+  deploy:
+    type: step
+    command: sh deploy.sh {{inputs.code}}
+    transitions:
+      - when: 'states.deploy.ExitCode == 0'
+        goto: success
+      - when: 'states.deploy.ExitCode == 2'
+        goto: rollback
+      - goto: failure
+  rollback:
+    type: step
+    command: echo rolled back
+    on_success: failure
+  success:
+    type: terminal
+  failure:
+    type: terminal
+    status: failure
+",
     );
     let (code, s, _) = c.run(&branch, &[]);
     assert_eq!(
@@ -680,7 +864,26 @@ fn the_offline_examples_of_awf_s_user_guide_run_with_the_outcome_it_describes() 
 
     let nested = c.file(
         "nested.yaml",
-        "name: nested\nstates:\n  initial: outer\n  outer:\n    type: while\n    while: 'loop.Index < 2'\n    body: [inner]\n    on_complete: done\n  inner:\n    type: for_each\n    items: [x, y, z]\n    body: [cell]\n    on_complete: outer\n  cell:\n    type: step\n    command: echo \"{{.loop.Item}}\"\n  done:\n    type: terminal\n",
+        "\
+name: nested
+states:
+  initial: outer
+  outer:
+    type: while
+    while: 'loop.Index < 2'
+    body: [inner]
+    on_complete: done
+  inner:
+    type: for_each
+    items: [x, y, z]
+    body: [cell]
+    on_complete: outer
+  cell:
+    type: step
+    command: echo \"{{.loop.Item}}\"
+  done:
+    type: terminal
+",
     );
     let (code, s, err) = c.run(&nested, &[]);
     assert_eq!(code, Some(0), "{s:#}\n{err}");
@@ -744,7 +947,17 @@ states:
     // the plugin's operations, and the state fails then.
     let bad = c.file(
         "bad.yaml",
-        "name: bad\nstates:\n  initial: a\n  a:\n    type: operation\n    operation: notes.nope\n    on_success: done\n  done:\n    type: terminal\n",
+        "\
+name: bad
+states:
+  initial: a
+  a:
+    type: operation
+    operation: notes.nope
+    on_success: done
+  done:
+    type: terminal
+",
     );
     let (code, text) = c.validate(&bad);
     assert_eq!(code, Some(0), "{text}");
@@ -843,15 +1056,11 @@ states:
     );
     let run = |input: &str| {
         use std::io::Write;
-        let mut child = Command::new(AWF)
-            .args(["run", wf.to_str().unwrap(), "--output", "json"])
-            .current_dir(&c.dir)
+        let mut child = common::awf_run(&c.dir, &wf)
             .env("XDG_STATE_HOME", c.base.join("state"))
             .env("TMPDIR", c.base.join("tmp"))
             .env("HOME", c.base.join("home"))
-            .env("AWF_PLUGINS_PATH", "")
             .env("AWF_TEST_FAKE_KEY", "fake-key-for-the-fake-model")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -895,7 +1104,16 @@ fn the_nested_call_workflow_block_of_awf_s_docs_and_keys_awf_ignores_on_states_a
     let c = Case::new("nested-call");
     c.file(
         "child.yaml",
-        "name: child\ninputs:\n  - name: n\nstates:\n  initial: done\n  done:\n    type: terminal\n    message: \"child got {{inputs.n}}\"\n",
+        "\
+name: child
+inputs:
+  - name: n
+states:
+  initial: done
+  done:
+    type: terminal
+    message: \"child got {{inputs.n}}\"
+",
     );
     let wf = c.file(
         "wf.yaml",
@@ -1120,7 +1338,26 @@ fn continue_from_resumes_the_claude_session_of_an_earlier_state() {
     let bad = c.file(
         "bad.yaml",
         &format!(
-            "name: bad\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    prompt: x\n    options: {options}\n    on_success: b\n  b:\n    type: agent\n    provider: claude\n    prompt: y\n    options: {options}\n    conversation: {{continue_from: a}}\n    on_success: done\n  done:\n    type: terminal\n"
+            "\
+name: bad
+states:
+  initial: a
+  a:
+    type: agent
+    provider: claude
+    prompt: x
+    options: {options}
+    on_success: b
+  b:
+    type: agent
+    provider: claude
+    prompt: y
+    options: {options}
+    conversation: {{continue_from: a}}
+    on_success: done
+  done:
+    type: terminal
+"
         ),
     );
     let (code, text) = c.validate(&bad);
@@ -1277,9 +1514,21 @@ states:
     );
     let wf = c.file(
         "lower.yaml",
-        "name: lower\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n    on_success: b\n  \
-         b:\n    type: step\n    command: echo \"{{.states.a.output}} {{.states.a.exit_code}}\"\n    on_success: done\n  \
-         done:\n    type: terminal\n",
+        "\
+name: lower
+states:
+  initial: a
+  a:
+    type: step
+    command: echo hi
+    on_success: b
+  b:
+    type: step
+    command: echo \"{{.states.a.output}} {{.states.a.exit_code}}\"
+    on_success: done
+  done:
+    type: terminal
+",
     );
     let (code, out) = c.validate(&wf);
     assert_ne!(code, Some(0));
@@ -1405,9 +1654,23 @@ fn a_transition_awf_refuses_at_load_is_a_warning_and_runs() {
     let c = Case::new("load-check");
     let wf = c.file(
         "len.yaml",
-        "name: len\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n    transitions:\n      \
-         - when: 'len(states.a.Output) > 0'\n        goto: done\n      - goto: wrong\n  wrong:\n    type: terminal\n    \
-         status: failure\n  done:\n    type: terminal\n",
+        "\
+name: len
+states:
+  initial: a
+  a:
+    type: step
+    command: echo hi
+    transitions:
+      - when: 'len(states.a.Output) > 0'
+        goto: done
+      - goto: wrong
+  wrong:
+    type: terminal
+    status: failure
+  done:
+    type: terminal
+",
     );
     let (code, out) = c.validate(&wf);
     assert_eq!(code, Some(0), "{out}");

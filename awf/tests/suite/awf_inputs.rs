@@ -10,9 +10,7 @@ use crate::common;
 use common::{run_summary, summary_state};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-const AWF: &str = env!("CARGO_BIN_EXE_awf");
+use std::process::Output;
 
 /// A workflow file in a fresh directory (the run's working directory, with its own
 /// state directory).
@@ -41,13 +39,10 @@ impl Case {
         // audit directory beneath the temp dir, and the checkout may lie under /tmp.
         let tmp = self.state.with_file_name("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
-        Command::new(AWF)
+        common::awf(&self.dir)
             .args(args)
-            .current_dir(&self.dir)
             .env("XDG_STATE_HOME", &self.state)
             .env("TMPDIR", &tmp)
-            .env("AWF_PLUGINS_PATH", "")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .output()
             .unwrap()
     }
@@ -62,7 +57,7 @@ impl Case {
 
     /// `awf validate --format json`: the exit code and the problems.
     fn validate(&self) -> (i32, Vec<Value>) {
-        let out = self.awf(&["validate", "--format", "json", self.wf.to_str().unwrap()]);
+        let out = self.awf(&["validate", "--output", "json", self.wf.to_str().unwrap()]);
         let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
         (
             out.status.code().unwrap(),
@@ -89,8 +84,15 @@ fn metadata_keys_validate() {
     let c = Case::new(
         "metadata",
         &format!(
-            "name: meta\nversion: 1.0\nauthor: Jane Doe\ntags: [ci, review, 2]\n\
-             description: keys AWF reads\nstates:\n  initial: done\n{DONE}"
+            "\
+name: meta
+version: 1.0
+author: Jane Doe
+tags: [ci, review, 2]
+description: keys AWF reads
+states:
+  initial: done
+{DONE}"
         ),
     );
     let (code, problems) = c.validate();
@@ -102,7 +104,14 @@ fn metadata_keys_validate() {
 fn env_is_accepted_with_a_warning_and_unknown_keys_are_still_refused() {
     let c = Case::new(
         "env",
-        &format!("name: e\nenv: [FOO=1, BAR=2]\nstates:\n  initial: done\n{DONE}"),
+        &format!(
+            "\
+name: e
+env: [FOO=1, BAR=2]
+states:
+  initial: done
+{DONE}"
+        ),
     );
     let (code, problems) = c.validate();
     assert_eq!(code, 0, "{problems:#?}");
@@ -125,7 +134,15 @@ fn env_is_accepted_with_a_warning_and_unknown_keys_are_still_refused() {
     // variables go, no second warning.
     let c = Case::new(
         "env-map",
-        &format!("name: e\nenv:\n  FOO: bar\nstates:\n  initial: done\n{DONE}"),
+        &format!(
+            "\
+name: e
+env:
+  FOO: bar
+states:
+  initial: done
+{DONE}"
+        ),
     );
     let (code, problems) = c.validate();
     assert_ne!(code, 0);
@@ -140,7 +157,15 @@ fn env_is_accepted_with_a_warning_and_unknown_keys_are_still_refused() {
 
     let c = Case::new(
         "unknown-top",
-        &format!("name: e\ntags: ci\nbogus: 1\nstates:\n  initial: done\n{DONE}"),
+        &format!(
+            "\
+name: e
+tags: ci
+bogus: 1
+states:
+  initial: done
+{DONE}"
+        ),
     );
     let (code, problems) = c.validate();
     assert_ne!(code, 0);
@@ -339,7 +364,13 @@ states:
 fn an_undeclared_input_is_passed_on_with_a_warning() {
     let c = Case::new(
         "undeclared",
-        &format!("name: u\nstates:\n  initial: done\n{DONE}"),
+        &format!(
+            "\
+name: u
+states:
+  initial: done
+{DONE}"
+        ),
     );
     let out = c.run(&["foo=bar"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -359,8 +390,15 @@ fn a_misspelt_input_is_refused_naming_the_input_it_is_near() {
     let c = Case::new(
         "misspelt",
         &format!(
-            "name: m\ninputs:\n  - name: mode\n    type: string\n    default: quick\nstates:\n  \
-             initial: done\n{DONE}"
+            "\
+name: m
+inputs:
+  - name: mode
+    type: string
+    default: quick
+states:
+  initial: done
+{DONE}"
         ),
     );
     let out = c.run(&["mdoe=full"]);
@@ -376,7 +414,13 @@ fn a_misspelt_input_is_refused_naming_the_input_it_is_near() {
 fn a_workflow_is_found_by_its_name() {
     let c = Case::new(
         "by-name",
-        &format!("name: n\nstates:\n  initial: done\n{DONE}"),
+        &format!(
+            "\
+name: n
+states:
+  initial: done
+{DONE}"
+        ),
     );
     // `awf run wf` finds wf.yaml beside it; `awf run fix` AWF's .awf/workflows/fix.yaml.
     let out = c.awf(&["run", "wf", "--output", "json"]);
@@ -405,8 +449,17 @@ fn a_workflow_is_found_by_its_name() {
 fn an_undeclared_input_reaches_a_step_template() {
     let c = Case::new(
         "undeclared-template",
-        "name: u\nstates:\n  initial: show\n  show:\n    type: step\n    \
-         command: printf %s {{inputs.foo}}\n    on_success: done\n  done:\n    type: terminal\n",
+        "\
+name: u
+states:
+  initial: show
+  show:
+    type: step
+    command: printf %s {{inputs.foo}}
+    on_success: done
+  done:
+    type: terminal
+",
     );
     let out = c.run(&["foo=bar"]);
     let s = run_summary(&out);
@@ -418,8 +471,17 @@ fn an_undeclared_input_reaches_a_step_template() {
 fn secret_inputs_are_masked_in_the_run_state() {
     let c = Case::new(
         "secret",
-        "name: s\ninputs:\n  - name: API_KEY_DEPLOY\n  - name: token_x\n  - name: user\n\
-         states:\n  initial: done\n  done:\n    type: terminal\n",
+        "\
+name: s
+inputs:
+  - name: API_KEY_DEPLOY
+  - name: token_x
+  - name: user
+states:
+  initial: done
+  done:
+    type: terminal
+",
     );
     let out = c.run(&[
         "API_KEY_DEPLOY=sk-live-0123456789",
@@ -487,7 +549,16 @@ states:
 fn an_unknown_type_is_refused_only_when_the_run_gives_the_input_a_value() {
     let c = Case::new(
         "unknown-type",
-        "name: t\ninputs:\n  - name: a\n    type: number\nstates:\n  initial: done\n  done:\n    type: terminal\n",
+        "\
+name: t
+inputs:
+  - name: a
+    type: number
+states:
+  initial: done
+  done:
+    type: terminal
+",
     );
     let (code, problems) = c.validate();
     assert_eq!(code, 0, "{problems:#?}");

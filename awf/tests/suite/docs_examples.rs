@@ -8,8 +8,8 @@
 //! whole workflow that cannot validate here (it needs a plugin, say) is marked with the
 //! line `<!-- not checked: REASON -->` right before its fence, and counted.
 
+use crate::common;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// Whole workflows the docs hold today: fewer means an example was lost (or marked).
 const MIN_CHECKED: usize = 5;
@@ -185,13 +185,7 @@ fn every_whole_workflow_in_the_docs_validates() {
             let stem = page.file_stem().unwrap().to_string_lossy().to_string();
             let file = dir.join(format!("{stem}-{n}.yaml"));
             std::fs::write(&file, &b.text).unwrap();
-            let out = Command::new(env!("CARGO_BIN_EXE_awf"))
-                .args(["validate", "--format", "json"])
-                .arg(&file)
-                .current_dir(&dir)
-                .env("AWF_PLUGINS_PATH", "")
-                .output()
-                .unwrap();
+            let out = common::awf_validate(&dir, &file).output().unwrap();
             checked += 1;
             if out.status.code() != Some(0) {
                 failures.push(format!(
@@ -288,8 +282,18 @@ fn the_readme_maps_every_page_and_keeps_the_test_command() {
 
 #[test]
 fn blocks_and_anchors_are_read_as_github_reads_them() {
-    let text = "a\n<!-- not checked: needs a plugin -->\n```yaml\nstates:\n  x: 1\n```\n\
-                # t\n```rust\n#[derive(Debug)]\n```\n";
+    let text = "\
+a
+<!-- not checked: needs a plugin -->
+```yaml
+states:
+  x: 1
+```
+# t
+```rust
+#[derive(Debug)]
+```
+";
     let b = blocks(text);
     assert_eq!(b.len(), 2);
     assert_eq!(b[0].info, "yaml");

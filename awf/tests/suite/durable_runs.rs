@@ -589,11 +589,27 @@ fn a_for_each_of_1000_items_writes_its_run_state_in_proportion_to_its_items() {
     let n = 1000;
     let items = (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
     let wf = c.workflow(&format!(
-        "name: many\nstates:\n  initial: all\n  all:\n    type: for_each\n    items: [{items}]\n    \
-         max_iterations: {n}\n    max_concurrent: 32\n    body: [work]\n    on_complete: wait\n  \
-         work:\n    type: step\n    command: \"true\"\n  wait:\n    type: step\n    \
-         command: echo wait >> COUNT; while [ ! -e GO ]; do sleep 0.02; done\n    \
-         on_success: done\n  done:\n    type: terminal\n"
+        "\
+name: many
+states:
+  initial: all
+  all:
+    type: for_each
+    items: [{items}]
+    max_iterations: {n}
+    max_concurrent: 32
+    body: [work]
+    on_complete: wait
+  work:
+    type: step
+    command: \"true\"
+  wait:
+    type: step
+    command: echo wait >> COUNT; while [ ! -e GO ]; do sleep 0.02; done
+    on_success: done
+  done:
+    type: terminal
+"
     ));
     let (mut child, _id) = c.spawn_run(&wf);
     // The summary of 1000 items outgrows a pipe: it is drained.
@@ -627,11 +643,21 @@ fn a_run_killed_at_random_instants_always_resumes_and_never_reruns_a_completed_s
     for (i, n) in names.iter().enumerate() {
         let next = names.get(i + 1).copied().unwrap_or("done");
         states.push_str(&format!(
-            "  {n}:\n    type: step\n    command: echo {n} >> COUNT; sleep 0.03; echo {n}\n    on_success: {next}\n"
+            "  {n}:
+    type: step
+    command: echo {n} >> COUNT; sleep 0.03; echo {n}
+    on_success: {next}
+"
         ));
     }
     let wf = c.workflow(&format!(
-        "name: random\nstates:\n  initial: s1\n{states}  done:\n    type: terminal\n"
+        "\
+name: random
+states:
+  initial: s1
+{states}  done:
+    type: terminal
+"
     ));
     // A small LCG: instants spread over the run without a dependency; the seed is printed.
     let mut seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;

@@ -641,19 +641,16 @@ states:
         o = other.port
     );
     let run = |output: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_awf"))
+        common::awf(&work)
             .arg("run")
             .arg(&wf)
             .args(["--output", output, "--audit-dir"])
             .arg(dir.join("audit").join(output))
-            .current_dir(&work)
             .env("TMPDIR", &tmp)
-            .env("AWF_PLUGINS_PATH", "")
             .env("XDG_STATE_HOME", dir.join("state"))
             .env("FAKE_AGENT_MODE", "bash")
             .env("FAKE_AGENT_BASH", &command)
             .env("FAKE_AGENT_PIDS", dir.join("pids"))
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .output()
             .unwrap()
     };

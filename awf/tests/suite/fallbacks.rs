@@ -548,16 +548,35 @@ fn validate_json_names_what_degrades_and_what_is_refused_on_this_machine() {
     let wf = m.base.join("wf.yaml");
     std::fs::write(
         &wf,
-        "name: degraded\nstates:\n  initial: build\n  build:\n    type: agent\n    provider: claude\n    \
-         prompt: Build it.\n    mcp_proxy:\n      enable: true\n      sandbox:\n        memory: 2GiB\n    \
-         on_success: strict\n  strict:\n    type: agent\n    provider: claude\n    prompt: Check it.\n    \
-         mcp_proxy:\n      enable: true\n      sandbox:\n        require: [reads]\n    on_success: done\n  \
-         done:\n    type: terminal\n",
+        "\
+name: degraded
+states:
+  initial: build
+  build:
+    type: agent
+    provider: claude
+    prompt: Build it.
+    mcp_proxy:
+      enable: true
+      sandbox:
+        memory: 2GiB
+    on_success: strict
+  strict:
+    type: agent
+    provider: claude
+    prompt: Check it.
+    mcp_proxy:
+      enable: true
+      sandbox:
+        require: [reads]
+    on_success: done
+  done:
+    type: terminal
+",
     )
     .unwrap();
     let json = |restricted: bool| -> Value {
-        let mut cmd = Command::new(common::AWF);
-        cmd.args(["validate", "--format", "json"]).arg(&wf);
+        let mut cmd = common::awf_validate(&m.base, &wf);
         m.env(&mut cmd);
         if restricted {
             without_mounts(&mut cmd);

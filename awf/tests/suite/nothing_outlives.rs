@@ -12,7 +12,7 @@ use fake_model::{FakeModel, Script};
 use serde_json::json;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// A `sleep` argument no other process has: `981.<pid><n>`.
 fn marker(n: u32) -> String {
@@ -69,21 +69,25 @@ fn a_setsid_background_process_is_gone_after_sigterm_of_mcp_serve() {
 fn awf_run(dir: &Path, wf_body: &str) -> std::process::Output {
     let wf = dir.join("wf.yaml");
     std::fs::write(&wf, wf_body).unwrap();
-    Command::new(common::AWF)
-        .arg("run")
-        .arg(&wf)
-        .args(["--output", "json"])
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .env("AWF_PLUGINS_PATH", "")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .output()
-        .unwrap()
+    common::awf_run(dir, &wf).output().unwrap()
 }
 
 fn one_step(command: &str) -> String {
     format!(
-        "name: outlive\nstates:\n  initial: work\n  work:\n    type: step\n    command: |\n      {}\n    timeout: 60s\n    on_success: done\n    on_failure: done\n  done:\n    type: terminal\n",
+        "\
+name: outlive
+states:
+  initial: work
+  work:
+    type: step
+    command: |
+      {}
+    timeout: 60s
+    on_success: done
+    on_failure: done
+  done:
+    type: terminal
+",
         command.replace('\n', "\n      ")
     )
 }
@@ -133,15 +137,11 @@ fn a_step_s_command_dies_with_a_sigkill_of_awf_run() {
     // `exec`: the command is the process awf started (what the shell forks is the
     // group's, which a SIGKILL of awf run does not reach).
     std::fs::write(&wf, one_step(&format!("exec sleep {m}"))).unwrap();
-    let mut child = Command::new(common::AWF)
+    let mut child = common::awf(&root)
         .arg("run")
         .arg(&wf)
-        .current_dir(&root)
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .env("AWF_PLUGINS_PATH", "")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .spawn()
         .unwrap();
     assert!(eventually(|| marker_alive(&m)), "the step never started");

@@ -11,9 +11,6 @@ use crate::fake_model;
 use fake_model::{FakeModel, Script, Wire, private_tmp};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Command;
-
-const AWF: &str = env!("CARGO_BIN_EXE_awf");
 
 #[test]
 fn a_tool_changed_during_the_step_leaves_the_next_model_request() {
@@ -67,16 +64,10 @@ states:
         ),
     )
     .unwrap();
-    let out = Command::new(AWF)
-        .arg("run")
-        .arg(&wf)
-        .args(["--output", "json", "--audit-dir"])
+    let out = common::awf_run(&work, &wf)
+        .arg("--audit-dir")
         .arg(&audit_dir)
-        .current_dir(&work)
         .env("TMPDIR", private_tmp(&audit_dir))
-        .env("AWF_PLUGINS_PATH", "")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .output()
         .unwrap();
     let s = common::run_summary(&out);

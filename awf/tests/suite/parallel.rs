@@ -34,7 +34,13 @@ impl Case {
         let wf = self.dir.join("wf.yaml");
         std::fs::write(
             &wf,
-            format!("name: par\nstates:\n  initial: review\n{states}"),
+            format!(
+                "\
+name: par
+states:
+  initial: review
+{states}"
+            ),
         )
         .unwrap();
         wf
@@ -68,16 +74,32 @@ impl Case {
 fn steps(strategy: &str, extra: &str, branches: &[(&str, &str)]) -> String {
     let names: Vec<&str> = branches.iter().map(|(n, _)| *n).collect();
     let mut s = format!(
-        "  review:\n    type: parallel\n    parallel: [{}]\n    strategy: {strategy}\n{extra}    on_success: done\n    on_failure: failed\n",
+        "  review:
+    type: parallel
+    parallel: [{}]
+    strategy: {strategy}
+{extra}    on_success: done
+    on_failure: failed
+",
         names.join(", ")
     );
     for (name, command) in branches {
         s.push_str(&format!(
-            "  {name}:\n    type: step\n    command: {command:?}\n    on_success: done\n"
+            "  {name}:
+    type: step
+    command: {command:?}
+    on_success: done
+"
         ));
     }
     s.push_str(
-        "  done:\n    type: terminal\n    message: \"{{.states.a.Output}}\"\n  failed:\n    type: terminal\n    status: failure\n",
+        "  done:
+    type: terminal
+    message: \"{{.states.a.Output}}\"
+  failed:
+    type: terminal
+    status: failure
+",
     );
     s
 }
@@ -261,11 +283,22 @@ fn agent_branches_each_get_their_own_proxy_audit_and_span() {
         })
         .collect();
     let mut states = String::from(
-        "  review:\n    type: parallel\n    parallel: [one, two, three]\n    on_success: done\n",
+        "  review:
+    type: parallel
+    parallel: [one, two, three]
+    on_success: done
+",
     );
     for (n, m) in ["one", "two", "three"].iter().zip(&models) {
         states.push_str(&format!(
-            "  {n}:\n    type: agent\n    provider: openai_compatible\n    prompt: Write {n}.txt\n    options: {{base_url: \"{}/v1\", model: fake-model}}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n",
+            "  {n}:
+    type: agent
+    provider: openai_compatible
+    prompt: Write {n}.txt
+    options: {{base_url: \"{}/v1\", model: fake-model}}
+    mcp_proxy: {{enable: true}}
+    on_success: done
+",
             m.base_url()
         ));
     }
@@ -337,13 +370,21 @@ fn agent_branches_each_get_their_own_proxy_audit_and_span() {
 fn validate_names_unknown_branches_terminal_branches_and_ignored_transitions() {
     let c = case("validate");
     let wf = c.workflow(
-        "  review:\n    type: parallel\n    parallel: [ghost, done, a]\n    strategy: most\n    max_concurrent: 0\n    on_success: done\n  a:\n    type: step\n    command: \"true\"\n    on_success: done\n  done:\n    type: terminal\n",
+        "  review:
+    type: parallel
+    parallel: [ghost, done, a]
+    strategy: most
+    max_concurrent: 0
+    on_success: done
+  a:
+    type: step
+    command: \"true\"
+    on_success: done
+  done:
+    type: terminal
+",
     );
-    let out = Command::new(AWF)
-        .args(["validate", "--format", "json"])
-        .arg(&wf)
-        .output()
-        .unwrap();
+    let out = common::awf_validate(&c.dir, &wf).output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let problems = v["problems"].as_array().unwrap();
     let find = |path: &str| {
@@ -530,7 +571,20 @@ fn for_each_over_a_literal_list_respects_max_concurrent_and_stops_at_a_failure()
 
     // More items than max_iterations: the first ones run, the rest do not (as AWF).
     let wf = c.workflow(
-        "  review:\n    type: for_each\n    items: [1, 2, 3]\n    max_iterations: 2\n    body: [work]\n    on_complete: done\n    on_failure: done\n  work:\n    type: step\n    command: \"echo item {{.loop.Item}}\"\n    on_success: done\n  done:\n    type: terminal\n",
+        "  review:
+    type: for_each
+    items: [1, 2, 3]
+    max_iterations: 2
+    body: [work]
+    on_complete: done
+    on_failure: done
+  work:
+    type: step
+    command: \"echo item {{.loop.Item}}\"
+    on_success: done
+  done:
+    type: terminal
+",
     );
     let (_, s) = c.run(&wf);
     let review = summary_state(&s, "review");
@@ -562,12 +616,23 @@ fn three_claude_branches_edit_their_own_files_and_ctrl_c_leaves_nothing() {
         .collect();
     let workflow = |models: &[FakeModel]| {
         let mut states = String::from(
-            "  review:\n    type: parallel\n    parallel: [one, two, three]\n    on_success: done\n",
+            "  review:
+    type: parallel
+    parallel: [one, two, three]
+    on_success: done
+",
         );
         for (n, m) in ["one", "two", "three"].iter().zip(models) {
             let opts = harness::model_options("claude", Some(&program), m);
             states.push_str(&format!(
-                "  {n}:\n    type: agent\n    provider: claude\n    prompt: Write {n}.txt\n    options: {opts}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n"
+                "  {n}:
+    type: agent
+    provider: claude
+    prompt: Write {n}.txt
+    options: {opts}
+    mcp_proxy: {{enable: true}}
+    on_success: done
+"
             ));
         }
         states.push_str("  done:\n    type: terminal\n");
@@ -649,11 +714,23 @@ fn bash_branches(tag: &str, rounds: usize, calls: [&[&str]; 3]) -> (Case, Value)
             })
             .collect();
         let mut states = String::from(
-            "  review:\n    type: parallel\n    parallel: [one, two, three]\n    timeout: 120s\n    on_success: done\n",
+            "  review:
+    type: parallel
+    parallel: [one, two, three]
+    timeout: 120s
+    on_success: done
+",
         );
         for (n, m) in ["one", "two", "three"].iter().zip(&models) {
             states.push_str(&format!(
-                "  {n}:\n    type: agent\n    provider: openai_compatible\n    prompt: Run it\n    options: {{base_url: \"{}/v1\", model: fake-model}}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n",
+                "  {n}:
+    type: agent
+    provider: openai_compatible
+    prompt: Run it
+    options: {{base_url: \"{}/v1\", model: fake-model}}
+    mcp_proxy: {{enable: true}}
+    on_success: done
+",
                 m.base_url()
             ));
         }

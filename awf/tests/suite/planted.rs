@@ -13,7 +13,18 @@ fn trivial_workflow(dir: &Path) -> PathBuf {
     let wf = dir.join("wf.yaml");
     std::fs::write(
         &wf,
-        "name: t\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n    on_success: done\n  done:\n    type: terminal\n    status: success\n",
+        "\
+name: t
+states:
+  initial: a
+  a:
+    type: step
+    command: echo hi
+    on_success: done
+  done:
+    type: terminal
+    status: success
+",
     )
     .unwrap();
     wf
@@ -36,16 +47,10 @@ fn awf_run_of(
     extra: &[&str],
     no_mounts: bool,
 ) -> std::process::Output {
-    let mut cmd = Command::new(AWF);
-    cmd.arg("run")
-        .arg(wf)
-        .args(["--output", "json"])
-        .args(extra)
-        .current_dir(root)
+    let mut cmd = common::awf_run(root, wf);
+    cmd.args(extra)
         .env("TMPDIR", tmp)
-        .env("XDG_STATE_HOME", state)
-        .env("AWF_PLUGINS_PATH", "")
-        .env_remove("OPENAI_API_KEY");
+        .env("XDG_STATE_HOME", state);
     if no_mounts {
         common::restricted::without_mounts(&mut cmd);
     }
@@ -108,10 +113,24 @@ fn proxied_workflow(dir: &Path) -> PathBuf {
     let wf = dir.join("proxied.yaml");
     std::fs::write(
         &wf,
-        "name: p\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: openai_compatible\n    \
-         prompt: hi\n    timeout: 5s\n    options:\n      base_url: http://127.0.0.1:9/v1\n      \
-         model: m\n    mcp_proxy:\n      enable: true\n    on_success: done\n  done:\n    \
-         type: terminal\n",
+        "\
+name: p
+states:
+  initial: a
+  a:
+    type: agent
+    provider: openai_compatible
+    prompt: hi
+    timeout: 5s
+    options:
+      base_url: http://127.0.0.1:9/v1
+      model: m
+    mcp_proxy:
+      enable: true
+    on_success: done
+  done:
+    type: terminal
+",
     )
     .unwrap();
     wf
@@ -213,20 +232,25 @@ fn a_called_workflow_with_a_proxied_agent_is_checked_before_it_runs() {
     let parent = base.join("parent.yaml");
     std::fs::write(
         &parent,
-        "name: parent\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    \
-         workflow: proxied.yaml\n    on_success: done\n  done:\n    type: terminal\n",
+        "\
+name: parent
+states:
+  initial: call
+  call:
+    type: call_workflow
+    workflow: proxied.yaml
+    on_success: done
+  done:
+    type: terminal
+",
     )
     .unwrap();
     let dir = tmp.join("audit");
-    let out = Command::new(AWF)
-        .arg("run")
-        .arg(&parent)
-        .args(["--output", "json", "--audit-dir"])
+    let out = common::awf_run(&root, &parent)
+        .arg("--audit-dir")
         .arg(&dir)
-        .current_dir(&root)
         .env("TMPDIR", &tmp)
         .env("XDG_STATE_HOME", base.join("state"))
-        .env("AWF_PLUGINS_PATH", "")
         .output()
         .unwrap();
     let s = run_summary(&out);
@@ -255,24 +279,31 @@ fn an_audit_and_state_dir_in_the_workspace_are_covered_from_the_agent() {
     std::fs::write(
         &wf,
         format!(
-            "name: a\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: \
-             openai_compatible\n    prompt: hi\n    timeout: 60s\n    options:\n      \
-             base_url: {}/v1\n      model: m\n    mcp_proxy:\n      enable: true\n    \
-             on_success: done\n  done:\n    type: terminal\n",
+            "\
+name: a
+states:
+  initial: a
+  a:
+    type: agent
+    provider: openai_compatible
+    prompt: hi
+    timeout: 60s
+    options:
+      base_url: {}/v1
+      model: m
+    mcp_proxy:
+      enable: true
+    on_success: done
+  done:
+    type: terminal
+",
             model.base_url()
         ),
     )
     .unwrap();
-    let out = Command::new(AWF)
-        .arg("run")
-        .arg(&wf)
-        .args(["--output", "json"])
-        .current_dir(&root)
+    let out = common::awf_run(&root, &wf)
         .env("TMPDIR", &tmp)
         .env("XDG_STATE_HOME", &state)
-        .env("AWF_PLUGINS_PATH", "")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

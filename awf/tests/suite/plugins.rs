@@ -524,7 +524,12 @@ fn plugins_list_reports_each_plugin_and_its_tools() {
     std::fs::create_dir_all(s.plugins.join("broken")).unwrap();
     std::fs::write(
         s.plugins.join("broken/plugin.yaml"),
-        "name: broken\nversion: 1\ndescription: x\nexecutabel: b\n",
+        "\
+name: broken
+version: 1
+description: x
+executabel: b
+",
     )
     .unwrap();
     let out = s.awf(&["plugins", "list", "--json"], &[]);
@@ -695,7 +700,14 @@ fn hyphenated_names_the_executable_field_and_the_tool_name_rule() {
         std::fs::create_dir_all(dir.join("bin")).unwrap();
         std::fs::write(
             dir.join("plugin.yaml"),
-            format!("name: {name}\nversion: 2.0\ndescription: notes under another name\nexecutable: bin/notes\n"),
+            format!(
+                "\
+name: {name}
+version: 2.0
+description: notes under another name
+executable: bin/notes
+"
+            ),
         )
         .unwrap();
         place_executable(&example("notes"), &dir.join("bin/notes"));

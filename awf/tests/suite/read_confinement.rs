@@ -508,26 +508,34 @@ fn an_input_of_awf_run_is_not_readable_from_any_command_line() {
     std::fs::write(
         &wf,
         format!(
-            "name: input-probe\ninputs:\n  - name: token\nstates:\n  initial: work\n  work:\n    \
-             type: agent\n    provider: openai_compatible\n    prompt: go\n    timeout: 60s\n    \
-             options: {{base_url: \"{}/v1\", model: m}}\n    mcp_proxy: {{enable: true}}\n    \
-             on_success: done\n  done:\n    type: terminal\n",
+            "\
+name: input-probe
+inputs:
+  - name: token
+states:
+  initial: work
+  work:
+    type: agent
+    provider: openai_compatible
+    prompt: go
+    timeout: 60s
+    options: {{base_url: \"{}/v1\", model: m}}
+    mcp_proxy: {{enable: true}}
+    on_success: done
+  done:
+    type: terminal
+",
             fake.base_url()
         ),
     )
     .unwrap();
     let audit = base.join("audit");
-    let out = Command::new(common::AWF)
-        .arg("run")
-        .arg(&wf)
-        .args(["--output", "json", "--input"])
+    let out = common::awf_run(&root, &wf)
+        .arg("--input")
         .arg(format!("token={MARK}-input"))
         .arg("--audit-dir")
         .arg(&audit)
-        .current_dir(&root)
         .env("TMPDIR", fake_model::private_tmp(&audit))
-        .env("AWF_PLUGINS_PATH", "")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .output()
         .unwrap();
     assert!(

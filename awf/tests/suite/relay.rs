@@ -5,6 +5,7 @@
 //! model reported, and a `model.request` + `model.response` pair in the step's audit; a
 //! step's `budget` ends it with EXECUTION.BUDGET once spent.
 
+use crate::common;
 use crate::fake_model;
 use crate::harness;
 use crate::otlp_receiver;
@@ -467,27 +468,35 @@ impl HeldStep {
         std::fs::write(
             &wf,
             format!(
-                "name: relay-held\nstates:\n  initial: work\n  work:\n    type: agent\n    \
-                 provider: claude\n    prompt: hold the route\n    timeout: 300s\n    \
-                 options: {options}\n    mcp_proxy: {{enable: true}}\n    {state_extra}\n    on_success: done\n    \
-                 on_failure: done\n  done:\n    type: terminal\n    status: success\n"
+                "\
+name: relay-held
+states:
+  initial: work
+  work:
+    type: agent
+    provider: claude
+    prompt: hold the route
+    timeout: 300s
+    options: {options}
+    mcp_proxy: {{enable: true}}
+    {state_extra}
+    on_success: done
+    on_failure: done
+  done:
+    type: terminal
+    status: success
+"
             ),
         )
         .unwrap();
         let audit_dir = step.base.join("run-audit");
-        let child = std::process::Command::new(AWF)
-            .arg("run")
-            .arg(&wf)
-            .args(["--output", "json", "--audit-dir"])
+        let child = common::awf_run(&step.root, &wf)
+            .arg("--audit-dir")
             .arg(&audit_dir)
-            .current_dir(&step.root)
             .env("TMPDIR", fake_model::private_tmp(&audit_dir))
             .env("HOME", &step.home)
             .env("XDG_STATE_HOME", step.home.join(".local/state"))
             .env("AWF_TEST_FAKE_KEY", KEY)
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("TRACEPARENT")
-            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()

@@ -77,14 +77,7 @@ states:
 }
 
 fn awf_run(root: &Path, wf: &Path) -> Output {
-    Command::new(AWF)
-        .arg("run")
-        .arg(wf)
-        .args(["--output", "json"])
-        .current_dir(root)
-        .env("AWF_PLUGINS_PATH", "")
-        .output()
-        .unwrap()
+    common::awf_run(root, wf).output().unwrap()
 }
 
 fn runs(counter: &Path) -> u32 {
@@ -221,9 +214,21 @@ fn a_step_without_retry_runs_once_and_reports_no_attempts() {
     std::fs::write(
         &wf,
         format!(
-            "name: once\nstates:\n  initial: build\n  build:\n    type: step\n    command: \
-             {}\n    on_success: done\n    on_failure: failed\n  done:\n    type: terminal\n  \
-             failed:\n    type: terminal\n    status: failure\n",
+            "\
+name: once
+states:
+  initial: build
+  build:
+    type: step
+    command: {}
+    on_success: done
+    on_failure: failed
+  done:
+    type: terminal
+  failed:
+    type: terminal
+    status: failure
+",
             counting(&counter, &[75])
         ),
     )
@@ -247,12 +252,7 @@ fn an_interrupt_during_a_wait_ends_the_state_interrupted() {
         "      max_attempts: 3\n      initial_delay: 1h\n      max_delay: 1h",
         "",
     );
-    let mut child = Command::new(AWF)
-        .arg("run")
-        .arg(&wf)
-        .args(["--output", "json"])
-        .current_dir(&root)
-        .env("AWF_PLUGINS_PATH", "")
+    let mut child = common::awf_run(&root, &wf)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -292,13 +292,7 @@ fn validate(tag: &str, retry: &str) -> (i32, Vec<Value>) {
 }
 
 fn validate_file(root: &Path, wf: &Path) -> (i32, Vec<Value>) {
-    let out = Command::new(AWF)
-        .args(["validate", "--format", "json"])
-        .arg(wf)
-        .current_dir(root)
-        .env("AWF_PLUGINS_PATH", "")
-        .output()
-        .unwrap();
+    let out = common::awf_validate(root, wf).output().unwrap();
     let json: Value = serde_json::from_slice(&out.stdout).expect("validate prints JSON");
     (
         out.status.code().unwrap(),

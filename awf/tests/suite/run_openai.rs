@@ -82,17 +82,12 @@ states:
     }
 
     fn run_with(&self, wf: &Path, extra_env: &[(&str, &str)]) -> (Output, Value) {
-        let out = Command::new(AWF)
+        let out = common::awf_run(&self.work, wf)
             .envs(extra_env.iter().copied())
-            .arg("run")
-            .arg(wf)
-            .args(["--output", "json", "--audit-dir"])
+            .arg("--audit-dir")
             .arg(&self.audit_dir)
-            .current_dir(&self.work)
             .env("TMPDIR", private_tmp(&self.audit_dir))
-            .env("AWF_PLUGINS_PATH", "")
             .env("AWF_TEST_OPENAI_KEY", "sk-test-123456")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .output()
             .unwrap();
         let s = common::run_summary(&out);
@@ -384,13 +379,7 @@ fn a_proxy_error_stops_the_run_before_the_model_is_called() {
         "      enable: true\n      intercept_builtins: false",
     );
     let (code, stderr) = {
-        let out = Command::new(AWF)
-            .arg("run")
-            .arg(&wf)
-            .current_dir(&c.work)
-            .env("AWF_PLUGINS_PATH", "")
-            .output()
-            .unwrap();
+        let out = common::awf(&c.work).arg("run").arg(&wf).output().unwrap();
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -422,7 +411,21 @@ fn a_model_that_never_answers_hits_the_state_timeout() {
     std::fs::write(
         &wf,
         format!(
-            "name: silent\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: hi\n    timeout: 1s\n    options: {{base_url: \"http://127.0.0.1:{port}/v1\", model: m}}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n  done:\n    type: terminal\n"
+            "\
+name: silent
+states:
+  initial: ask
+  ask:
+    type: agent
+    provider: openai_compatible
+    prompt: hi
+    timeout: 1s
+    options: {{base_url: \"http://127.0.0.1:{port}/v1\", model: m}}
+    mcp_proxy: {{enable: true}}
+    on_success: done
+  done:
+    type: terminal
+"
         ),
     )
     .unwrap();
@@ -456,18 +459,27 @@ fn sigint_during_a_model_request_stops_the_run() {
     std::fs::write(
         &wf,
         format!(
-            "name: silent\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: hi\n    options: {{base_url: \"http://127.0.0.1:{port}/v1\", model: m}}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n  done:\n    type: terminal\n"
+            "\
+name: silent
+states:
+  initial: ask
+  ask:
+    type: agent
+    provider: openai_compatible
+    prompt: hi
+    options: {{base_url: \"http://127.0.0.1:{port}/v1\", model: m}}
+    mcp_proxy: {{enable: true}}
+    on_success: done
+  done:
+    type: terminal
+"
         ),
     )
     .unwrap();
-    let mut child = Command::new(AWF)
-        .arg("run")
-        .arg(&wf)
-        .args(["--output", "json", "--audit-dir"])
+    let mut child = common::awf_run(&c.work, &wf)
+        .arg("--audit-dir")
         .arg(&c.audit_dir)
-        .current_dir(&c.work)
         .env("TMPDIR", private_tmp(&c.audit_dir))
-        .env("AWF_PLUGINS_PATH", "")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -491,16 +503,13 @@ fn control_sequences_in_the_model_s_text_reach_the_terminal_escaped() {
     let hostile = "\u{1b}]0;PWNED\u{7}\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[2JFINAL";
     let model = FakeModel::start(Script::new().answer_prefix(hostile));
     let wf = c.workflow(&model, "", ON);
-    let out = Command::new(AWF)
+    let out = common::awf(&c.work)
         .arg("run")
         .arg(&wf)
         .args(["--audit-dir"])
         .arg(&c.audit_dir)
-        .current_dir(&c.work)
         .env("TMPDIR", private_tmp(&c.audit_dir))
-        .env("AWF_PLUGINS_PATH", "")
         .env("AWF_TEST_OPENAI_KEY", "sk-test-123456")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -775,8 +784,17 @@ fn a_bad_audit_key_stops_the_run_and_a_shell_step_never_gets_the_key() {
     let wf = c.dir.join("env.yaml");
     std::fs::write(
         &wf,
-        "name: env\nstates:\n  initial: s\n  s:\n    type: step\n    command: env > env.txt\n    \
-         on_success: done\n  done:\n    type: terminal\n",
+        "\
+name: env
+states:
+  initial: s
+  s:
+    type: step
+    command: env > env.txt
+    on_success: done
+  done:
+    type: terminal
+",
     )
     .unwrap();
     let (out, _) = c.run_with(&wf, &[("AWF_AUDIT_KEY", "short")]);

@@ -11,9 +11,7 @@ use crate::otlp_receiver;
 use fake_model::{FakeModel, Script, private_tmp};
 use otlp_receiver::{Receiver, attr, hex};
 use serde_json::json;
-use std::process::Command;
 
-const AWF: &str = env!("CARGO_BIN_EXE_awf");
 const RUN_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const RUN_SPAN: &str = "00f067aa0ba902b7";
 
@@ -64,14 +62,12 @@ states:
         ),
     )
     .unwrap();
-    let out = Command::new(AWF)
+    let out = common::awf(&work)
         .arg("run")
         .arg(&wf)
         .arg("--audit-dir")
         .arg(dir.join("audit"))
-        .current_dir(&work)
         .env("TMPDIR", private_tmp(&dir.join("audit")))
-        .env("AWF_PLUGINS_PATH", "")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
         .env("TRACEPARENT", format!("00-{RUN_TRACE}-{RUN_SPAN}-01"))
         .env("FAKE_AGENT_MODE", "call")
@@ -175,23 +171,50 @@ fn a_called_workflow_s_states_and_a_loop_s_body_nest_under_their_state() {
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(
         work.join("child.yaml"),
-        "name: child\nstates:\n  initial: inner\n  inner:\n    type: step\n    command: echo inner\n    on_success: end\n  end:\n    type: terminal\n",
+        "\
+name: child
+states:
+  initial: inner
+  inner:
+    type: step
+    command: echo inner
+    on_success: end
+  end:
+    type: terminal
+",
     )
     .unwrap();
     let wf = work.join("parent.yaml");
     std::fs::write(
         &wf,
-        "name: parent\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: child\n    on_success: again\n  again:\n    type: while\n    while: 'loop.Index < 2'\n    body: [tick]\n    on_complete: done\n  tick:\n    type: step\n    command: echo tick\n    on_success: again\n  done:\n    type: terminal\n",
+        "\
+name: parent
+states:
+  initial: call
+  call:
+    type: call_workflow
+    workflow: child
+    on_success: again
+  again:
+    type: while
+    while: 'loop.Index < 2'
+    body: [tick]
+    on_complete: done
+  tick:
+    type: step
+    command: echo tick
+    on_success: again
+  done:
+    type: terminal
+",
     )
     .unwrap();
-    let out = Command::new(AWF)
+    let out = common::awf(&work)
         .arg("run")
         .arg(&wf)
         .arg("--audit-dir")
         .arg(dir.join("audit"))
-        .current_dir(&work)
         .env("TMPDIR", private_tmp(&dir.join("audit")))
-        .env("AWF_PLUGINS_PATH", "")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.endpoint)
         .env("TRACEPARENT", format!("00-{RUN_TRACE}-{RUN_SPAN}-01"))
         .output()

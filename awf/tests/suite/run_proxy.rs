@@ -15,8 +15,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const AWF: &str = env!("CARGO_BIN_EXE_awf");
-
 struct Case {
     dir: PathBuf,
     wf: PathBuf,
@@ -76,19 +74,13 @@ states:
 
 impl Case {
     fn command(&self, mode: &str) -> Command {
-        let mut c = Command::new(AWF);
-        c.arg("run")
-            .arg(&self.wf)
-            .args(["--output", "json", "--audit-dir"])
+        let mut c = common::awf_run(&self.dir.join("work"), &self.wf);
+        c.arg("--audit-dir")
             .arg(&self.audit_dir)
-            .current_dir(self.dir.join("work"))
             .env("TMPDIR", &self.tmp)
-            .env("AWF_PLUGINS_PATH", "")
             .env("XDG_STATE_HOME", self.dir.join("state"))
             .env("FAKE_AGENT_MODE", mode)
-            .env("FAKE_AGENT_PIDS", &self.pids)
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("TRACEPARENT");
+            .env("FAKE_AGENT_PIDS", &self.pids);
         c
     }
 

@@ -11,22 +11,12 @@ use common::{pids_in, run_summary, summary_state};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const AWF: &str = env!("CARGO_BIN_EXE_awf");
-
 fn scratch(tag: &str) -> PathBuf {
     common::scratch(&format!("run-{tag}"))
 }
 
 fn awf_run(dir: &Path, wf: &Path, extra: &[&str]) -> Output {
-    Command::new(AWF)
-        .arg("run")
-        .arg(wf)
-        .args(["--output", "json"])
-        .args(extra)
-        .current_dir(dir)
-        .env("AWF_PLUGINS_PATH", "")
-        .output()
-        .unwrap()
+    common::awf_run(dir, wf).args(extra).output().unwrap()
 }
 
 #[test]
@@ -126,7 +116,15 @@ fn an_invalid_workflow_runs_nothing() {
     let wf = dir.join("wf.yaml");
     std::fs::write(
         &wf,
-        "name: x\nstates:\n  initial: a\n  a:\n    type: step\n    command: touch ran\n    on_success: nowhere\n",
+        "\
+name: x
+states:
+  initial: a
+  a:
+    type: step
+    command: touch ran
+    on_success: nowhere
+",
     )
     .unwrap();
     let out = awf_run(&dir, &wf, &[]);
@@ -213,12 +211,7 @@ fn sigint_stops_the_step_and_the_run() {
         "10m",
         "      echo $$ > pids\n      sleep 300 &\n      echo $! >> pids\n      wait",
     );
-    let mut child = Command::new(AWF)
-        .arg("run")
-        .arg(&wf)
-        .args(["--output", "json"])
-        .current_dir(&dir)
-        .env("AWF_PLUGINS_PATH", "")
+    let mut child = common::awf_run(&dir, &wf)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -373,16 +366,11 @@ states:
         ),
     )
     .unwrap();
-    let out = Command::new(AWF)
-        .arg("run")
-        .arg(&wf)
-        .args(["--output", "json", "--audit-dir"])
+    let out = common::awf_run(&work, &wf)
+        .arg("--audit-dir")
         .arg(&audit_dir)
-        .current_dir(&work)
         .env("TMPDIR", fake_model::private_tmp(&audit_dir))
-        .env("AWF_PLUGINS_PATH", "")
         .env("AWF_TEST_OPENAI_KEY", "sk-test-123456")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .output()
         .unwrap();
     let s = run_summary(&out);
@@ -654,8 +642,17 @@ fn a_flood_of_output_is_counted_not_shown_and_kept_in_the_result() {
     let dir = scratch("flood");
     let wf = workflow(
         &dir,
-        "name: flood\nstates:\n  initial: a\n  a:\n    type: step\n    command: seq 1 20000\n    \
-         on_success: done\n  done:\n    type: terminal\n",
+        "\
+name: flood
+states:
+  initial: a
+  a:
+    type: step
+    command: seq 1 20000
+    on_success: done
+  done:
+    type: terminal
+",
     );
     let out = awf_run(&dir, &wf, &[]);
     let s = run_summary(&out);
@@ -717,28 +714,52 @@ fn a_run_s_report_opens_in_chromium_with_every_state_and_call() {
     let wf = workflow(
         &dir,
         &format!(
-            "name: pictured\nstates:\n  initial: each\n  each:\n    type: for_each\n    \
-             items: [a, b, c]\n    body: [item]\n    on_complete: both\n  item:\n    type: step\n    \
-             command: echo item {{{{.loop.Item}}}}\n  both:\n    type: parallel\n    \
-             parallel: [left, right]\n    on_success: agent\n  left:\n    type: step\n    \
-             command: echo left\n  right:\n    type: step\n    command: echo right\n  agent:\n    \
-             type: agent\n    provider: openai_compatible\n    prompt: work\n    timeout: 60s\n    \
-             options:\n      base_url: {}/v1\n      model: fake-model\n    mcp_proxy:\n      \
-             enable: true\n    on_success: done\n  done:\n    type: terminal\n",
+            "\
+name: pictured
+states:
+  initial: each
+  each:
+    type: for_each
+    items: [a, b, c]
+    body: [item]
+    on_complete: both
+  item:
+    type: step
+    command: echo item {{{{.loop.Item}}}}
+  both:
+    type: parallel
+    parallel: [left, right]
+    on_success: agent
+  left:
+    type: step
+    command: echo left
+  right:
+    type: step
+    command: echo right
+  agent:
+    type: agent
+    provider: openai_compatible
+    prompt: work
+    timeout: 60s
+    options:
+      base_url: {}/v1
+      model: fake-model
+    mcp_proxy:
+      enable: true
+    on_success: done
+  done:
+    type: terminal
+",
             model.base_url()
         ),
     );
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let awf = |args: &[&str]| {
-        Command::new(AWF)
+        common::awf(&dir)
             .args(args)
-            .current_dir(&dir)
             .env("XDG_STATE_HOME", &state)
             .env("TMPDIR", &tmp)
-            .env("AWF_PLUGINS_PATH", "")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .output()
             .unwrap()
     };

@@ -233,13 +233,25 @@ fn awf_validate_names_a_bad_scan_setting() {
         std::fs::write(
             &wf,
             format!(
-                "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
-                 prompt: hi\n    mcp_proxy:\n      enable: true\n      scan: {scan}\n    \
-                 on_success: done\n  done:\n    type: terminal\n"
+                "\
+name: s
+states:
+  initial: a
+  a:
+    type: agent
+    provider: claude
+    prompt: hi
+    mcp_proxy:
+      enable: true
+      scan: {scan}
+    on_success: done
+  done:
+    type: terminal
+"
             ),
         )
         .unwrap();
-        let out = std::process::Command::new(AWF)
+        let out = common::awf(&base)
             .arg("validate")
             .arg(&wf)
             .output()

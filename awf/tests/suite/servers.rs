@@ -466,10 +466,24 @@ fn awf_tools_pin_shows_what_changed_and_pins_it_again() {
         std::fs::write(
             &wf,
             format!(
-                "name: pin\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
-                 prompt: hi\n    mcp_proxy:\n      enable: true\n      servers:\n        hostile:\n          \
-                 command: [python3, {}]\n          env: {{HOSTILE_VARIANT: \"{variant}\"}}\n    \
-                 on_success: done\n  done:\n    type: terminal\n",
+                "\
+name: pin
+states:
+  initial: a
+  a:
+    type: agent
+    provider: claude
+    prompt: hi
+    mcp_proxy:
+      enable: true
+      servers:
+        hostile:
+          command: [python3, {}]
+          env: {{HOSTILE_VARIANT: \"{variant}\"}}
+    on_success: done
+  done:
+    type: terminal
+",
                 hostile()
             ),
         )
@@ -706,20 +720,28 @@ fn a_package_runner_that_cannot_reach_its_registry_is_told_before_and_at_start()
     std::fs::write(
         &wf,
         format!(
-            "name: n\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
-             prompt: hi\n    mcp_proxy:\n      enable: true\n      servers:\n        gh:\n          \
-             command: [{}, -y, '@modelcontextprotocol/server-github']\n    on_success: done\n  \
-             done:\n    type: terminal\n",
+            "\
+name: n
+states:
+  initial: a
+  a:
+    type: agent
+    provider: claude
+    prompt: hi
+    mcp_proxy:
+      enable: true
+      servers:
+        gh:
+          command: [{}, -y, '@modelcontextprotocol/server-github']
+    on_success: done
+  done:
+    type: terminal
+",
             npx.display()
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(AWF)
-        .args(["validate", "--format", "json"])
-        .arg(&wf)
-        .current_dir(&root)
-        .output()
-        .unwrap();
+    let out = common::awf_validate(&root, &wf).output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{v:#}");
     let p = v["problems"]

@@ -165,10 +165,24 @@ fn a_modern_only_typescript_server_is_listed_called_audited_traced_pinned_and_it
     std::fs::write(
         &wf,
         format!(
-            "name: pin\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
-             prompt: hi\n    mcp_proxy:\n      enable: true\n      servers:\n        modern:\n          \
-             command: [{node}, {}]\n          env: {{SDK_NODE_MODULES: {}}}\n    \
-             on_success: done\n  done:\n    type: terminal\n",
+            "\
+name: pin
+states:
+  initial: a
+  a:
+    type: agent
+    provider: claude
+    prompt: hi
+    mcp_proxy:
+      enable: true
+      servers:
+        modern:
+          command: [{node}, {}]
+          env: {{SDK_NODE_MODULES: {}}}
+    on_success: done
+  done:
+    type: terminal
+",
             fixture("modern.mjs"),
             modules.display()
         ),

@@ -321,15 +321,28 @@ fn awf_validate_checks_a_remote_server_s_url_and_variables() {
     let wf = base.join("flow.yaml");
     let flow = |server: &str| {
         format!(
-            "name: remote\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
-             prompt: hi\n    mcp_proxy:\n      enable: true\n      servers:\n        gh:\n{server}    \
-             on_success: done\n  done:\n    type: terminal\n"
+            "\
+name: remote
+states:
+  initial: a
+  a:
+    type: agent
+    provider: claude
+    prompt: hi
+    mcp_proxy:
+      enable: true
+      servers:
+        gh:
+{server}    on_success: done
+  done:
+    type: terminal
+"
         )
     };
     let validate = |server: &str| {
         std::fs::write(&wf, flow(server)).unwrap();
-        let out = Command::new(AWF)
-            .args(["validate"])
+        let out = common::awf(&base)
+            .arg("validate")
             .arg(&wf)
             .env("AWF_TEST_PAT", TOKEN)
             .output()

@@ -1,8 +1,8 @@
 //! The example workflows in examples/workflows/ are valid: `awf validate` exits 0 on each,
 //! and there is one per provider.
 
+use crate::common;
 use std::path::Path;
-use std::process::Command;
 
 #[test]
 fn every_example_workflow_validates_and_every_provider_has_one() {
@@ -13,12 +13,7 @@ fn every_example_workflow_validates_and_every_provider_has_one() {
         if path.extension().is_none_or(|x| x != "yaml") {
             continue;
         }
-        let out = Command::new(env!("CARGO_BIN_EXE_awf"))
-            .args(["validate", "--format", "json"])
-            .arg(&path)
-            .env("AWF_PLUGINS_PATH", "")
-            .output()
-            .unwrap();
+        let out = common::awf_validate(&dir, &path).output().unwrap();
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -59,14 +54,12 @@ fn the_readme_s_first_run_works_from_the_checkout_and_from_home() {
         (repo.as_path(), Some(home.join("state"))),
         (home.as_path(), None),
     ] {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_awf"));
+        // The human summary, as the README shows it.
+        let mut cmd = common::awf(cwd);
         cmd.arg("run")
             .arg(&first)
-            .current_dir(cwd)
             .env("HOME", &home)
-            .env_remove("XDG_STATE_HOME")
-            .env_remove("OPENAI_API_KEY")
-            .env("AWF_PLUGINS_PATH", "");
+            .env_remove("XDG_STATE_HOME");
         if let Some(s) = &state {
             cmd.env("XDG_STATE_HOME", s);
         }

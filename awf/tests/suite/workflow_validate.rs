@@ -8,10 +8,7 @@ use crate::harness::plugin_examples;
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
-
-const AWF: &str = env!("CARGO_BIN_EXE_awf");
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -52,17 +49,16 @@ fn validate(name: &str, plugins: Option<&Path>) -> Validated {
     std::fs::create_dir_all(&empty).unwrap();
     let plugins = plugins.map_or(empty, Path::to_path_buf);
     let run = |format: &[&str]| {
-        Command::new(AWF)
+        common::awf(&cwd)
             .arg("validate")
             .args(format)
             .arg(fixture(name))
-            .current_dir(&cwd)
             .env("AWF_PLUGINS_PATH", &plugins)
             .env_remove("XDG_STATE_HOME")
             .output()
             .unwrap()
     };
-    let out = run(&["--format", "json"]);
+    let out = run(&["--output", "json"]);
     let human = run(&[]);
     assert_eq!(
         out.status.code(),
@@ -429,7 +425,7 @@ fn network_deny_with_landlock_off_is_refused() {
 
 #[test]
 fn a_missing_file_is_a_user_error() {
-    let out = Command::new(AWF)
+    let out = common::awf(Path::new("/"))
         .args(["validate", "/nonexistent/wf.yaml"])
         .output()
         .unwrap();
@@ -657,16 +653,25 @@ fn validate_sandbox(dir: &Path, sandbox: &str) -> (Option<i32>, Value) {
     std::fs::write(
         &wf,
         format!(
-            "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
-             prompt: p\n    mcp_proxy:\n      enable: true\n      sandbox:\n{sandbox}    \
-             on_success: done\n  done:\n    type: terminal\n"
+            "\
+name: s
+states:
+  initial: a
+  a:
+    type: agent
+    provider: claude
+    prompt: p
+    mcp_proxy:
+      enable: true
+      sandbox:
+{sandbox}    on_success: done
+  done:
+    type: terminal
+"
         ),
     )
     .unwrap();
-    let out = Command::new(AWF)
-        .args(["validate", "--format", "json"])
-        .arg(&wf)
-        .current_dir(dir)
+    let out = common::awf_validate(dir, &wf)
         .env("AWF_PLUGINS_PATH", dir.join("no-plugins"))
         .output()
         .unwrap();
@@ -962,17 +967,28 @@ fn validate_server_sandbox(dir: &Path, sandbox: &str) -> (Option<i32>, Value) {
     std::fs::write(
         &wf,
         format!(
-            "name: s\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    \
-             prompt: p\n    mcp_proxy:\n      enable: true\n      servers:\n        s:\n          \
-             command: [sh]\n          sandbox:\n{sandbox}    on_success: done\n  done:\n    \
-             type: terminal\n"
+            "\
+name: s
+states:
+  initial: a
+  a:
+    type: agent
+    provider: claude
+    prompt: p
+    mcp_proxy:
+      enable: true
+      servers:
+        s:
+          command: [sh]
+          sandbox:
+{sandbox}    on_success: done
+  done:
+    type: terminal
+"
         ),
     )
     .unwrap();
-    let out = Command::new(AWF)
-        .args(["validate", "--format", "json"])
-        .arg(&wf)
-        .current_dir(dir)
+    let out = common::awf_validate(dir, &wf)
         .env("AWF_PLUGINS_PATH", dir.join("no-plugins"))
         .env("XDG_STATE_HOME", dir.join("state"))
         .output()
