@@ -8,8 +8,8 @@
 //! `CallContext`, `Hooks`). `builtins` and `plugins` (the gRPC plugin host) register their
 //! tools as `tools::ToolSource`s; `tools::ToolSet` puts a step's sources in one name
 //! space (names, collisions, tool policy) and builds the `mcpserver::Server`;
-//! [`telemetry::CallHooks`] observes it; `mcp_serve` serves it over stdio and
-//! `providers::openai` calls it in-process.
+//! [`telemetry::CallHooks`] observes it; `tool_server` holds a step's config and assembles
+//! its server, which `mcp_serve` serves over stdio and `providers::openai` calls in-process.
 //! `workflow` is the domain of `awf run` (model, parse, checks; no printing, no process:
 //! installed plugins come through its `PluginCatalog` port, which `plugins::catalog`
 //! implements). `run` drives a workflow, using `providers` for agents and `tool_proxy` for
@@ -45,6 +45,7 @@ pub mod telemetry;
 pub mod terminal;
 pub(crate) mod text;
 pub(crate) mod tool_proxy;
+pub mod tool_server;
 pub(crate) mod tools;
 pub(crate) mod tools_cli;
 pub(crate) mod upstream;

@@ -5,8 +5,8 @@
 
 use crate::client::McpClient;
 use crate::error::{AwfError, codes};
-use crate::mcp_serve::ServeConfig;
 use crate::telemetry::LogFormat;
+use crate::tool_server::ServeConfig;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -13,8 +13,8 @@
 
 use super::AgentOutput;
 use crate::error::{AwfError, codes};
-use crate::mcp_serve::assembly::{Prepared, build_server};
 use crate::telemetry::Transport;
+use crate::tool_server::assembly::{Prepared, build_server};
 use mcpserver::{CallContext, CallError, CancellationToken, Content, RequestId, Server};
 use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};

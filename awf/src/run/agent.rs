@@ -952,7 +952,7 @@ impl Runner<'_> {
         (
             providers::openai::OpenAiOptions,
             Option<LeaseHandle>,
-            Option<(crate::mcp_serve::assembly::Prepared, mcpserver::Server)>,
+            Option<(crate::tool_server::assembly::Prepared, mcpserver::Server)>,
         ),
         AwfError,
     > {

@@ -12,12 +12,12 @@
 pub mod pin_tools;
 
 use crate::error::{AwfError, codes};
-use crate::mcp_serve::ServeConfig;
-use crate::mcp_serve::assembly;
 use crate::plugins::PluginTools;
 use crate::private_files::{check_private_location, private_dir, write_private};
 use crate::process::{self, ProcessGroup};
 use crate::providers::ProxyInjection;
+use crate::tool_server::ServeConfig;
+use crate::tool_server::assembly;
 use crate::upstream::ServerSpec;
 use crate::workflow::check::{PluginCatalog, proxy_problems};
 use crate::workflow::{McpProxy, McpServer};

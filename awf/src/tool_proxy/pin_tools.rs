@@ -73,7 +73,7 @@ pub fn run(file: &Path, only: Option<&str>, check: bool) -> Result<u8, AwfError>
 /// `awf tools pin --config FILE`: the servers of an `awf mcp-serve` config (a gateway),
 /// pinned in its lock file (its `pins`, by default the one beside it).
 pub fn run_config(file: &Path, only: Option<&str>, check: bool) -> Result<u8, AwfError> {
-    let cfg = crate::mcp_serve::ServeConfig::load(file)?;
+    let cfg = crate::tool_server::ServeConfig::load(file)?;
     let lock = cfg
         .pins
         .clone()

@@ -791,7 +791,7 @@ fn plugin_results_keep_their_structured_data_and_output_schema() {
     }
     let s = setup("structured");
     plugin_examples::install("notes", &s.root.join(".awf/plugins"));
-    let mut cfg = awf::mcp_serve::ServeConfig::for_root(s.root.clone());
+    let mut cfg = awf::tool_server::ServeConfig::for_root(s.root.clone());
     cfg.intercept_builtins = false;
     cfg.plugin_tools = vec![awf::plugins::PluginTools {
         sandbox: Default::default(),
@@ -799,7 +799,7 @@ fn plugin_results_keep_their_structured_data_and_output_schema() {
         expose: vec!["add".into(), "search".into()],
         timeout_seconds: None,
     }];
-    let prepared = awf::mcp_serve::assembly::prepare(&cfg).unwrap();
+    let prepared = awf::tool_server::assembly::prepare(&cfg).unwrap();
     let mut server = Server::in_process(
         prepared
             .tools
@@ -958,7 +958,7 @@ fn plugin_results_are_bounded_with_a_note_like_the_builtins() {
     let s = setup("bounded");
     // In-process, on the revision that carries structured content.
     plugin_examples::install("faulty", &s.root.join(".awf/plugins"));
-    let mut cfg = awf::mcp_serve::ServeConfig::for_root(s.root.clone());
+    let mut cfg = awf::tool_server::ServeConfig::for_root(s.root.clone());
     cfg.intercept_builtins = false;
     cfg.plugin_tools = vec![awf::plugins::PluginTools {
         sandbox: Default::default(),
@@ -966,7 +966,7 @@ fn plugin_results_are_bounded_with_a_note_like_the_builtins() {
         expose: vec!["big".into()],
         timeout_seconds: None,
     }];
-    let prepared = awf::mcp_serve::assembly::prepare(&cfg).unwrap();
+    let prepared = awf::tool_server::assembly::prepare(&cfg).unwrap();
     let mut server = Server::in_process(
         prepared
             .tools

@@ -1,19 +1,16 @@
 //! `awf mcp-serve`: the per-step MCP server an agent CLI spawns, its stdio front. Reads the
 //! step's config ([`ServeConfig`]: written by the parent, or made from `--root`), has the
-//! step's tools assembled ([`crate::mcp_serve::assembly`]: builtins, plugin operations and
+//! step's tool server assembled ([`crate::tool_server`]: builtins, plugin operations and
 //! third-party servers in one `mcpserver::Server` observed by the telemetry's hooks), and
 //! serves stdio until end of input, `shutdown`, or SIGTERM/SIGINT, answering everything read
 //! and flushing telemetry before it exits 0.
-
-pub mod assembly;
-pub mod config;
 
 use crate::confine;
 use crate::error::{AwfError, codes};
 use crate::process;
 use crate::telemetry::Transport;
-use assembly::{build_server, prepare};
-pub use config::ServeConfig;
+use crate::tool_server::ServeConfig;
+use crate::tool_server::assembly::{build_server, prepare};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
