@@ -55,7 +55,7 @@ impl Case {
         self.awf(&args)
     }
 
-    /// `awf validate --format json`: the exit code and the problems.
+    /// `awf validate --output json`: the exit code and the problems.
     fn validate(&self) -> (i32, Vec<Value>) {
         let out = self.awf(&["validate", "--output", "json", self.wf.to_str().unwrap()]);
         let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");

@@ -283,7 +283,7 @@ fn an_interrupt_during_a_wait_ends_the_state_interrupted() {
     assert_eq!(s["error"]["code"], "EXECUTION.RUN.INTERRUPTED");
 }
 
-/// `awf validate --format json` of a workflow whose step `build` has the `retry` block
+/// `awf validate --output json` of a workflow whose step `build` has the `retry` block
 /// given (YAML indented by six); returns the exit code and the problems.
 fn validate(tag: &str, retry: &str) -> (i32, Vec<Value>) {
     let (base, root, _) = dirs(&format!("validate-{tag}"));

@@ -67,7 +67,7 @@ fn validate(name: &str, plugins: Option<&Path>) -> Validated {
     );
     Validated {
         code: out.status.code().unwrap(),
-        json: serde_json::from_slice(&out.stdout).expect("validate --format json prints JSON"),
+        json: serde_json::from_slice(&out.stdout).expect("validate --output json prints JSON"),
         stderr: String::from_utf8_lossy(&human.stderr).into_owned(),
     }
 }
@@ -646,8 +646,8 @@ fn bad_budgets_and_telemetry_name_the_key_and_the_fix() {
     }
 }
 
-/// `awf validate --format json` of an agent state whose `mcp_proxy.sandbox` is `sandbox`
-/// (YAML lines at the sandbox's indentation), written in `dir`: the exit code and the JSON.
+/// `awf validate --output json` of an agent state whose `mcp_proxy.sandbox` is `sandbox`
+/// (YAML lines at the sandbox's indentation), written in `dir`, as [`validate_written`].
 fn validate_sandbox(dir: &Path, sandbox: &str) -> (Option<i32>, Value) {
     let wf = dir.join("sandbox.yaml");
     std::fs::write(
@@ -671,13 +671,20 @@ states:
         ),
     )
     .unwrap();
-    let out = common::awf_validate(dir, &wf)
+    validate_written(dir, &wf)
+}
+
+/// `awf validate --output json` of `wf` in `dir`, with no plugins and awf's state directory
+/// in `dir/state`: the exit code and the JSON.
+fn validate_written(dir: &Path, wf: &Path) -> (Option<i32>, Value) {
+    let out = common::awf_validate(dir, wf)
         .env("AWF_PLUGINS_PATH", dir.join("no-plugins"))
+        .env("XDG_STATE_HOME", dir.join("state"))
         .output()
         .unwrap();
     (
         out.status.code(),
-        serde_json::from_slice(&out.stdout).expect("validate --format json prints JSON"),
+        serde_json::from_slice(&out.stdout).expect("validate --output json prints JSON"),
     )
 }
 
@@ -959,9 +966,9 @@ fn with_the_proxy_off_a_server_is_checked_for_its_keys_only() {
     );
 }
 
-/// `awf validate --format json` of an agent state whose one server `s` has the sandbox
-/// `sandbox` (YAML lines at the sandbox's indentation), written in `dir`, with awf's state
-/// directory in `dir/state`: the exit code and the JSON.
+/// `awf validate --output json` of an agent state whose one server `s` has the sandbox
+/// `sandbox` (YAML lines at the sandbox's indentation), written in `dir`, as
+/// [`validate_written`].
 fn validate_server_sandbox(dir: &Path, sandbox: &str) -> (Option<i32>, Value) {
     let wf = dir.join("server.yaml");
     std::fs::write(
@@ -988,15 +995,7 @@ states:
         ),
     )
     .unwrap();
-    let out = common::awf_validate(dir, &wf)
-        .env("AWF_PLUGINS_PATH", dir.join("no-plugins"))
-        .env("XDG_STATE_HOME", dir.join("state"))
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        serde_json::from_slice(&out.stdout).expect("validate --format json prints JSON"),
-    )
+    validate_written(dir, &wf)
 }
 
 #[test]
