@@ -83,12 +83,16 @@ fn load_checked(
     if !workflow::has_errors(&diags) {
         return Ok(wf.expect("a workflow without problems was built"));
     }
-    eprintln!(
-        "awf: {} has {} error(s); nothing was run (check with `awf validate {}`)",
-        file.display(),
-        diags.iter().filter(|d| d.is_error()).count(),
-        file.display()
-    );
+    if diags.iter().any(|d| d.code == codes::FILE) {
+        eprintln!("awf: nothing was run");
+    } else {
+        eprintln!(
+            "awf: {} has {} error(s); nothing was run (check with `awf validate {}`)",
+            file.display(),
+            diags.iter().filter(|d| d.is_error()).count(),
+            file.display()
+        );
+    }
     if json {
         let out = json!({
             "workflow": wf.as_ref().map(|w| &w.name),

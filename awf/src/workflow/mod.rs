@@ -485,6 +485,15 @@ pub fn load(
                             "no file {n}, {n}.yaml, {n}.yml or .awf/workflows/{n}.yaml here; \
                              check the name"
                         )
+                    } else if e.kind() == std::io::ErrorKind::NotFound && path.is_relative() {
+                        let here = std::env::current_dir().map_or_else(
+                            |_| "the current directory".into(),
+                            |d| d.display().to_string(),
+                        );
+                        format!(
+                            "a relative path is read from the current directory, {here}: give \
+                             the file's path from there, or an absolute one"
+                        )
                     } else {
                         "check the file name and its permissions".into()
                     },

@@ -433,6 +433,31 @@ fn a_missing_file_is_a_user_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/wf.yaml"));
 }
 
+/// The README's first command typed outside the checkout: the error says where a relative
+/// path was looked for, and `awf run` does not send the user to validate a file it cannot
+/// read.
+#[test]
+fn a_relative_path_not_found_names_the_directory_it_was_read_from() {
+    let dir = scratch("relative-missing");
+    let dir = dir.canonicalize().unwrap();
+    for args in [
+        &["run", "examples/workflows/first.yaml"][..],
+        &["validate", "examples/workflows/first.yaml"],
+    ] {
+        let out = common::awf(&dir).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "a relative path is read from the current directory, {}",
+                dir.display()
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("check with `awf validate"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn unknown_key_in_the_tool_policy() {
     let v = validate("proxy_tools_unknown_key.yaml", None);
