@@ -75,7 +75,10 @@ fn yes() -> bool {
 }
 
 impl ServeConfig {
-    /// The config `--root DIR` stands for: builtins over DIR, defaults for the rest.
+    /// The config `--root DIR` stands for: builtins over DIR, defaults for the rest, and
+    /// awf's own state directory hidden (as in every step of `awf run`): other runs' audit
+    /// trails and the file `awf tools call` records its call in may lie beneath DIR (the
+    /// default is `~/.local/state/awf`, and DIR may be the home directory).
     pub fn for_root(root: PathBuf) -> ServeConfig {
         ServeConfig {
             root,
@@ -90,7 +93,10 @@ impl ServeConfig {
             step_id: None,
             traceparent: None,
             limits: Limits::default(),
-            sandbox: Default::default(),
+            sandbox: confine::Sandbox {
+                hidden: vec![crate::private_files::state_dir()],
+                ..Default::default()
+            },
             confine_support: None,
             tools: ToolPolicy::default(),
             scan: Default::default(),

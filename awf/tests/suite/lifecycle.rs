@@ -529,6 +529,43 @@ fn tools_cli_spawns_the_server_and_prints_result_and_audit() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not valid JSON"));
 }
 
+/// The README's quick start typed in the home directory: awf's state directory
+/// (`~/.local/state/awf`, where `awf tools call` keeps the call's audit) lies beneath the
+/// root. The call works, and the call's Bash can neither read nor change what is there.
+#[test]
+fn tools_call_from_home_keeps_awf_s_state_directory_from_bash() {
+    let (base, home, _o) = workspace("tools-call-home");
+    let state = home.join(".local/state/awf");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("earlier.jsonl"), "RECORD\n").unwrap();
+    std::fs::write(home.join("f.txt"), "hello\n").unwrap();
+    let call = |tool: &str, args: &str| {
+        let out = common::awf(&home)
+            .args(["tools", "call", tool, args, "--output", "json"])
+            .env("HOME", &home)
+            .env("TMPDIR", base.join("tmp"))
+            .env_remove("XDG_STATE_HOME")
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{tool}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), v)
+    };
+    std::fs::create_dir_all(base.join("tmp")).unwrap();
+    let (code, v) = call("Read", r#"{"path": "f.txt"}"#);
+    assert_eq!(code, Some(0), "{v:#}");
+    assert_eq!(v["audit"].as_array().unwrap().len(), 2, "{v:#}");
+    let (_, v) = call(
+        "Bash",
+        "{\"command\": \"cat .local/state/awf/earlier.jsonl; rm -f .local/state/awf/earlier.jsonl\"}",
+    );
+    assert!(!v.to_string().contains("RECORD"), "{v:#}");
+    assert_eq!(
+        std::fs::read_to_string(state.join("earlier.jsonl")).unwrap(),
+        "RECORD\n"
+    );
+}
+
 #[test]
 fn json_logs_on_stderr_one_line_per_call() {
     let (_b, root, _o) = workspace("json-logs");
