@@ -86,10 +86,14 @@ pub fn status(run_id: &str, as_json: bool) -> Result<u8, AwfError> {
             .map(|c| format!(", exit code {c}"))
             .unwrap_or_default()
     );
+    // An ended run took its time; one still going (or died) has taken it so far.
+    let took = match s.ended_ms {
+        Some(_) => format!("took {}", seconds(s.duration_ms())),
+        None => format!("{} so far", seconds(s.duration_ms())),
+    };
     println!(
-        "started {}, {} so far{}, {} tokens",
+        "started {}, {took}{}, {} tokens",
         utc(s.started_ms),
-        seconds(s.duration_ms()),
         if s.resumes > 0 {
             format!(", resumed {}×", s.resumes)
         } else {

@@ -207,7 +207,7 @@ fn a_run_killed_during_state_3_resumes_at_3_and_never_reruns_1_and_2() {
     );
     let human = String::from_utf8_lossy(&c.awf(&["status", &id]).stdout).into_owned();
     assert!(
-        human.contains("died") && human.contains("awf resume"),
+        human.contains("died") && human.contains("awf resume") && human.contains(" so far"),
         "{human}"
     );
     let h: Value = serde_json::from_slice(
@@ -223,6 +223,11 @@ fn a_run_killed_during_state_3_resumes_at_3_and_never_reruns_1_and_2() {
     let summary = run_summary(&out);
     assert_eq!(out.status.code(), Some(0), "{summary:#}");
     assert_eq!(summary["run_id"], id.as_str());
+    let human = String::from_utf8_lossy(&c.awf(&["status", &id]).stdout).into_owned();
+    assert!(
+        human.contains("succeeded") && human.contains(", took ") && !human.contains("so far"),
+        "{human}"
+    );
     // 1 and 2 ran once, 3 twice (it was running: at-least-once), 4 and 5 once.
     assert_eq!(
         c.lines(),
