@@ -437,6 +437,7 @@ fn post(
         ),
     })?;
     let status = resp.status().as_u16();
+    let relays_own = resp.headers().contains_key(crate::relay::OWN_ANSWER_HEADER);
     let text = resp.into_body().read_to_string().map_err(|e| match e {
         ureq::Error::Timeout(_) => AwfError::new(
             codes::OPENAI_TIMEOUT,
@@ -447,6 +448,9 @@ fn post(
             format!("reading the answer of {shown}: {other}"),
         ),
     })?;
+    if relays_own {
+        return Err(relay_refusal(status, &text));
+    }
     if !(200..300).contains(&status) {
         return Err(AwfError::new(
             codes::OPENAI_HTTP,
@@ -462,6 +466,27 @@ fn post(
             ),
         )
     })
+}
+
+/// awf's model relay answered itself, not the model: its own words, and for a model it
+/// could not reach (502) where to look.
+fn relay_refusal(status: u16, text: &str) -> AwfError {
+    let why = serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| excerpt(text));
+    let why = why.strip_prefix("awf relay: ").unwrap_or(&why);
+    if status == 502 {
+        AwfError::new(
+            codes::OPENAI_UNREACHABLE,
+            format!("{why}; is the model server at options.base_url running?"),
+        )
+    } else {
+        AwfError::new(
+            codes::OPENAI_HTTP,
+            format!("awf's model relay refused the request: {why}"),
+        )
+    }
 }
 
 #[cfg(test)]

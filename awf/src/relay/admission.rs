@@ -151,13 +151,15 @@ fn admit(
     Ok((lease, head))
 }
 
+/// The relay's own answer (see [`super::OWN_ANSWER_HEADER`]).
 pub(super) fn reply(mut conn: &TcpStream, status: u16, body: &Value) {
     let text = body.to_string();
     let _ = write!(
         conn,
-        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}: 1\r\nConnection: close\r\n\r\n{text}",
         reason(status),
-        text.len()
+        text.len(),
+        super::OWN_ANSWER_HEADER
     );
 }
 

@@ -111,6 +111,10 @@ pub struct LeaseSpec {
     pub model_content: bool,
 }
 
+/// The header on every answer the relay gives itself (a request refused, a model it could
+/// not reach), never on one it passes back: a client tells awf's words from the model's.
+pub const OWN_ANSWER_HEADER: &str = "x-awf-relay";
+
 /// The most of a prompt or an answer a chat span holds when content is recorded.
 pub const CONTENT_BYTES: usize = 64 * 1024;
 

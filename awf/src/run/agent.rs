@@ -582,6 +582,8 @@ impl Runner<'_> {
         lease: Option<&LeaseHandle>,
         r: &mut StateResult,
     ) -> Result<(), AwfError> {
+        // The relay records an answer a moment after the client has it whole.
+        settle(lease);
         let Some(l) = lease else { return Ok(()) };
         let stats = l.stats();
         let spent = stats.budget_exhausted;

@@ -812,3 +812,50 @@ states:
         "{env}"
     );
 }
+
+/// A model server that is not running (the README's openai_compatible example with no local
+/// model): the step says it cannot reach the endpoint and where to look, in awf's words,
+/// not that the model answered HTTP 502 (the relay's own answer, told apart by its header).
+#[test]
+fn a_model_that_is_not_running_is_unreachable_not_an_http_502() {
+    let c = case("unreachable");
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let wf = c.dir.join("wf.yaml");
+    std::fs::write(
+        &wf,
+        format!(
+            "\
+name: nobody-home
+states:
+  initial: ask
+  ask:
+    type: agent
+    provider: openai_compatible
+    prompt: hi
+    options: {{base_url: \"http://127.0.0.1:{port}/v1\", model: m}}
+    on_success: done
+  done:
+    type: terminal
+"
+        ),
+    )
+    .unwrap();
+    let (out, s) = c.run(&wf);
+    assert_eq!(out.status.code(), Some(3), "{s:#}");
+    let error = &fix(&s)["error"];
+    assert_eq!(error["code"], "EXECUTION.OPENAI.UNREACHABLE", "{s:#}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "cannot reach http://127.0.0.1:{port}/v1/chat/completions: "
+        )) && message.ends_with("is the model server at options.base_url running?"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("HTTP 502") && !message.contains("awf relay"),
+        "{message}"
+    );
+}
